@@ -1,0 +1,178 @@
+// node.cpp: Node bookkeeping (hooks, iterative release), FunctionNode and AccumulateGrad.
+#include "autograd/node.hpp"
+
+#include <atomic>
+
+#include "autograd/autograd_meta.hpp"
+#include "autograd/engine.hpp"
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/error.hpp"
+
+namespace ampgrad::autograd {
+
+uint64_t next_sequence_nr() {
+    static std::atomic<uint64_t> counter{0};
+    return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---- iterative destruction ----
+
+namespace {
+thread_local bool t_draining = false;
+thread_local std::vector<std::shared_ptr<Node>> t_graveyard;
+}  // namespace
+
+void release_node_iteratively(std::shared_ptr<Node>&& node) {
+    if (!node) return;
+    if (node.use_count() > 1) { node.reset(); return; }   // someone else keeps it alive
+    t_graveyard.push_back(std::move(node));
+    if (t_draining) return;                                // an outer call is draining
+    t_draining = true;
+    while (!t_graveyard.empty()) {
+        std::shared_ptr<Node> n = std::move(t_graveyard.back());
+        t_graveyard.pop_back();
+        n.reset();                                         // its ~Node pushes children here
+    }
+    t_draining = false;
+}
+
+Tensor TensorMeta::zeros() const { return ampgrad::zeros(shape, TensorOptions().dtype(dtype).device(device)); }
+
+Node::Node(std::string_view op, edge_list next_edges, uint64_t sequence_nr)
+    : op_(op), sequence_nr_(sequence_nr), next_edges_(std::move(next_edges)) {}
+
+Node::~Node() {
+    for (Edge& e : next_edges_) release_node_iteratively(std::move(e.fn));
+}
+
+std::string Node::name() const {
+    if (is_accumulate_grad()) return "AccumulateGrad";
+    std::string n(op_);
+    if (!n.empty()) n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
+    for (size_t i = 0; i < n.size(); ++i) {       // snake_case -> CamelCase: layer_norm -> LayerNorm
+        if (n[i] == '_' && i + 1 < n.size()) {
+            n.erase(i, 1);
+            n[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[i])));
+        }
+    }
+    return n + "Backward";
+}
+
+bool Node::needs_input_grad(size_t i) const {
+    if (i >= next_edges_.size() || !next_edges_[i].valid()) return false;
+    return task_should_compute(next_edges_[i].fn.get());
+}
+
+RemovableHandle Node::register_prehook(NodePreHook hook) {
+    if (!pre_hooks_) pre_hooks_ = std::make_shared<HookList<NodePreHook>>();
+    return add_hook(pre_hooks_, std::move(hook));
+}
+
+RemovableHandle Node::register_hook(NodePostHook hook) {
+    if (!post_hooks_) post_hooks_ = std::make_shared<HookList<NodePostHook>>();
+    return add_hook(post_hooks_, std::move(hook));
+}
+
+RemovableHandle Node::add_tensor_pre_hook(uint32_t output_nr, TensorHook hook) {
+    if (tensor_pre_hooks_.size() <= output_nr) tensor_pre_hooks_.resize(output_nr + 1);
+    auto& list = tensor_pre_hooks_[output_nr];
+    if (!list) list = std::make_shared<HookList<TensorHook>>();
+    return add_hook(list, std::move(hook));
+}
+
+std::vector<std::pair<uint64_t, TensorHook>> Node::tensor_pre_hooks(uint32_t output_nr) const {
+    if (output_nr >= tensor_pre_hooks_.size() || !tensor_pre_hooks_[output_nr]) return {};
+    return tensor_pre_hooks_[output_nr]->snapshot();
+}
+
+void Node::set_retains_grad_hook(uint32_t output_nr, std::function<void(const Tensor&)> hook) {
+    if (retains_grad_hooks_.size() <= output_nr) retains_grad_hooks_.resize(output_nr + 1);
+    retains_grad_hooks_[output_nr] = std::move(hook);
+}
+
+const std::function<void(const Tensor&)>* Node::retains_grad_hook(uint32_t output_nr) const {
+    if (output_nr >= retains_grad_hooks_.size() || !retains_grad_hooks_[output_nr]) return nullptr;
+    return &retains_grad_hooks_[output_nr];
+}
+
+std::vector<std::pair<uint64_t, NodePreHook>> Node::pre_hooks() const {
+    return pre_hooks_ ? pre_hooks_->snapshot() : std::vector<std::pair<uint64_t, NodePreHook>>{};
+}
+
+std::vector<std::pair<uint64_t, NodePostHook>> Node::post_hooks() const {
+    return post_hooks_ ? post_hooks_->snapshot() : std::vector<std::pair<uint64_t, NodePostHook>>{};
+}
+
+// ---- FunctionNode ----
+
+FunctionNode::FunctionNode(std::string_view op, edge_list next_edges, std::vector<SavedVariable> saved, BackwardFn fn)
+    : Node(op, std::move(next_edges), next_sequence_nr()), saved_(std::move(saved)), fn_(std::move(fn)) {}
+
+tensor_list FunctionNode::apply(tensor_list&& grad_outputs) {
+    // Built-in backward formulas may assume every incoming gradient is defined.
+    for (size_t i = 0; i < grad_outputs.size(); ++i)
+        if (!grad_outputs[i].defined()) grad_outputs[i] = output_meta[i].zeros();
+    BackwardContext ctx(*this);
+    return fn_(ctx, grad_outputs);
+}
+
+void FunctionNode::release_variables() {
+    for (SavedVariable& s : saved_) s.release();
+}
+
+size_t FunctionNode::saved_bytes() const {
+    size_t n = 0;
+    for (const SavedVariable& s : saved_) n += s.nbytes();
+    return n;
+}
+
+Tensor BackwardContext::saved(size_t i) const {
+    AMPGRAD_CHECK(i < node_.saved().size(), "{}: saved({}) but only {} tensors were saved", node_.name(), i,
+                  node_.saved().size());
+    return node_.saved()[i].unpack(node_.shared_from_this());
+}
+
+// ---- AccumulateGrad ----
+
+AccumulateGrad::AccumulateGrad(Tensor variable)
+    : Node("AccumulateGrad", {}, kAccumulateGradSequenceNr), variable_(std::move(variable)) {
+    output_meta.push_back(TensorMeta::of(variable_));
+}
+
+RemovableHandle AccumulateGrad::add_tensor_pre_hook(uint32_t, TensorHook hook) {
+    AutogradMeta& m = meta_of(variable_);
+    if (!m.leaf_hooks) m.leaf_hooks = std::make_shared<HookList<TensorHook>>();
+    return add_hook(m.leaf_hooks, std::move(hook));
+}
+
+std::vector<std::pair<uint64_t, TensorHook>> AccumulateGrad::tensor_pre_hooks(uint32_t) const {
+    AutogradMeta* m = maybe_meta(variable_);
+    if (!m || !m->leaf_hooks) return {};
+    return m->leaf_hooks->snapshot();
+}
+
+// pytorch-semantics §1.11
+tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
+    Tensor& incoming = grad_outputs[0];
+    if (!incoming.defined()) return {};
+    AutogradMeta& m = meta_of(variable_);
+    if (m.grad_fn) throw AutogradError("AccumulateGrad: leaf variable has been moved into the graph interior");
+    if (!m.grad.defined()) {
+        // Steal the buffer when nothing else refers to it; otherwise keep our own copy.
+        bool can_steal = !GradMode::is_enabled() && incoming.impl_ptr().use_count() == 1 && incoming.is_contiguous() &&
+                         !maybe_meta(incoming);
+        m.grad = can_steal ? std::move(incoming) : (GradMode::is_enabled() ? incoming : incoming.detach().clone());
+    } else if (GradMode::is_enabled()) {
+        m.grad = m.grad + incoming;                 // create_graph: out of place, keeps history
+    } else {
+        NoGradGuard no_grad;
+        m.grad.add_(incoming);
+    }
+    if (m.post_accumulate_hooks) {
+        for (auto& [id, hook] : m.post_accumulate_hooks->snapshot()) hook(variable_);
+    }
+    return {};
+}
+
+}  // namespace ampgrad::autograd

@@ -1,0 +1,151 @@
+// node.hpp: the autograd graph. Every differentiable op's output points (grad_fn) at a Node;
+// a Node's next_edges point at the Nodes of its inputs, or at an AccumulateGrad for a leaf.
+// The engine (engine.hpp) walks this graph from the loss back to the leaves.
+//
+// Vocabulary (as in PyTorch): a Node's *grad outputs* are the gradients w.r.t. the forward
+// op's outputs (what flows in during backward); its *grad inputs* are the gradients w.r.t. the
+// forward op's inputs (what it returns, one per next edge).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autograd/hooks.hpp"
+#include "autograd/saved_variable.hpp"
+#include "core/tensor.hpp"
+
+namespace ampgrad::autograd {
+
+class Node;
+
+struct Edge {
+    std::shared_ptr<Node> fn;      // null: this input needs no gradient
+    uint32_t input_nr = 0;         // which grad-output slot of fn the gradient goes to
+    bool valid() const { return fn != nullptr; }
+};
+using edge_list = std::vector<Edge>;
+
+// Shape/dtype/device of a tensor as seen in forward: used to validate and zero-fill gradients.
+struct TensorMeta {
+    Shape shape;
+    DType dtype = kFloat32;
+    Device device{};
+    static TensorMeta of(const Tensor& t) { return {t.sizes(), t.dtype(), t.device()}; }
+    Tensor zeros() const;
+};
+
+class Node : public std::enable_shared_from_this<Node> {
+public:
+    Node(std::string_view op, edge_list next_edges, uint64_t sequence_nr);
+    virtual ~Node();
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    // "mul", "matmul", "AccumulateGrad"...: used in errors, anomaly reports and graph dumps.
+    std::string_view op() const { return op_; }
+    std::string name() const;                       // "MulBackward" style: op + "Backward"
+    uint64_t sequence_nr() const { return sequence_nr_; }
+    const edge_list& next_edges() const { return next_edges_; }
+    edge_list& mutable_next_edges() { return next_edges_; }
+    const Edge& next_edge(size_t i) const { return next_edges_[i]; }
+    size_t num_grad_inputs() const { return next_edges_.size(); }
+
+    // forward outputs (one per incoming gradient) and forward inputs (one per next edge)
+    std::vector<TensorMeta> output_meta;
+    std::vector<TensorMeta> input_meta;
+    size_t num_grad_outputs() const { return output_meta.size(); }
+
+    // Compute grad inputs from grad outputs. Called by the engine with grad mode = create_graph.
+    virtual tensor_list apply(tensor_list&& grad_outputs) = 0;
+    // Free saved tensors after the node ran without retain_graph.
+    virtual void release_variables() {}
+    virtual bool is_accumulate_grad() const { return false; }
+    virtual size_t saved_bytes() const { return 0; }      // for graph dumps
+    // Whether the engine needs the gradient for next_edges()[i] in the current graph task.
+    bool needs_input_grad(size_t i) const;
+
+    // ---- hooks (pytorch-semantics §2; run order: tensor pre -> retains_grad -> pre -> apply -> post) ----
+    RemovableHandle register_prehook(NodePreHook hook);
+    RemovableHandle register_hook(NodePostHook hook);
+    // Tensor hooks for forward output slot `output_nr`; for AccumulateGrad they live on the leaf.
+    virtual RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook);
+    virtual std::vector<std::pair<uint64_t, TensorHook>> tensor_pre_hooks(uint32_t output_nr) const;
+    void set_retains_grad_hook(uint32_t output_nr, std::function<void(const Tensor&)> hook);
+    const std::function<void(const Tensor&)>* retains_grad_hook(uint32_t output_nr) const;
+    std::vector<std::pair<uint64_t, NodePreHook>> pre_hooks() const;
+    std::vector<std::pair<uint64_t, NodePostHook>> post_hooks() const;
+    bool has_post_hooks() const { return post_hooks_ && !post_hooks_->empty(); }
+
+    // ---- debugging ----
+    std::string creation_trace;       // where in forward this node was made (anomaly mode only)
+    bool checkpointed = false;        // made inside a checkpointed region (graph dumps)
+
+protected:
+    std::string_view op_;
+    uint64_t sequence_nr_;
+    edge_list next_edges_;
+
+private:
+    std::shared_ptr<HookList<NodePreHook>> pre_hooks_;
+    std::shared_ptr<HookList<NodePostHook>> post_hooks_;
+    std::vector<std::shared_ptr<HookList<TensorHook>>> tensor_pre_hooks_;   // per output slot
+    std::vector<std::function<void(const Tensor&)>> retains_grad_hooks_;    // per output slot
+};
+
+// A differentiable op's node: the backward lambda sits next to the forward in autograd/ops/.
+class BackwardContext;
+using BackwardFn = std::function<tensor_list(BackwardContext& ctx, const tensor_list& grad_outputs)>;
+
+class FunctionNode : public Node {
+public:
+    FunctionNode(std::string_view op, edge_list next_edges, std::vector<SavedVariable> saved, BackwardFn fn);
+    tensor_list apply(tensor_list&& grad_outputs) override;
+    void release_variables() override;
+    size_t saved_bytes() const override;
+    const std::vector<SavedVariable>& saved() const { return saved_; }
+    std::vector<SavedVariable>& mutable_saved() { return saved_; }
+
+private:
+    std::vector<SavedVariable> saved_;
+    BackwardFn fn_;
+};
+
+// What a backward lambda sees: its saved tensors (version-checked) and which grads are needed.
+class BackwardContext {
+public:
+    BackwardContext(FunctionNode& node) : node_(node) {}  // NOLINT
+    Tensor saved(size_t i) const;
+    bool needs_input_grad(size_t i) const { return node_.needs_input_grad(i); }
+    const TensorMeta& input_meta(size_t i) const { return node_.input_meta[i]; }
+    FunctionNode& node() const { return node_; }
+
+private:
+    FunctionNode& node_;
+};
+
+// The sink for a leaf's gradient: writes .grad, then runs post-accumulate-grad hooks.
+class AccumulateGrad : public Node {
+public:
+    explicit AccumulateGrad(Tensor variable);
+    tensor_list apply(tensor_list&& grad_outputs) override;
+    bool is_accumulate_grad() const override { return true; }
+    RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook) override;
+    std::vector<std::pair<uint64_t, TensorHook>> tensor_pre_hooks(uint32_t output_nr) const override;
+    const Tensor& variable() const { return variable_; }
+
+private:
+    Tensor variable_;
+};
+
+// Hand a node to a thread-local graveyard instead of letting it die recursively: destroying a
+// 100k-node chain through nested shared_ptr destructors would overflow the stack.
+void release_node_iteratively(std::shared_ptr<Node>&& node);
+
+uint64_t next_sequence_nr();
+inline constexpr uint64_t kAccumulateGradSequenceNr = std::numeric_limits<uint64_t>::max();
+
+}  // namespace ampgrad::autograd

@@ -1,0 +1,302 @@
+// elementwise.cpp: arithmetic, pow/exp/log family, clamp, where, maximum/minimum, comparisons.
+// Each op's backward sits beside its forward. Broadcasting backward needs no code here: the
+// engine sums a gradient down to its input's shape (and casts to its dtype) in validate_grads.
+// Derivations: docs/ops/elementwise.md.
+#include <cmath>
+
+#include "autograd/ops/op_utils.hpp"
+#include "autograd/ops/ops.hpp"
+#include "autograd/record.hpp"
+
+namespace ampgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
+
+namespace {
+
+// out = a (op) b with broadcasting and promotion; no autograd.
+Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b) {
+    ops::check_defined(name, a, "a");
+    ops::check_defined(name, b, "b");
+    ops::check_same_device(name, {&a, &b});
+    Shape shape = ops::broadcast_shapes(name, a, b);
+    DType compute = ops::result_type(a, b);
+    bool comparison = op >= BinaryOp::kEq;
+    if ((op == BinaryOp::kDiv || op == BinaryOp::kPow) && !is_floating(compute) && op == BinaryOp::kDiv)
+        compute = kFloat32;                                // true division, as in PyTorch
+    Tensor out = make_empty(shape, comparison ? kBool : compute, a.device());
+    backend_of(a).binary(op, out, ops::expand_raw(ops::cast_raw(a, compute), shape),
+                         ops::expand_raw(ops::cast_raw(b, compute), shape));
+    return out;
+}
+
+Tensor unary_raw(UnaryOp op, const Tensor& x) {
+    ops::check_defined(op_name(op), x, "input");
+    Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
+    backend_of(x).unary(op, out, x);
+    return out;
+}
+
+// Ops like exp/log on integer tensors compute in float32 (PyTorch's int -> float promotion).
+Tensor float_input(const Tensor& x) { return is_floating(x.dtype()) ? x : to_dtype(x, kFloat32); }
+
+}  // namespace
+
+// ---- add / sub: d(a + alpha*b) = (g, alpha*g) ----
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+    ops::check_defined("add", a, "a");
+    ops::check_defined("add", b, "b");
+    ops::check_same_device("add", {&a, &b});
+    Shape shape = ops::broadcast_shapes("add", a, b);
+    DType dt = ops::result_type(a, b);
+    Tensor out = make_empty(shape, dt, a.device());
+    backend_of(a).add_scaled(out, ops::expand_raw(ops::cast_raw(a, dt), shape),
+                             ops::expand_raw(ops::cast_raw(b, dt), shape), alpha);
+    return record("add", out, {a, b}, {}, [alpha](BackwardContext& ctx, const tensor_list& g) {
+        tensor_list d(2);
+        if (ctx.needs_input_grad(0)) d[0] = g[0];
+        if (ctx.needs_input_grad(1)) d[1] = alpha == 1.0 ? g[0] : g[0] * alpha;
+        return d;
+    });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+Tensor add(const Tensor& a, double s) { return add(a, ops::wrapped_scalar(s, a)); }
+
+// ---- mul: d(a*b) = (g*b, g*a) ----
+Tensor mul(const Tensor& a, const Tensor& b) {
+    Tensor out = binary_raw(BinaryOp::kMul, "mul", a, b);
+    return record("mul", out, {a, b}, {a, b}, [](BackwardContext& ctx, const tensor_list& g) {
+        tensor_list d(2);
+        if (ctx.needs_input_grad(0)) d[0] = g[0] * ctx.saved(1);
+        if (ctx.needs_input_grad(1)) d[1] = g[0] * ctx.saved(0);
+        return d;
+    });
+}
+
+Tensor mul(const Tensor& a, double s) {
+    Tensor out = binary_raw(BinaryOp::kMul, "mul", a, ops::wrapped_scalar(s, a));
+    return record("mul", out, {a}, {}, [s](BackwardContext&, const tensor_list& g) {
+        return tensor_list{g[0] * s};
+    });
+}
+
+// ---- div: d(a/b) = (g/b, -g*a/b^2) ----
+Tensor div(const Tensor& a, const Tensor& b) {
+    Tensor out = binary_raw(BinaryOp::kDiv, "div", a, b);
+    return record("div", out, {a, b}, {a, b}, [](BackwardContext& ctx, const tensor_list& g) {
+        tensor_list d(2);
+        Tensor b = ctx.saved(1);
+        if (ctx.needs_input_grad(0)) d[0] = g[0] / b;
+        if (ctx.needs_input_grad(1)) d[1] = -g[0] * ctx.saved(0) / (b * b);
+        return d;
+    });
+}
+
+Tensor neg(const Tensor& a) {
+    Tensor out = unary_raw(UnaryOp::kNeg, a);
+    return record("neg", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{-g[0]}; });
+}
+
+// ---- pow: d(a^e) = e * a^(e-1) * g ----
+Tensor pow(const Tensor& a, double e) {
+    Tensor x = float_input(a);
+    Tensor out = binary_raw(BinaryOp::kPow, "pow", x, ops::wrapped_scalar(e, x));
+    return record("pow", out, {x}, {x}, [e](BackwardContext& ctx, const tensor_list& g) {
+        if (e == 0.0) return tensor_list{zeros_like(g[0])};
+        return tensor_list{g[0] * e * pow(ctx.saved(0), e - 1.0)};
+    });
+}
+
+// d(a^e)/de = a^e * log(a), taken as 0 where a == 0 and e >= 0 (PyTorch's convention)
+Tensor pow(const Tensor& a, const Tensor& e) {
+    Tensor out = binary_raw(BinaryOp::kPow, "pow", a, e);
+    return record("pow", out, {a, e}, {a, e, out}, [](BackwardContext& ctx, const tensor_list& g) {
+        tensor_list d(2);
+        Tensor base = ctx.saved(0), expo = ctx.saved(1);
+        if (ctx.needs_input_grad(0)) d[0] = g[0] * expo * pow(base, expo - 1.0);
+        if (ctx.needs_input_grad(1)) {
+            Tensor term = g[0] * ctx.saved(2) * log(base);
+            d[1] = where(logical_not(eq(base, zeros_like(base))) | lt(expo, zeros_like(expo)), term, 0.0);
+        }
+        return d;
+    });
+}
+
+Tensor pow(double base, const Tensor& e) { return pow(full_like(e, base), e); }
+
+// ---- exp / log / sqrt / rsqrt / abs / square / reciprocal ----
+Tensor exp(const Tensor& a) {
+    Tensor x = float_input(a);
+    Tensor out = unary_raw(UnaryOp::kExp, x);
+    return record("exp", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] * ctx.saved(0)};
+    });
+}
+
+Tensor log(const Tensor& a) {
+    Tensor x = float_input(a);
+    Tensor out = unary_raw(UnaryOp::kLog, x);
+    return record("log", out, {x}, {x}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] / ctx.saved(0)};
+    });
+}
+
+Tensor sqrt(const Tensor& a) {
+    Tensor x = float_input(a);
+    Tensor out = unary_raw(UnaryOp::kSqrt, x);
+    return record("sqrt", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] / (ctx.saved(0) * 2.0)};
+    });
+}
+
+// d rsqrt(x) = -0.5 * x^(-3/2) = -0.5 * out^3
+Tensor rsqrt(const Tensor& a) {
+    Tensor x = float_input(a);
+    Tensor out = unary_raw(UnaryOp::kRsqrt, x);
+    return record("rsqrt", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor y = ctx.saved(0);
+        return tensor_list{g[0] * y * y * y * -0.5};
+    });
+}
+
+Tensor abs(const Tensor& a) {
+    Tensor out = unary_raw(UnaryOp::kAbs, a);
+    return record("abs", out, {a}, {a}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] * unary_raw(UnaryOp::kSign, ctx.saved(0))};
+    });
+}
+
+Tensor square(const Tensor& a) {
+    Tensor out = unary_raw(UnaryOp::kSquare, a);
+    return record("square", out, {a}, {a}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] * ctx.saved(0) * 2.0};
+    });
+}
+
+Tensor reciprocal(const Tensor& a) {
+    Tensor x = float_input(a);
+    Tensor out = unary_raw(UnaryOp::kReciprocal, x);
+    return record("reciprocal", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor y = ctx.saved(0);
+        return tensor_list{-g[0] * y * y};
+    });
+}
+
+// ---- clamp: gradient passes where lo <= x <= hi ----
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+    ops::check_defined("clamp", a, "input");
+    if (lo && hi && *lo > *hi) throw ValueError(fmt::format("clamp: min {} is greater than max {}", *lo, *hi));
+    Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
+    backend_of(a).clamp(out, a, lo, hi);
+    return record("clamp", out, {a}, {a}, [lo, hi](BackwardContext& ctx, const tensor_list& g) {
+        Tensor x = ctx.saved(0);
+        Tensor keep = ones_like(x, TensorOptions(kBool).device(x.device()));
+        if (lo) keep = keep & ge(x, ops::wrapped_scalar(*lo, x));
+        if (hi) keep = keep & le(x, ops::wrapped_scalar(*hi, x));
+        return tensor_list{where(keep, g[0], 0.0)};
+    });
+}
+
+// ---- where: gradient goes to the branch that was taken ----
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    ops::check_defined("where", cond, "condition");
+    ops::check_same_device("where", {&cond, &a, &b});
+    if (cond.dtype() != kBool)
+        throw DTypeError(fmt::format("where: condition must be bool but got {}", cond.describe()));
+    Shape shape = ops::broadcast_shapes("where", ops::broadcast_shapes("where", cond, a), b.sizes());
+    DType dt = ops::result_type(a, b);
+    Tensor out = make_empty(shape, dt, a.device());
+    backend_of(a).where(out, ops::expand_raw(cond, shape), ops::expand_raw(ops::cast_raw(a, dt), shape),
+                        ops::expand_raw(ops::cast_raw(b, dt), shape));
+    return record("where", out, {a, b}, {cond}, [](BackwardContext& ctx, const tensor_list& g) {
+        tensor_list d(2);
+        Tensor c = ctx.saved(0);
+        if (ctx.needs_input_grad(0)) d[0] = where(c, g[0], 0.0);
+        if (ctx.needs_input_grad(1)) d[1] = where(c, zeros_like(g[0]), g[0]);
+        return d;
+    });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, ops::wrapped_scalar(b, a)); }
+
+// ---- maximum / minimum: ties split the gradient in half, as in PyTorch ----
+namespace {
+Tensor extremum(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b) {
+    Tensor out = binary_raw(op, name, a, b);
+    return record(name, out, {a, b}, {a, b}, [op](BackwardContext& ctx, const tensor_list& g) {
+        Tensor x = ctx.saved(0), y = ctx.saved(1);
+        Tensor a_wins = op == BinaryOp::kMaximum ? gt(x, y) : lt(x, y);
+        Tensor tie = eq(x, y);
+        Tensor half = g[0] * 0.5;
+        tensor_list d(2);
+        if (ctx.needs_input_grad(0)) d[0] = where(a_wins, g[0], where(tie, half, 0.0));
+        if (ctx.needs_input_grad(1)) d[1] = where(a_wins | tie, where(tie, half, 0.0), g[0]);
+        return d;
+    });
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::kMaximum, "maximum", a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::kMinimum, "minimum", a, b); }
+
+// ---- comparisons and logic (not differentiable) ----
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kEq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kNe, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kLt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kLe, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kGt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kGe, "ge", a, b); }
+Tensor logical_not(const Tensor& a) {
+    Tensor out = make_empty(a.sizes(), kBool, a.device());
+    backend_of(a).unary(UnaryOp::kLogicalNot, out, a);
+    return out;
+}
+Tensor operator&(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kLogicalAnd, "logical_and", a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kLogicalOr, "logical_or", a, b); }
+
+Tensor isfinite(const Tensor& a) {
+    if (!is_floating(a.dtype())) return ones_like(a, TensorOptions(kBool).device(a.device()));
+    Tensor d = binary_raw(BinaryOp::kSub, "isfinite", a.detach(), a.detach());   // inf-inf and nan give nan
+    return eq(d, d);
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+    if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
+    NoGradGuard no_grad;
+    Tensor same = eq(a, b) | (ne(a, a) & ne(b, b));                       // NaN == NaN here
+    return logical_not(same).to(kFloat64).sum().item<double>() == 0.0;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+    NoGradGuard no_grad;
+    Tensor x = a.to(kFloat64), y = b.to(kFloat64);
+    Tensor bad = gt(abs(x - y), abs(y) * rtol + atol);
+    return bad.to(kFloat64).sum().item<double>() == 0.0;
+}
+
+// ---- operators ----
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return div(a, ops::wrapped_scalar(s, a)); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(double s, const Tensor& a) { return div(ops::wrapped_scalar(s, a), a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, double s) { return lt(a, ops::wrapped_scalar(s, a)); }
+Tensor operator>(const Tensor& a, double s) { return gt(a, ops::wrapped_scalar(s, a)); }
+
+}  // namespace ampgrad

@@ -1,0 +1,142 @@
+// factory.cpp: tensor factories (zeros, ones, full, randn, rand, randint, arange, tensor, *_like).
+// Random factories draw from the default Philox generator (core/philox.hpp), so a seed gives the
+// same tensors on every run and every device.
+#include <cmath>
+
+#include "autograd/ops/op_utils.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/philox.hpp"
+
+namespace ampgrad {
+
+namespace {
+Tensor finish(Tensor t, const TensorOptions& opts) {
+    if (opts.requires_grad()) t.requires_grad_(true);
+    return t;
+}
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions opts) {
+    return finish(make_empty(shape, opts.dtype(), opts.device()), opts);
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    backend_of(t).fill(t, value);
+    return finish(std::move(t), opts);
+}
+
+Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
+Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+
+Tensor randn(const Shape& shape, TensorOptions opts) {
+    if (!is_floating(opts.dtype()))
+        throw DTypeError(fmt::format("randn: expected a floating dtype but got {}", dtype_name(opts.dtype())));
+    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    GeneratorState g = get_rng_state();
+    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    backend_of(t).random_normal(t, g.seed, offset, 0.0, 1.0);
+    return finish(std::move(t), opts);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opts) {
+    if (!is_floating(opts.dtype()))
+        throw DTypeError(fmt::format("rand: expected a floating dtype but got {}", dtype_name(opts.dtype())));
+    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    GeneratorState g = get_rng_state();
+    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    backend_of(t).random_uniform(t, g.seed, offset, 0.0, 1.0);
+    return finish(std::move(t), opts);
+}
+
+// Uniform integers in [low, high): draw u in [0, high-low), truncate (= floor, u >= 0), add low.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts) {
+    if (high <= low) throw ValueError(fmt::format("randint: expected low < high but got low={} high={}", low, high));
+    Device dev = opts.device();
+    Tensor u = make_empty(shape, kFloat64, dev);
+    GeneratorState g = get_rng_state();
+    uint64_t offset = generator_reserve(static_cast<uint64_t>(u.numel()) * 2);
+    double span = static_cast<double>(high - low);
+    backend_of(u).random_uniform(u, g.seed, offset, 0.0, span);
+    backend_of(u).clamp(u, u, 0.0, span - 0.5);           // guard against u == span after rounding
+    Tensor k = make_empty(shape, kInt64, dev);
+    backend_of(k).copy(k, u);
+    Tensor lo = ops::expand_raw(full({}, static_cast<double>(low), TensorOptions(kInt64).device(dev)), shape);
+    backend_of(k).add_scaled(k, k, lo, 1.0);
+    return finish(ops::cast_raw(k, opts.dtype()), opts);
+}
+
+Tensor arange(int64_t n, TensorOptions opts) { return arange(0.0, static_cast<double>(n), 1.0, opts); }
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+    if (step == 0) throw ValueError("arange: step must be nonzero");
+    int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+    if (n < 0) throw ValueError(fmt::format("arange: upper bound {} and step {} are inconsistent with start {}", end, step, start));
+    std::vector<double> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = start + static_cast<double>(i) * step;
+    return tensor(values, {n}, opts);
+}
+
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> opts) {
+    return zeros(t.sizes(), opts.value_or(t.options()));
+}
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> opts) {
+    return ones(t.sizes(), opts.value_or(t.options()));
+}
+Tensor full_like(const Tensor& t, double value) { return full(t.sizes(), value, t.options()); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions opts) {
+    if (static_cast<int64_t>(values.size()) != shape_numel(shape))
+        throw ShapeError(fmt::format("tensor: {} values cannot fill shape {} ({} elements)", values.size(),
+                                     shape_str(shape), shape_numel(shape)));
+    Tensor host = make_empty(shape, dtype_of<T>(), Device(kCPU));
+    T* p = host.data_ptr<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    backend_of(t).copy(t, host);
+    return finish(std::move(t), opts);
+}
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+    return tensor(values, shape, TensorOptions(dtype_of<T>()));
+}
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values) {
+    return tensor(values, {static_cast<int64_t>(values.size())}, TensorOptions(dtype_of<T>()));
+}
+
+#define AMPGRAD_INSTANTIATE(T)                                                         \
+    template Tensor tensor<T>(const std::vector<T>&, const Shape&, TensorOptions);     \
+    template Tensor tensor<T>(const std::vector<T>&, const Shape&);                    \
+    template Tensor tensor<T>(const std::vector<T>&);
+AMPGRAD_INSTANTIATE(float)
+AMPGRAD_INSTANTIATE(double)
+AMPGRAD_INSTANTIATE(int64_t)
+AMPGRAD_INSTANTIATE(int32_t)
+AMPGRAD_INSTANTIATE(Half)
+AMPGRAD_INSTANTIATE(BFloat16)
+#undef AMPGRAD_INSTANTIATE
+
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape, TensorOptions opts) {
+    std::vector<int32_t> ints(values.begin(), values.end());
+    Tensor as_int = tensor(ints, shape, TensorOptions(kInt32));
+    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    backend_of(t).copy(t, as_int);
+    return finish(std::move(t), opts);
+}
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape) {
+    return tensor<bool>(values, shape, TensorOptions(kBool));
+}
+template <>
+Tensor tensor<bool>(const std::vector<bool>& values) {
+    return tensor<bool>(values, {static_cast<int64_t>(values.size())}, TensorOptions(kBool));
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,167 @@
+// ops.hpp: every differentiable op, as free functions in namespace ampgrad (libtorch naming).
+// Each is defined in autograd/ops/<family>.cpp with its backward beside its forward.
+// Shape letters: docs/notation.md. "(*)" means any shape; broadcasting follows PyTorch.
+#pragma once
+#include <optional>
+#include <utility>
+
+#include "core/tensor.hpp"
+
+namespace ampgrad {
+
+// ---- factories (autograd/ops/factory.cpp) ----
+Tensor empty(const Shape& shape, TensorOptions opts = {});
+Tensor zeros(const Shape& shape, TensorOptions opts = {});
+Tensor ones(const Shape& shape, TensorOptions opts = {});
+Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+Tensor randn(const Shape& shape, TensorOptions opts = {});
+Tensor rand(const Shape& shape, TensorOptions opts = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = TensorOptions(kInt64));
+Tensor arange(int64_t n, TensorOptions opts = TensorOptions(kInt64));
+Tensor arange(double start, double end, double step, TensorOptions opts = {});
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
+Tensor full_like(const Tensor& t, double value);
+Tensor empty_like(const Tensor& t);
+Tensor scalar_tensor(double value, TensorOptions opts = {});
+template <typename T> Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions opts);
+template <typename T> Tensor tensor(const std::vector<T>& values, const Shape& shape);   // dtype from T
+template <typename T> Tensor tensor(const std::vector<T>& values);                        // 1-d
+
+// ---- elementwise arithmetic (autograd/ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor pow(double base, const Tensor& exponent);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor square(const Tensor& a);
+Tensor reciprocal(const Tensor& a);
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+// comparisons and logic: not differentiable, return kBool
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);   // same shape and bitwise-equal values
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(double s, const Tensor& a);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, double s);
+Tensor operator>(const Tensor& a, double s);
+Tensor operator&(const Tensor& a, const Tensor& b);   // logical and of bool tensors
+Tensor operator|(const Tensor& a, const Tensor& b);   // logical or
+
+// ---- activations (autograd/ops/activation.cpp) ----
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+
+// ---- reductions (autograd/ops/reduce.cpp); dims may be negative ----
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+Tensor max(const Tensor& x);
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor norm(const Tensor& x);                                   // L2 over all elements
+Tensor var(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+// Sum a broadcast gradient back down to `shape` (used by every broadcasting backward).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+// ---- views and shape ops (autograd/ops/view.cpp) ----
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor unsqueeze(const Tensor& x, int64_t d);
+Tensor squeeze(const Tensor& x, int64_t d);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+tensor_list split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+Tensor cat(const tensor_list& tensors, int64_t dim = 0);
+Tensor stack(const tensor_list& tensors, int64_t dim = 0);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
+Tensor to_device(const Tensor& x, Device device);    // differentiable copy
+
+// ---- linear algebra (autograd/ops/matmul.cpp) ----
+Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting
+Tensor mm(const Tensor& a, const Tensor& b);         // (M,K) @ (K,N) -> (M,N)
+Tensor bmm(const Tensor& a, const Tensor& b);        // (B,M,K) @ (B,K,N) -> (B,M,N)
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});   // (*,K) (N,K) (N) -> (*,N)
+
+// ---- in place (autograd/ops/inplace.cpp); each bumps the version counter ----
+Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);
+Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& zero_(Tensor& self);
+Tensor& fill_(Tensor& self, double value);
+Tensor& copy_(Tensor& self, const Tensor& src);
+Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi);
+
+// ---- RNG (core/generator.cpp) ----
+void manual_seed(uint64_t seed);
+
+namespace nn::functional {
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+Tensor embedding(const Tensor& indices, const Tensor& weight);       // (*) , (V,C) -> (*,C)
+// logits (N,V) or (V); targets (N) int64; mean over non-ignored rows
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target);           // mean reduction
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target);   // mean
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target);                // mean
+// q,k,v: (B,NH,T,HS) -> (B,NH,T,HS); softmax(q k^T / sqrt(HS) [+ causal mask]) v
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = false);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor silu(const Tensor& x);
+}  // namespace nn::functional
+namespace F = nn::functional;
+
+}  // namespace ampgrad

@@ -1,0 +1,81 @@
+// tensor_methods.cpp: Tensor's math/view/reduction methods, each a one-line forward to the free
+// function of the same name in autograd/ops/ops.hpp.
+#include "autograd/ops/ops.hpp"
+
+namespace ampgrad {
+
+Tensor Tensor::to(DType d) const { return to_dtype(*this, d); }
+Tensor Tensor::to(Device d) const { return to_device(*this, d); }
+Tensor Tensor::contiguous() const { return ampgrad::contiguous(*this); }
+Tensor Tensor::clone() const { return ampgrad::clone(*this); }
+
+Tensor Tensor::view(const Shape& s) const { return ampgrad::view(*this, s); }
+Tensor Tensor::reshape(const Shape& s) const { return ampgrad::reshape(*this, s); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return ampgrad::transpose(*this, a, b); }
+Tensor Tensor::permute(const Shape& d) const { return ampgrad::permute(*this, d); }
+Tensor Tensor::unsqueeze(int64_t d) const { return ampgrad::unsqueeze(*this, d); }
+Tensor Tensor::squeeze(int64_t d) const { return ampgrad::squeeze(*this, d); }
+Tensor Tensor::squeeze() const {
+    Shape s;
+    for (int64_t v : sizes()) if (v != 1) s.push_back(v);
+    return ampgrad::reshape(*this, s);
+}
+Tensor Tensor::expand(const Shape& s) const { return ampgrad::expand(*this, s); }
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t len) const { return ampgrad::narrow(*this, d, start, len); }
+Tensor Tensor::select(int64_t d, int64_t i) const { return ampgrad::select(*this, d, i); }
+tensor_list Tensor::split(int64_t size, int64_t d) const { return ampgrad::split(*this, size, d); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+    int64_t n = dim();
+    if (n == 0) return reshape({1});
+    int64_t s = start_dim < 0 ? start_dim + n : start_dim, e = end_dim < 0 ? end_dim + n : end_dim;
+    Shape out(sizes().begin(), sizes().begin() + s);
+    int64_t m = 1;
+    for (int64_t i = s; i <= e; ++i) m *= sizes()[i];
+    out.push_back(m);
+    out.insert(out.end(), sizes().begin() + e + 1, sizes().end());
+    return reshape(out);
+}
+
+Tensor Tensor::pow(double e) const { return ampgrad::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return ampgrad::pow(*this, e); }
+Tensor Tensor::exp() const { return ampgrad::exp(*this); }
+Tensor Tensor::log() const { return ampgrad::log(*this); }
+Tensor Tensor::sqrt() const { return ampgrad::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return ampgrad::rsqrt(*this); }
+Tensor Tensor::abs() const { return ampgrad::abs(*this); }
+Tensor Tensor::tanh() const { return ampgrad::tanh(*this); }
+Tensor Tensor::sigmoid() const { return ampgrad::sigmoid(*this); }
+Tensor Tensor::relu() const { return ampgrad::relu(*this); }
+Tensor Tensor::gelu(bool approx) const { return ampgrad::gelu(*this, approx); }
+Tensor Tensor::silu() const { return ampgrad::silu(*this); }
+Tensor Tensor::neg() const { return ampgrad::neg(*this); }
+Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return ampgrad::clamp(*this, lo, hi); }
+Tensor Tensor::maximum(const Tensor& o) const { return ampgrad::maximum(*this, o); }
+Tensor Tensor::minimum(const Tensor& o) const { return ampgrad::minimum(*this, o); }
+
+Tensor Tensor::sum() const { return ampgrad::sum(*this); }
+Tensor Tensor::sum(const Shape& d, bool k) const { return ampgrad::sum(*this, d, k); }
+Tensor Tensor::mean() const { return ampgrad::mean(*this); }
+Tensor Tensor::mean(const Shape& d, bool k) const { return ampgrad::mean(*this, d, k); }
+std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool k) const { return ampgrad::max(*this, d, k); }
+Tensor Tensor::max() const { return ampgrad::max(*this); }
+Tensor Tensor::amax(const Shape& d, bool k) const { return ampgrad::amax(*this, d, k); }
+Tensor Tensor::logsumexp(int64_t d, bool k) const { return ampgrad::logsumexp(*this, d, k); }
+Tensor Tensor::norm() const { return ampgrad::norm(*this); }
+Tensor Tensor::var(int64_t d, bool unbiased, bool k) const { return ampgrad::var(*this, d, unbiased, k); }
+Tensor Tensor::argmax(int64_t d, bool k) const { return ampgrad::argmax(*this, d, k); }
+
+Tensor Tensor::matmul(const Tensor& o) const { return ampgrad::matmul(*this, o); }
+Tensor Tensor::mm(const Tensor& o) const { return ampgrad::mm(*this, o); }
+Tensor Tensor::bmm(const Tensor& o) const { return ampgrad::bmm(*this, o); }
+
+Tensor& Tensor::add_(const Tensor& o, double alpha) { return ampgrad::add_(*this, o, alpha); }
+Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, full({}, s, options()), 1.0); }
+Tensor& Tensor::mul_(const Tensor& o) { return ampgrad::mul_(*this, o); }
+Tensor& Tensor::mul_(double s) { return ampgrad::mul_(*this, full({}, s, options())); }
+Tensor& Tensor::zero_() { return ampgrad::zero_(*this); }
+Tensor& Tensor::fill_(double v) { return ampgrad::fill_(*this, v); }
+Tensor& Tensor::copy_(const Tensor& src) { return ampgrad::copy_(*this, src); }
+Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) { return ampgrad::clamp_(*this, lo, hi); }
+
+}  // namespace ampgrad

@@ -1,0 +1,167 @@
+// tensor_autograd.cpp: the autograd half of Tensor: requires_grad, grad, grad_fn, hooks,
+// retain_grad, detach, backward; and the helpers that wire tensors to graph edges.
+#include "autograd/autograd.hpp"
+#include "autograd/autograd_meta.hpp"
+#include "autograd/engine.hpp"
+#include "autograd/node.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/error.hpp"
+
+namespace ampgrad {
+namespace autograd {
+
+AutogradMeta& meta_of(const Tensor& t) {
+    auto& m = t.impl()->autograd_meta;
+    if (!m) m = std::make_unique<AutogradMeta>();
+    return *m;
+}
+
+AutogradMeta* maybe_meta(const Tensor& t) { return t.impl()->autograd_meta.get(); }
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
+    AutogradMeta& m = meta_of(leaf);
+    if (auto acc = m.grad_accumulator.lock()) return acc;
+    auto acc = std::make_shared<AccumulateGrad>(leaf);
+    m.grad_accumulator = acc;
+    return acc;
+}
+
+Edge gradient_edge(const Tensor& t) {
+    if (!t.defined()) return {};
+    AutogradMeta* m = maybe_meta(t);
+    if (!m) return {};
+    if (m->grad_fn) return {m->grad_fn, m->output_nr};
+    if (m->requires_grad) return {grad_accumulator(t), 0};
+    return {};
+}
+
+void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+    AutogradMeta& m = meta_of(t);
+    m.grad_fn = fn;
+    m.output_nr = output_nr;
+    m.requires_grad = false;
+}
+
+}  // namespace autograd
+
+using autograd::AutogradMeta;
+using autograd::maybe_meta;
+using autograd::meta_of;
+
+bool Tensor::requires_grad() const {
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m && (m->requires_grad || m->grad_fn);
+}
+
+Tensor& Tensor::requires_grad_(bool required) {
+    AutogradMeta* m = maybe_meta(*this);
+    if (m && m->grad_fn) {
+        if (!required)
+            throw AutogradError(
+                "requires_grad_: you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+        return *this;
+    }
+    if (required && !is_floating(dtype()))
+        throw DTypeError(fmt::format("requires_grad_: only Tensors of floating point dtype can require gradients, "
+                                     "got {}", describe()));
+    meta_of(*this).requires_grad = required;
+    return *this;
+}
+
+bool Tensor::is_leaf() const {
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return !m || !m->grad_fn;
+}
+
+const Tensor& Tensor::grad() const {
+    static const Tensor undefined;
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m ? m->grad : undefined;
+}
+
+Tensor& Tensor::mutable_grad() const { return meta_of(*this).grad; }
+void Tensor::set_grad(const Tensor& g) const { meta_of(*this).grad = g; }
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+    static const std::shared_ptr<autograd::Node> none;
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m ? m->grad_fn : none;
+}
+
+uint32_t Tensor::output_nr() const {
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m ? m->output_nr : 0;
+}
+
+void Tensor::set_name(std::string name) const { meta_of(*this).name = std::move(name); }
+std::string Tensor::name() const {
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m ? m->name : std::string();
+}
+
+Tensor Tensor::detach() const {
+    // Shares storage and the version counter; no autograd history.
+    return Tensor(std::make_shared<TensorImpl>(impl_->storage, impl_->sizes, impl_->strides, impl_->offset,
+                                               impl_->dtype, impl_->version));
+}
+
+Tensor& Tensor::detach_() {
+    if (AutogradMeta* m = maybe_meta(*this)) {
+        m->grad_fn.reset();
+        m->requires_grad = false;
+    }
+    return *this;
+}
+
+autograd::RemovableHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
+    if (!requires_grad())
+        throw AutogradError("register_hook: cannot register a hook on a tensor that doesn't require gradient");
+    if (const auto& fn = grad_fn()) return fn->add_tensor_pre_hook(output_nr(), std::move(hook));
+    return autograd::grad_accumulator(*this)->add_tensor_pre_hook(0, std::move(hook));
+}
+
+autograd::RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const {
+    if (!requires_grad())
+        throw AutogradError(
+            "register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't require gradient");
+    if (!is_leaf())
+        throw AutogradError("post accumulate grad hooks cannot be registered on non-leaf tensors");
+    AutogradMeta& m = meta_of(*this);
+    if (!m.post_accumulate_hooks)
+        m.post_accumulate_hooks = std::make_shared<autograd::HookList<autograd::PostAccumulateGradHook>>();
+    return autograd::add_hook(m.post_accumulate_hooks, autograd::PostAccumulateGradHook(std::move(hook)));
+}
+
+void Tensor::retain_grad() const {
+    if (!requires_grad()) throw AutogradError("can't retain_grad on Tensor that has requires_grad=False");
+    if (is_leaf()) return;                       // leaves always keep .grad
+    AutogradMeta& m = meta_of(*this);
+    if (m.retains_grad) return;
+    m.retains_grad = true;
+    std::weak_ptr<TensorImpl> weak = impl_;      // weak: tensor -> grad_fn -> hook must not cycle
+    m.grad_fn->set_retains_grad_hook(m.output_nr, [weak](const Tensor& g) {
+        auto impl = weak.lock();
+        if (!impl || !g.defined()) return;
+        Tensor self(impl);
+        AutogradMeta& sm = meta_of(self);
+        if (!sm.grad.defined()) sm.grad = g.detach().clone();
+        else {
+            NoGradGuard ng;
+            sm.grad = sm.grad + g;
+        }
+    });
+}
+
+bool Tensor::retains_grad() const {
+    const AutogradMeta* m = impl_->autograd_meta.get();
+    return m && m->retains_grad;
+}
+
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph, bool create_graph,
+                      const tensor_list& inputs) const {
+    autograd::backward({*this}, gradient.defined() ? tensor_list{gradient} : tensor_list{}, retain_graph, create_graph,
+                       inputs);
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,36 @@
+// backend.cpp: picks the backend and allocator for a device. The CUDA side comes from cuda/
+// (real or stub, chosen at build time), which throws DeviceError when no GPU can be used.
+#include "core/backend.hpp"
+
+#include "core/error.hpp"
+
+namespace ampgrad {
+
+Allocator& cpu_allocator();                  // cpu/allocator.cpp
+namespace cpu { class CpuBackend; Backend& cpu_backend_ref(); }
+namespace cuda { Backend& cuda_backend(int device_index); Allocator& cuda_allocator(int device_index); }
+
+Backend& backend_for(Device device) {
+    if (device.is_cpu()) return cpu::cpu_backend_ref();
+    return cuda::cuda_backend(device.index);
+}
+
+Allocator& allocator_for(Device device) {
+    if (device.is_cpu()) return cpu_allocator();
+    return cuda::cuda_allocator(device.index);
+}
+
+std::string_view op_name(UnaryOp op) {
+    static constexpr std::string_view names[] = {"neg",  "exp",     "log",  "sqrt",      "rsqrt",     "abs",
+                                                 "tanh", "sigmoid", "relu", "gelu_tanh", "gelu",      "silu",
+                                                 "sign", "reciprocal", "square", "logical_not"};
+    return names[static_cast<int>(op)];
+}
+
+std::string_view op_name(BinaryOp op) {
+    static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+                                                 "ne",  "lt",  "le",  "gt",  "ge",  "logical_and", "logical_or"};
+    return names[static_cast<int>(op)];
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,151 @@
+// tensor.cpp: TensorImpl and the non-autograd parts of Tensor: queries, raw data access, host
+// copies. Autograd accessors are in autograd/tensor_autograd.cpp; math methods forward to
+// autograd/ops/ (tensor_methods.cpp).
+#include "core/tensor.hpp"
+
+#include <numeric>
+
+#include "autograd/autograd_meta.hpp"
+#include "autograd/node.hpp"
+#include "core/backend.hpp"
+#include "core/error.hpp"
+
+namespace ampgrad {
+
+TensorImpl::TensorImpl(Storage s, Shape sz, Shape st, int64_t off, DType dt, std::shared_ptr<VersionCounter> v)
+    : storage(std::move(s)), sizes(std::move(sz)), strides(std::move(st)), offset(off), dtype(dt),
+      version(std::move(v)) {}
+
+TensorImpl::~TensorImpl() {
+    // A grad_fn chain can be 100k nodes long: release it iteratively (see node.hpp).
+    if (autograd_meta && autograd_meta->grad_fn)
+        autograd::release_node_iteratively(std::move(autograd_meta->grad_fn));
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+    Shape strides(sizes.size());
+    int64_t s = 1;
+    for (size_t i = sizes.size(); i-- > 0;) {
+        strides[i] = s;
+        s *= std::max<int64_t>(sizes[i], 1);
+    }
+    return strides;
+}
+
+int64_t shape_numel(const Shape& sizes) {
+    return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::string shape_str(const Shape& sizes) {
+    std::string s = "(";
+    for (size_t i = 0; i < sizes.size(); ++i) s += fmt::format("{}{}", i ? "," : "", sizes[i]);
+    return s + ")";
+}
+
+Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
+    for (int64_t s : sizes)
+        if (s < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(sizes)));
+    size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
+    auto storage = std::make_shared<StorageImpl>(nbytes, device);
+    return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype,
+                                               std::make_shared<VersionCounter>()));
+}
+
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
+    const TensorImpl* b = base.impl();
+    return Tensor(std::make_shared<TensorImpl>(b->storage, std::move(sizes), std::move(strides), offset, b->dtype,
+                                               b->version));
+}
+
+const Shape& Tensor::sizes() const { return impl_->sizes; }
+const Shape& Tensor::strides() const { return impl_->strides; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+int64_t Tensor::numel() const { return shape_numel(impl_->sizes); }
+int64_t Tensor::storage_offset() const { return impl_->offset; }
+DType Tensor::dtype() const { return impl_->dtype; }
+Device Tensor::device() const { return impl_->storage->device(); }
+uint32_t Tensor::_version() const { return impl_->version->version.load(std::memory_order_relaxed); }
+void Tensor::bump_version() const { impl_->version->version.fetch_add(1, std::memory_order_relaxed); }
+
+static int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
+    int64_t n = std::max<int64_t>(ndim, 1);
+    if (d < -n || d >= n)
+        throw IndexError(fmt::format("{}: dimension {} out of range for a tensor of {} dims", op, d, ndim));
+    return d < 0 ? d + n : d;
+}
+
+int64_t Tensor::size(int64_t d) const {
+    if (dim() == 0) throw IndexError("size: a 0-dim tensor has no dimensions");
+    return impl_->sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+    if (dim() == 0) throw IndexError("stride: a 0-dim tensor has no dimensions");
+    return impl_->strides[wrap_dim(d, dim(), "stride")];
+}
+
+bool Tensor::is_contiguous() const {
+    int64_t expected = 1;
+    for (size_t i = impl_->sizes.size(); i-- > 0;) {
+        if (impl_->sizes[i] == 1) continue;
+        if (impl_->strides[i] != expected) return false;
+        expected *= impl_->sizes[i];
+    }
+    return true;
+}
+
+std::string Tensor::shape_str() const { return defined() ? ampgrad::shape_str(sizes()) : "undefined"; }
+
+std::string Tensor::describe() const {
+    if (!defined()) return "undefined";
+    return fmt::format("{} {} {}", shape_str(), dtype_name(dtype()), device().str());
+}
+
+void* Tensor::raw_data() const {
+    return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(element_size());
+}
+
+template <typename T>
+T* Tensor::data_ptr() const {
+    if (dtype_of<T>() != dtype())
+        throw DTypeError(fmt::format("data_ptr: requested {} but the tensor is {}", dtype_name(dtype_of<T>()),
+                                     describe()));
+    return static_cast<T*>(raw_data());
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+    Tensor host = make_empty(sizes(), dtype_of<T>(), Device(kCPU));
+    backend_for(device()).copy(host, *this);
+    const T* p = host.data_ptr<T>();
+    return std::vector<T>(p, p + host.numel());
+}
+
+double Tensor::item_double() const {
+    if (numel() != 1)
+        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
+                                     describe()));
+    return to_vector<double>()[0];
+}
+
+template <typename T>
+T Tensor::item() const {
+    if (numel() != 1)
+        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
+                                     describe()));
+    return to_vector<T>()[0];
+}
+
+#define AMPGRAD_INSTANTIATE(T)                              \
+    template T* Tensor::data_ptr<T>() const;                \
+    template std::vector<T> Tensor::to_vector<T>() const;   \
+    template T Tensor::item<T>() const;
+AMPGRAD_INSTANTIATE(float)
+AMPGRAD_INSTANTIATE(double)
+AMPGRAD_INSTANTIATE(Half)
+AMPGRAD_INSTANTIATE(BFloat16)
+AMPGRAD_INSTANTIATE(int64_t)
+AMPGRAD_INSTANTIATE(int32_t)
+AMPGRAD_INSTANTIATE(bool)
+#undef AMPGRAD_INSTANTIATE
+
+}  // namespace ampgrad

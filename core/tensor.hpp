@@ -1,0 +1,217 @@
+// tensor.hpp: ampgrad::Tensor, a cheap reference-counted handle to a TensorImpl
+// (storage + sizes/strides/offset + dtype + version counter + autograd metadata).
+//
+//   Tensor x = ampgrad::randn({4, 3}, TensorOptions().requires_grad(true));   // (4,3)
+//   Tensor y = (x * 2.0).relu().sum();                                        // ()
+//   y.backward();                                  // x.grad() is now (4,3)
+//
+// The math methods are thin forwards to the free functions in autograd/ops/ops.hpp, which
+// record the graph; the kernels they call live in cpu/ and cuda/ behind core/backend.hpp.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/dtype.hpp"
+#include "core/storage.hpp"
+
+namespace ampgrad {
+
+using Shape = std::vector<int64_t>;
+class Tensor;
+using tensor_list = std::vector<Tensor>;
+
+namespace autograd {
+class Node;
+struct AutogradMeta;
+class RemovableHandle;
+}  // namespace autograd
+
+class TensorOptions {
+public:
+    TensorOptions() = default;
+    TensorOptions(DType d) : dtype_(d) {}          // NOLINT: zeros({2}, kFloat64) reads well
+    TensorOptions(Device d) : device_(d) {}        // NOLINT
+    TensorOptions(DeviceType d) : device_(d) {}    // NOLINT
+    TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+    TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+    TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
+    DType dtype() const { return dtype_; }
+    Device device() const { return device_; }
+    bool requires_grad() const { return requires_grad_; }
+
+private:
+    DType dtype_ = kFloat32;
+    Device device_{};
+    bool requires_grad_ = false;
+};
+
+// Shared by a tensor and all its views; bumped by every in-place write (see autograd/saved_variable).
+struct VersionCounter { std::atomic<uint32_t> version{0}; };
+
+struct TensorImpl {
+    TensorImpl(Storage storage, Shape sizes, Shape strides, int64_t offset, DType dtype,
+               std::shared_ptr<VersionCounter> version);
+    ~TensorImpl();
+
+    Storage storage;
+    Shape sizes;
+    Shape strides;                     // in elements
+    int64_t offset = 0;                // in elements
+    DType dtype = kFloat32;
+    std::shared_ptr<VersionCounter> version;
+    std::unique_ptr<autograd::AutogradMeta> autograd_meta;   // null until autograd needs it
+};
+
+class Tensor {
+public:
+    Tensor() = default;
+    explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+    // ---- queries ----
+    bool defined() const { return impl_ != nullptr; }
+    const Shape& sizes() const;
+    const Shape& strides() const;
+    int64_t size(int64_t dim) const;          // negative dims count from the end
+    int64_t stride(int64_t dim) const;
+    int64_t dim() const;
+    int64_t numel() const;
+    int64_t storage_offset() const;
+    DType dtype() const;
+    DType scalar_type() const { return dtype(); }
+    Device device() const;
+    bool is_contiguous() const;
+    bool is_floating_point() const { return is_floating(dtype()); }
+    size_t element_size() const { return ampgrad::element_size(dtype()); }
+    std::string shape_str() const;            // "(2,3)"
+    std::string describe() const;             // "(2,3) f32 cpu", used in every error message
+    TensorImpl* impl() const { return impl_.get(); }
+    const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+    bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+    uint32_t _version() const;
+    void bump_version() const;
+    TensorOptions options() const { return TensorOptions().dtype(dtype()).device(device()); }
+
+    // Raw access to the first element (CPU only). T must match dtype().
+    template <typename T> T* data_ptr() const;
+    void* raw_data() const;                   // any device: address of element 0
+    template <typename T> T item() const;     // one-element tensors; converts from any dtype
+    template <typename T> std::vector<T> to_vector() const;   // host copy, row-major
+    double item_double() const;
+
+    // ---- autograd ----
+    bool requires_grad() const;
+    Tensor& requires_grad_(bool required = true);
+    bool is_leaf() const;
+    const Tensor& grad() const;
+    Tensor& mutable_grad() const;
+    void set_grad(const Tensor& g) const;
+    const std::shared_ptr<autograd::Node>& grad_fn() const;
+    uint32_t output_nr() const;
+    void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                  bool create_graph = false, const tensor_list& inputs = {}) const;
+    autograd::RemovableHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;
+    autograd::RemovableHandle register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const;
+    void retain_grad() const;
+    bool retains_grad() const;
+    Tensor detach() const;
+    Tensor& detach_();
+    void set_name(std::string name) const;   // used by anomaly mode and the scaler's overflow provenance
+    std::string name() const;
+
+    // ---- conversions ----
+    Tensor to(DType dtype) const;
+    Tensor to(Device device) const;
+    Tensor to(DeviceType device) const { return to(Device(device)); }
+    Tensor contiguous() const;
+    Tensor clone() const;
+
+    // ---- views ----
+    Tensor view(const Shape& shape) const;
+    Tensor reshape(const Shape& shape) const;
+    Tensor transpose(int64_t d0, int64_t d1) const;
+    Tensor t() const { return transpose(0, 1); }
+    Tensor permute(const Shape& dims) const;
+    Tensor unsqueeze(int64_t d) const;
+    Tensor squeeze(int64_t d) const;
+    Tensor squeeze() const;
+    Tensor expand(const Shape& shape) const;
+    Tensor expand_as(const Tensor& o) const { return expand(o.sizes()); }
+    Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+    Tensor select(int64_t dim, int64_t index) const;
+    tensor_list split(int64_t split_size, int64_t dim = 0) const;
+    Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+    // ---- math (broadcasting) ----
+    Tensor pow(double exponent) const;
+    Tensor pow(const Tensor& exponent) const;
+    Tensor exp() const;
+    Tensor log() const;
+    Tensor sqrt() const;
+    Tensor rsqrt() const;
+    Tensor abs() const;
+    Tensor tanh() const;
+    Tensor sigmoid() const;
+    Tensor relu() const;
+    Tensor gelu(bool tanh_approximation = false) const;
+    Tensor silu() const;
+    Tensor neg() const;
+    Tensor clamp(std::optional<double> lo, std::optional<double> hi) const;
+    Tensor maximum(const Tensor& o) const;
+    Tensor minimum(const Tensor& o) const;
+
+    // ---- reductions ----
+    Tensor sum() const;
+    Tensor sum(const Shape& dims, bool keepdim = false) const;
+    Tensor mean() const;
+    Tensor mean(const Shape& dims, bool keepdim = false) const;
+    std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;   // values, indices
+    Tensor max() const;
+    Tensor amax(const Shape& dims, bool keepdim = false) const;
+    Tensor logsumexp(int64_t dim, bool keepdim = false) const;
+    Tensor norm() const;                                                       // L2 over all
+    Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
+    Tensor argmax(int64_t dim, bool keepdim = false) const;
+
+    // ---- linear algebra ----
+    Tensor matmul(const Tensor& o) const;
+    Tensor mm(const Tensor& o) const;
+    Tensor bmm(const Tensor& o) const;
+
+    // ---- in place (bump the version counter) ----
+    Tensor& add_(const Tensor& o, double alpha = 1.0);
+    Tensor& add_(double s);
+    Tensor& mul_(const Tensor& o);
+    Tensor& mul_(double s);
+    Tensor& zero_();
+    Tensor& fill_(double value);
+    Tensor& copy_(const Tensor& src);
+    Tensor& clamp_(std::optional<double> lo, std::optional<double> hi);
+
+private:
+    std::shared_ptr<TensorImpl> impl_;
+};
+
+// C++ type <-> DType
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return kFloat32; }
+template <> constexpr DType dtype_of<double>() { return kFloat64; }
+template <> constexpr DType dtype_of<Half>() { return kFloat16; }
+template <> constexpr DType dtype_of<BFloat16>() { return kBFloat16; }
+template <> constexpr DType dtype_of<int64_t>() { return kInt64; }
+template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
+template <> constexpr DType dtype_of<bool>() { return kBool; }
+
+// ---- tensor construction that does not record autograd (used by ops and factories) ----
+Shape contiguous_strides(const Shape& sizes);
+int64_t shape_numel(const Shape& sizes);
+std::string shape_str(const Shape& sizes);
+Tensor make_empty(const Shape& sizes, DType dtype, Device device);     // contiguous, uninitialised
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);  // shares storage+version
+
+}  // namespace ampgrad

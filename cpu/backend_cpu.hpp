@@ -1,0 +1,47 @@
+// backend_cpu.hpp: the CPU implementation of core/backend.hpp. Each kernel family lives in its
+// own file (same names as cuda/): copy.cpp, elementwise.cpp, reduce.cpp, gemm.cpp (Eigen),
+// softmax.cpp, layer_norm.cpp, embedding.cpp, cross_entropy.cpp, random.cpp, amp.cpp.
+#pragma once
+#include "core/backend.hpp"
+
+namespace ampgrad::cpu {
+
+class CpuBackend final : public Backend {
+public:
+    DeviceType device_type() const override { return kCPU; }
+    void copy(const Tensor& dst, const Tensor& src) override;
+    void fill(const Tensor& dst, double value) override;
+    void unary(UnaryOp op, const Tensor& out, const Tensor& in) override;
+    void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+    void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) override;
+    void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+    void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::optional<double> hi) override;
+    void activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy) override;
+    void reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) override;
+    void max_with_indices(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) override;
+    void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, double alpha,
+              double beta) override;
+    void softmax(const Tensor& y, const Tensor& x, bool log) override;
+    void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log) override;
+    void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x, const Tensor& weight,
+                    const Tensor& bias, double eps) override;
+    void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                             const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) override;
+    void embedding(const Tensor& out, const Tensor& idx, const Tensor& weight) override;
+    void embedding_backward(const Tensor& dweight, const Tensor& idx, const Tensor& dout) override;
+    void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
+                       int64_t ignore_index) override;
+    void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                                const Tensor& targets, int64_t ignore_index) override;
+    void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) override;
+    void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) override;
+    void non_finite_check_and_unscale(std::span<Tensor> grads, const Tensor& found_inf,
+                                      const Tensor& inv_scale) override;
+    void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                      double growth_factor, double backoff_factor, int64_t growth_interval, double min_scale,
+                      double max_scale) override;
+};
+
+CpuBackend& cpu_backend();
+
+}  // namespace ampgrad::cpu
