@@ -17,6 +17,7 @@
 #include "autograd/anomaly_mode.hpp"
 #include "autograd/autograd_meta.hpp"
 #include "autograd/grad_mode.hpp"
+#include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 
@@ -79,6 +80,7 @@ GraphTask* outermost_task() {
 struct TaskScope {
     GraphTask* saved;
     AutoGradMode grad_mode;
+    amp::AutocastSuspendGuard no_autocast;      // backward runs in the forward's dtypes
     explicit TaskScope(GraphTask* task) : saved(t_current_task), grad_mode(task->create_graph) { t_current_task = task; }
     ~TaskScope() { t_current_task = saved; }
 };
