@@ -110,7 +110,7 @@ bool task_should_compute(const Node* fn) {
     GraphTask* t = t_current_task;
     if (!t || t->exec_info.empty()) return true;
     auto it = t->exec_info.find(fn);
-    return it != t->exec_info.end() && it->second.needed;
+    return it != t->exec_info.end() && (it->second.needed || !it->second.captures.empty());
 }
 
 namespace {

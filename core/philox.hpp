@@ -5,10 +5,18 @@
 #include <array>
 #include <cstdint>
 
+// Under nvcc the generator is also compiled for the GPU (cuda/random.cu draws the same numbers).
+#ifdef __CUDACC__
+#define AMPGRAD_HOST_DEVICE __host__ __device__
+#else
+#define AMPGRAD_HOST_DEVICE
+#endif
+
 namespace ampgrad {
 
 struct Philox4x32 {
-    static std::array<uint32_t, 4> generate(uint64_t key, uint64_t counter_hi, uint64_t counter_lo) {
+    AMPGRAD_HOST_DEVICE static std::array<uint32_t, 4> generate(uint64_t key, uint64_t counter_hi,
+                                                                uint64_t counter_lo) {
         uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
         std::array<uint32_t, 4> c = {static_cast<uint32_t>(counter_lo), static_cast<uint32_t>(counter_lo >> 32),
                                      static_cast<uint32_t>(counter_hi), static_cast<uint32_t>(counter_hi >> 32)};
@@ -23,9 +31,11 @@ struct Philox4x32 {
         return c;
     }
     // uniform in [0, 1) with 24 bits of resolution
-    static float to_unit_float(uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+    AMPGRAD_HOST_DEVICE static float to_unit_float(uint32_t x) {
+        return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+    }
     // uniform in [0, 1) with 53 bits (two draws)
-    static double to_unit_double(uint32_t hi, uint32_t lo) {
+    AMPGRAD_HOST_DEVICE static double to_unit_double(uint32_t hi, uint32_t lo) {
         uint64_t v = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
         return static_cast<double>(v & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
     }

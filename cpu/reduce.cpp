@@ -1,8 +1,162 @@
-// reduce.cpp: placeholder until implemented.
+// reduce.cpp: sum/mean/max/min/prod/sum-of-squares over a set of dims, and max with indices.
+// The input is viewed as (outer, inner): outer = the kept dims (one output element each),
+// inner = the reduced dims. Floating sums accumulate in double, so f16/bf16/f32 reductions do
+// not drift with length; max/min run in the compute type.
+#include <cmath>
+#include <limits>
+
 #include "cpu/backend_cpu.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
-void CpuBackend::reduce(ReduceOp, const Tensor&, const Tensor&, std::span<const int64_t>) { throw Error("cpu kernel not implemented yet"); }
-void CpuBackend::max_with_indices(const Tensor&, const Tensor&, const Tensor&, int64_t) { throw Error("cpu kernel not implemented yet"); }
+
+namespace {
+
+// A list of (size, stride-in-elements) dims walked as a flat index.
+struct DimWalker {
+    std::vector<int64_t> sizes, strides;
+    int64_t count() const {
+        int64_t n = 1;
+        for (int64_t s : sizes) n *= s;
+        return n;
+    }
+    int64_t offset_of(int64_t flat) const {
+        int64_t off = 0;
+        for (size_t d = sizes.size(); d-- > 0;) {
+            off += (flat % sizes[d]) * strides[d];
+            flat /= sizes[d];
+        }
+        return off;
+    }
+};
+
+// Split in's dims into kept (outer) and reduced (inner), merging contiguous inner dims.
+void split_dims(const Tensor& in, std::span<const int64_t> dims, DimWalker& outer, DimWalker& inner) {
+    std::vector<bool> reduced(static_cast<size_t>(in.dim()), false);
+    for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+    int64_t last_dim[2] = {-2, -2};                        // last non-trivial dim added to outer / inner
+    int64_t prev = -2;                                      // last non-trivial dim of either kind
+    for (int64_t d = 0; d < in.dim(); ++d) {
+        bool is_inner = reduced[static_cast<size_t>(d)];
+        DimWalker& w = is_inner ? inner : outer;
+        int64_t size = in.sizes()[d], stride = in.strides()[d];
+        if (size == 1) continue;
+        bool adjacent = last_dim[is_inner] == prev;         // no dim of the other kind in between
+        last_dim[is_inner] = d;
+        prev = d;
+        if (adjacent && !w.sizes.empty() && w.strides.back() == stride * size) {   // merge with previous dim
+            w.sizes.back() *= size;
+            w.strides.back() = stride;
+        } else {
+            w.sizes.push_back(size);
+            w.strides.push_back(stride);
+        }
+    }
+}
+
+template <typename T, typename Acc, typename Step, typename Finish>
+void reduce_loop(const Tensor& out, const Tensor& in, std::span<const int64_t> dims, Acc init, Step step,
+                 Finish finish) {
+    DimWalker outer, inner;
+    split_dims(in, dims, outer, inner);
+    const T* src = static_cast<const T*>(in.raw_data());
+    T* dst = static_cast<T*>(out.raw_data());              // out is contiguous, keepdim shape
+    const int64_t n_out = outer.count(), n_in = inner.count();
+    const bool unit_inner = inner.sizes.size() == 1 && inner.strides[0] == 1;
+    auto reduce_one = [&](int64_t o) {
+        const T* base = src + outer.offset_of(o);
+        Acc acc = init;
+        if (inner.sizes.empty()) {
+            acc = step(acc, static_cast<compute_t<T>>(base[0]));
+        } else if (unit_inner) {
+            for (int64_t i = 0; i < n_in; ++i) acc = step(acc, static_cast<compute_t<T>>(base[i]));
+        } else {
+            for (int64_t i = 0; i < n_in; ++i) acc = step(acc, static_cast<compute_t<T>>(base[inner.offset_of(i)]));
+        }
+        dst[o] = static_cast<T>(static_cast<compute_t<T>>(finish(acc, n_in)));
+    };
+    parallel_for(n_out, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n_in, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) reduce_one(o);
+    });
+}
+
+template <typename T>
+void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) {
+    using C = compute_t<T>;
+    using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
+    auto ident = [](Acc a, int64_t) { return a; };
+    switch (op) {
+        case ReduceOp::kSum:
+            return reduce_loop<T>(out, in, dims, Acc(0), [](Acc a, C x) { return a + static_cast<Acc>(x); }, ident);
+        case ReduceOp::kMean:
+            return reduce_loop<T>(out, in, dims, Acc(0), [](Acc a, C x) { return a + static_cast<Acc>(x); },
+                                  [](Acc a, int64_t n) { return n ? a / static_cast<Acc>(n) : Acc(NAN); });
+        case ReduceOp::kProd:
+            return reduce_loop<T>(out, in, dims, Acc(1), [](Acc a, C x) { return a * static_cast<Acc>(x); }, ident);
+        case ReduceOp::kSumSquares:
+            return reduce_loop<T>(out, in, dims, Acc(0),
+                                  [](Acc a, C x) { return a + static_cast<Acc>(x) * static_cast<Acc>(x); }, ident);
+        case ReduceOp::kMax:
+            return reduce_loop<T>(out, in, dims, std::numeric_limits<C>::lowest(),
+                                  [](C a, C x) { return (x != x || x > a) ? x : a; }, [](C a, int64_t) { return a; });
+        case ReduceOp::kMin:
+            return reduce_loop<T>(out, in, dims, std::numeric_limits<C>::max(),
+                                  [](C a, C x) { return (x != x || x < a) ? x : a; }, [](C a, int64_t) { return a; });
+    }
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) {
+    AMPGRAD_CHECK(out.is_contiguous() && out.dtype() == in.dtype(), "reduce: out {} in {}", out.describe(),
+                  in.describe());
+    if (in.numel() == 0) {                       // empty reductions: sum 0, prod 1, mean nan; max is an error
+        if (op == ReduceOp::kMax || op == ReduceOp::kMin)
+            throw ValueError(fmt::format("max/min: cannot reduce an empty tensor {} (no identity)", in.describe()));
+        fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));
+        return;
+    }
+    dispatch_all(in.dtype(), "reduce", [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, bool>) {
+            throw DTypeError(fmt::format("reduce: bool tensors must be converted first ({})", in.describe()));
+        } else {
+            reduce_typed<T>(op, out, in, dims);
+        }
+    });
+}
+
+void CpuBackend::max_with_indices(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
+    if (in.size(dim) == 0)
+        throw IndexError(fmt::format("max: cannot take the max over empty dimension {} of {}", dim, in.describe()));
+    dispatch_all(in.dtype(), "max_with_indices", [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_t<T>;
+        if constexpr (std::is_same_v<T, bool>) {
+            throw DTypeError(fmt::format("max: not supported for bool tensor {}", in.describe()));
+        } else {
+            DimWalker outer, inner;
+            int64_t dims[1] = {dim};
+            split_dims(in, dims, outer, inner);
+            const T* src = static_cast<const T*>(in.raw_data());
+            T* vals = static_cast<T*>(values.raw_data());
+            int64_t* idx = indices.data_ptr<int64_t>();
+            const int64_t n = in.size(dim), stride = in.stride(dim);
+            parallel_for(outer.count(), 1024, [&](int64_t b, int64_t e) {
+                for (int64_t o = b; o < e; ++o) {
+                    const T* base = src + outer.offset_of(o);
+                    C best = static_cast<C>(base[0]);
+                    int64_t best_i = 0;
+                    for (int64_t i = 1; i < n && best == best; ++i) {     // stop at the first NaN
+                        C x = static_cast<C>(base[i * stride]);
+                        if (x != x || x > best) { best = x; best_i = i; }
+                    }
+                    vals[o] = static_cast<T>(best);
+                    idx[o] = best_i;
+                }
+            });
+        }
+    });
+}
+
 }  // namespace ampgrad::cpu

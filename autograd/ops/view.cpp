@@ -1,22 +1,326 @@
-// view.cpp: placeholder until implemented.
+// view.cpp: views (share storage and the version counter) and shape ops: view, reshape,
+// transpose, permute, (un)squeeze, expand, narrow, select, split, cat, stack, plus contiguous,
+// clone and the differentiable dtype/device casts. Backward of a view maps the gradient back
+// to the input's shape: reshape for reshape-like views, inverse permutation for permute, a
+// sum for expand, zero padding (via cat) for narrow/select.
+#include <numeric>
+
+#include "autograd/autograd_meta.hpp"
+#include "autograd/ops/autocast_hook.hpp"
+#include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/error.hpp"
+#include "autograd/record.hpp"
 
 namespace ampgrad {
-Tensor view(const Tensor& x, const Shape& shape) { throw Error("view: not implemented yet"); }
-Tensor reshape(const Tensor& x, const Shape& shape) { throw Error("reshape: not implemented yet"); }
-Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { throw Error("transpose: not implemented yet"); }
-Tensor permute(const Tensor& x, const Shape& dims) { throw Error("permute: not implemented yet"); }
-Tensor unsqueeze(const Tensor& x, int64_t d) { throw Error("unsqueeze: not implemented yet"); }
-Tensor squeeze(const Tensor& x, int64_t d) { throw Error("squeeze: not implemented yet"); }
-Tensor expand(const Tensor& x, const Shape& shape) { throw Error("expand: not implemented yet"); }
-Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) { throw Error("narrow: not implemented yet"); }
-Tensor select(const Tensor& x, int64_t dim, int64_t index) { throw Error("select: not implemented yet"); }
-tensor_list split(const Tensor& x, int64_t split_size, int64_t dim) { throw Error("split: not implemented yet"); }
-Tensor cat(const tensor_list& tensors, int64_t dim) { throw Error("cat: not implemented yet"); }
-Tensor stack(const tensor_list& tensors, int64_t dim) { throw Error("stack: not implemented yet"); }
-Tensor contiguous(const Tensor& x) { throw Error("contiguous: not implemented yet"); }
-Tensor clone(const Tensor& x) { throw Error("clone: not implemented yet"); }
-Tensor to_dtype(const Tensor& x, DType dtype) { throw Error("to_dtype: not implemented yet"); }
-Tensor to_device(const Tensor& x, Device device) { throw Error("to_device: not implemented yet"); }
+
+using autograd::BackwardContext;
+using autograd::record;
+
+namespace {
+
+// Record a view op and mark its output, so in-place writes through it are rejected.
+template <typename F>
+Tensor record_view(std::string_view op, Tensor out, const Tensor& x, F&& backward) {
+    Tensor r = record(op, std::move(out), {x}, {}, std::forward<F>(backward));
+    if (r.requires_grad()) autograd::meta_of(r).is_differentiable_view = true;
+    return r;
+}
+
+// Resolve one -1 and check the element count.
+Shape infer_shape(std::string_view op, const Tensor& x, const Shape& shape) {
+    Shape out = shape;
+    int64_t known = 1, infer_at = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i] == -1) {
+            if (infer_at >= 0) throw ShapeError(fmt::format("{}: only one dimension can be inferred in {}", op, shape_str(shape)));
+            infer_at = static_cast<int64_t>(i);
+        } else if (out[i] < 0) {
+            throw ShapeError(fmt::format("{}: invalid shape dimension {} in {}", op, out[i], shape_str(shape)));
+        } else {
+            known *= out[i];
+        }
+    }
+    if (infer_at >= 0) {
+        if (known == 0 || x.numel() % known != 0)
+            throw ShapeError(fmt::format("{}: shape {} is invalid for input of size {} ({})", op, shape_str(shape),
+                                         x.numel(), x.describe()));
+        out[static_cast<size_t>(infer_at)] = x.numel() / known;
+    }
+    if (shape_numel(out) != x.numel())
+        throw ShapeError(fmt::format("{}: shape {} is invalid for input of size {} ({})", op, shape_str(shape),
+                                     x.numel(), x.describe()));
+    return out;
+}
+
+// Strides for viewing x as `shape` without copying, if possible (PyTorch's computeStride).
+std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
+    if (x.is_contiguous()) return contiguous_strides(shape);
+    const Shape& old_sizes = x.sizes();
+    const Shape& old_strides = x.strides();
+    Shape new_strides(shape.size(), 0);
+    int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+    int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+        tensor_numel *= old_sizes[d];
+        if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+                new_strides[view_d] = view_numel * chunk_base_stride;
+                view_numel *= shape[view_d];
+                --view_d;
+            }
+            if (view_numel != tensor_numel) return std::nullopt;
+            if (d > 0) {
+                chunk_base_stride = old_strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if (view_d != -1) return std::nullopt;
+    return new_strides;
+}
+
+Tensor copy_raw(const Tensor& x, DType dtype, Device device) {
+    Tensor out = make_empty(x.sizes(), dtype, device);
+    if (device.is_cpu()) backend_of(x).copy(out, x);     // D2H is done by the source's backend
+    else backend_for(device).copy(out, x);                // H2D and D2D by the destination's
+    return out;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& shape_in) {
+    ops::check_defined("view", x, "input");
+    Shape shape = infer_shape("view", x, shape_in);
+    auto strides = view_strides(x, shape);
+    if (!strides)
+        throw ShapeError(fmt::format("view: size {} is not compatible with input tensor's size and stride ({}, "
+                                     "strides {}); at least one dimension spans across two contiguous subspaces. Use "
+                                     ".reshape(...) instead.", shape_str(shape), x.describe(), shape_str(x.strides())));
+    Shape in_shape = x.sizes();
+    return record_view("view", make_view(x, shape, *strides, x.storage_offset()), x,
+                       [in_shape](BackwardContext&, const tensor_list& g) { return tensor_list{reshape(g[0], in_shape)}; });
+}
+
+Tensor reshape(const Tensor& x, const Shape& shape_in) {
+    ops::check_defined("reshape", x, "input");
+    Shape shape = infer_shape("reshape", x, shape_in);
+    if (view_strides(x, shape)) return view(x, shape);
+    return view(contiguous(x), shape);
+}
+
+Tensor permute(const Tensor& x, const Shape& dims) {
+    ops::check_defined("permute", x, "input");
+    if (static_cast<int64_t>(dims.size()) != x.dim())
+        throw ShapeError(fmt::format("permute: number of dims {} doesn't match the tensor's {} ({})", dims.size(),
+                                     x.dim(), x.describe()));
+    Shape sizes(dims.size()), strides(dims.size()), inverse(dims.size());
+    std::vector<bool> seen(dims.size(), false);
+    for (size_t i = 0; i < dims.size(); ++i) {
+        int64_t d = ops::wrap_dim("permute", dims[i], x.dim());
+        if (seen[static_cast<size_t>(d)]) throw ValueError(fmt::format("permute: repeated dim {} in {}", d, shape_str(dims)));
+        seen[static_cast<size_t>(d)] = true;
+        sizes[i] = x.sizes()[d];
+        strides[i] = x.strides()[d];
+        inverse[static_cast<size_t>(d)] = static_cast<int64_t>(i);
+    }
+    return record_view("permute", make_view(x, sizes, strides, x.storage_offset()), x,
+                       [inverse](BackwardContext&, const tensor_list& g) { return tensor_list{permute(g[0], inverse)}; });
+}
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+    ops::check_defined("transpose", x, "input");
+    if (x.dim() < 2 && x.dim() == 0) return x;
+    Shape dims(static_cast<size_t>(x.dim()));
+    std::iota(dims.begin(), dims.end(), 0);
+    std::swap(dims[static_cast<size_t>(ops::wrap_dim("transpose", d0, x.dim()))],
+              dims[static_cast<size_t>(ops::wrap_dim("transpose", d1, x.dim()))]);
+    return permute(x, dims);
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t d_in) {
+    ops::check_defined("unsqueeze", x, "input");
+    int64_t d = ops::wrap_dim("unsqueeze", d_in, x.dim() + 1);
+    Shape sizes = x.sizes(), strides = x.strides();
+    int64_t stride = d < x.dim() ? sizes[d] * strides[d] : 1;
+    sizes.insert(sizes.begin() + d, 1);
+    strides.insert(strides.begin() + d, stride);
+    Shape in_shape = x.sizes();
+    return record_view("unsqueeze", make_view(x, sizes, strides, x.storage_offset()), x,
+                       [in_shape](BackwardContext&, const tensor_list& g) { return tensor_list{reshape(g[0], in_shape)}; });
+}
+
+Tensor squeeze(const Tensor& x, int64_t d_in) {
+    ops::check_defined("squeeze", x, "input");
+    if (x.dim() == 0) return x;
+    int64_t d = ops::wrap_dim("squeeze", d_in, x.dim());
+    if (x.sizes()[d] != 1) return x;                       // PyTorch: squeezing a non-1 dim is a no-op
+    Shape sizes = x.sizes(), strides = x.strides();
+    sizes.erase(sizes.begin() + d);
+    strides.erase(strides.begin() + d);
+    Shape in_shape = x.sizes();
+    return record_view("squeeze", make_view(x, sizes, strides, x.storage_offset()), x,
+                       [in_shape](BackwardContext&, const tensor_list& g) { return tensor_list{reshape(g[0], in_shape)}; });
+}
+
+Tensor expand(const Tensor& x, const Shape& shape_in) {
+    ops::check_defined("expand", x, "input");
+    if (shape_in.size() < static_cast<size_t>(x.dim()))
+        throw ShapeError(fmt::format("expand: the number of sizes provided ({}) must be greater or equal to the "
+                                     "number of dimensions in the tensor ({})", shape_in.size(), x.describe()));
+    Shape shape = shape_in;
+    size_t lead = shape.size() - static_cast<size_t>(x.dim());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        int64_t have = i < lead ? 1 : x.sizes()[i - lead];
+        if (shape[i] == -1) {
+            if (i < lead) throw ShapeError("expand: -1 is not allowed in a leading, non-existing dimension");
+            shape[i] = have;
+        }
+        if (have != shape[i] && have != 1)
+            throw ShapeError(fmt::format("expand: the expanded size {} must match the existing size {} at dimension "
+                                         "{} ({} to {})", shape[i], have, i, x.describe(), shape_str(shape_in)));
+    }
+    if (shape == x.sizes()) return x;
+    Shape in_shape = x.sizes();
+    return record_view("expand", ops::expand_raw(x, shape), x,
+                       [in_shape](BackwardContext&, const tensor_list& g) { return tensor_list{sum_to(g[0], in_shape)}; });
+}
+
+Tensor narrow(const Tensor& x, int64_t dim_in, int64_t start, int64_t length) {
+    ops::check_defined("narrow", x, "input");
+    int64_t dim = ops::wrap_dim("narrow", dim_in, x.dim());
+    int64_t size = x.sizes()[dim];
+    if (start < 0) start += size;
+    if (start < 0 || length < 0 || start + length > size)
+        throw IndexError(fmt::format("narrow: start ({}) + length ({}) exceeds dimension size ({}) of {} at dim {}",
+                                     start, length, size, x.describe(), dim));
+    Shape sizes = x.sizes();
+    sizes[dim] = length;
+    Tensor out = make_view(x, sizes, x.strides(), x.storage_offset() + start * x.strides()[dim]);
+    return record_view("narrow", out, x, [dim, start, length, size](BackwardContext&, const tensor_list& g) {
+        tensor_list parts;
+        Shape pad = g[0].sizes();
+        if (start > 0) { pad[dim] = start; parts.push_back(zeros(pad, g[0].options())); }
+        parts.push_back(g[0]);
+        if (start + length < size) { pad[dim] = size - start - length; parts.push_back(zeros(pad, g[0].options())); }
+        return tensor_list{parts.size() == 1 ? g[0] : cat(parts, dim)};
+    });
+}
+
+Tensor select(const Tensor& x, int64_t dim_in, int64_t index) {
+    ops::check_defined("select", x, "input");
+    if (x.dim() == 0) throw IndexError("select: cannot be applied to a 0-dim tensor");
+    int64_t dim = ops::wrap_dim("select", dim_in, x.dim());
+    int64_t size = x.sizes()[dim];
+    if (index < -size || index >= size)
+        throw IndexError(fmt::format("select: index {} out of range for dimension {} of size {} ({})", index, dim,
+                                     size, x.describe()));
+    if (index < 0) index += size;
+    return squeeze(narrow(x, dim, index, 1), dim);
+}
+
+tensor_list split(const Tensor& x, int64_t split_size, int64_t dim_in) {
+    ops::check_defined("split", x, "input");
+    int64_t dim = ops::wrap_dim("split", dim_in, x.dim());
+    if (split_size <= 0) throw ValueError(fmt::format("split: split_size must be positive, got {}", split_size));
+    tensor_list parts;
+    for (int64_t start = 0; start < x.sizes()[dim]; start += split_size)
+        parts.push_back(narrow(x, dim, start, std::min(split_size, x.sizes()[dim] - start)));
+    return parts;
+}
+
+Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
+    if (tensors_in.empty()) throw ValueError("cat: expected a non-empty list of Tensors");
+    tensor_list tensors = tensors_in;
+    // Autocast policy for cat/stack is "widest type", which is what cat does anyway (promote_types).
+    const Tensor& first = tensors[0];
+    int64_t dim = ops::wrap_dim("cat", dim_in, first.dim());
+    DType dt = first.dtype();
+    int64_t total = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const Tensor& t = tensors[i];
+        ops::check_defined("cat", t, "tensors");
+        ops::check_same_device("cat", {&first, &t});
+        if (t.dim() != first.dim())
+            throw ShapeError(fmt::format("cat: tensors must have the same number of dimensions: tensor 0 is {}, "
+                                         "tensor {} is {}", first.describe(), i, t.describe()));
+        for (int64_t d = 0; d < t.dim(); ++d)
+            if (d != dim && t.sizes()[d] != first.sizes()[d])
+                throw ShapeError(fmt::format("cat: sizes of tensors must match except in dimension {}: tensor 0 is "
+                                             "{}, tensor {} is {} (dimension {})", dim, first.describe(), i,
+                                             t.describe(), d));
+        dt = promote_types(dt, t.dtype());
+        total += t.sizes()[dim];
+    }
+    Shape shape = first.sizes();
+    shape[dim] = total;
+    Tensor out = make_empty(shape, dt, first.device());
+    std::vector<int64_t> sizes;
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+        Shape part = shape;
+        part[dim] = t.sizes()[dim];
+        backend_of(out).copy(make_view(out, part, out.strides(), offset * out.strides()[dim]), t);
+        offset += t.sizes()[dim];
+        sizes.push_back(t.sizes()[dim]);
+    }
+    return autograd::record_multi("cat", {out}, std::span<const Tensor>(tensors), {},
+                                  [dim, sizes](BackwardContext&, const tensor_list& g) {
+        tensor_list d;
+        int64_t start = 0;
+        for (int64_t s : sizes) {
+            d.push_back(narrow(g[0], dim, start, s));
+            start += s;
+        }
+        return d;
+    })[0];
+}
+
+Tensor stack(const tensor_list& tensors, int64_t dim_in) {
+    if (tensors.empty()) throw ValueError("stack: expected a non-empty list of Tensors");
+    int64_t dim = ops::wrap_dim("stack", dim_in, tensors[0].dim() + 1);
+    tensor_list parts;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].sizes() != tensors[0].sizes())
+            throw ShapeError(fmt::format("stack: expects each tensor to be equal size, but got {} at entry 0 and {} at "
+                                         "entry {}", tensors[0].describe(), tensors[i].describe(), i));
+        parts.push_back(unsqueeze(tensors[i], dim));
+    }
+    return cat(parts, dim);
+}
+
+Tensor contiguous(const Tensor& x) {
+    ops::check_defined("contiguous", x, "input");
+    if (x.is_contiguous()) return x;
+    return clone(x);
+}
+
+Tensor clone(const Tensor& x) {
+    ops::check_defined("clone", x, "input");
+    Tensor out = copy_raw(x, x.dtype(), x.device());
+    return record("clone", out, {x}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{g[0]}; });
+}
+
+Tensor to_dtype(const Tensor& x, DType dtype) {
+    ops::check_defined("to", x, "input");
+    if (x.dtype() == dtype) return x;
+    Tensor out = copy_raw(x, dtype, x.device());
+    if (!is_floating(dtype)) return out;                  // integer results carry no gradient
+    DType src = x.dtype();
+    return record("to_dtype", out, {x}, {}, [src](BackwardContext&, const tensor_list& g) {
+        return tensor_list{to_dtype(g[0], src)};
+    });
+}
+
+Tensor to_device(const Tensor& x, Device device) {
+    ops::check_defined("to", x, "input");
+    if (x.device() == device) return x;
+    Tensor out = copy_raw(x, x.dtype(), device);
+    Device src = x.device();
+    return record("to_device", out, {x}, {}, [src](BackwardContext&, const tensor_list& g) {
+        return tensor_list{to_device(g[0], src)};
+    });
+}
+
 }  // namespace ampgrad
