@@ -1,14 +1,182 @@
-// autocast.cpp: placeholder state for the autocast hook until the AMP issue lands.
-#include "autograd/ops/autocast_hook.hpp"
+// autocast.cpp: the thread-local autocast state, AutocastGuard, the cast cache, and the op hook
+// (autocast_inputs) that every op in the policy table calls first. The decisions themselves are
+// made by decide_casts() in autocast_policy.cpp; this file only applies them.
+#include "amp/autocast.hpp"
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "autograd/autograd_meta.hpp"
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/error.hpp"
 
 namespace ampgrad::amp {
 
 namespace {
-thread_local bool t_suspended = false;
+
+int slot(DeviceType d) { return d == kCUDA ? 1 : 0; }
+
+// ---- per-thread state (PyTorch keeps the same fields thread-local) ----
+thread_local std::array<AutocastState, 2> t_state = {AutocastState{false, kBFloat16}, AutocastState{false, kFloat16}};
+thread_local bool t_any_enabled = false;     // t_state[0].enabled || t_state[1].enabled
+thread_local bool t_suspended = false;       // set by the engine for the duration of backward
+thread_local bool t_cache_enabled = true;
+thread_local int t_nesting = 0;
+thread_local AutocastRecorder* t_recorder = nullptr;
+
+// ---- the cast cache ----
+struct CacheKey {
+    const TensorImpl* source;
+    DType target;
+    bool grad_mode;                          // fix for pytorch #112583: no_grad casts stay separate
+    auto operator<=>(const CacheKey&) const = default;
+};
+struct CacheEntry {
+    std::weak_ptr<TensorImpl> source;        // guards against a freed tensor's address being reused
+    uint32_t version = 0;                    // fix for stale casts: recast after an in-place update
+    Tensor cast;
+};
+struct CastCache {
+    std::map<CacheKey, CacheEntry> entries;
+    AutocastCacheStats stats;
+};
+thread_local CastCache t_cache;
+
+void refresh_any_enabled() { t_any_enabled = t_state[0].enabled || t_state[1].enabled; }
+
+// PyTorch caches only f32 -> lower-precision casts of leaves that require grad and are not views:
+// the weights, which every forward casts again otherwise.
+bool cacheable(const Tensor& t, DType target) {
+    if (!t_cache_enabled || t.dtype() != kFloat32 || !is_reduced_float(target)) return false;
+    if (!t.is_leaf() || !t.requires_grad()) return false;
+    const autograd::AutogradMeta* meta = autograd::maybe_meta(t);
+    return !(meta && meta->is_differentiable_view);
+}
+
+// Returns the cast of t to target, from the cache when allowed; sets hit when it came from it.
+Tensor cached_cast(const Tensor& t, DType target, bool& hit) {
+    hit = false;
+    if (!cacheable(t, target)) return to_dtype(t, target);
+    CacheKey key{t.impl(), target, GradMode::is_enabled()};
+    auto it = t_cache.entries.find(key);
+    if (it != t_cache.entries.end()) {
+        CacheEntry& e = it->second;
+        bool same_tensor = e.source.lock().get() == t.impl();
+        if (same_tensor && e.version == t._version()) {
+            ++t_cache.stats.hits;
+            hit = true;
+            return e.cast;
+        }
+        if (same_tensor) ++t_cache.stats.stale;
+    }
+    Tensor cast = to_dtype(t, target);
+    t_cache.entries[key] = CacheEntry{t.impl_ptr(), t._version(), cast};
+    ++t_cache.stats.misses;
+    t_cache.stats.size = static_cast<int64_t>(t_cache.entries.size());
+    return cast;
+}
+
 }  // namespace
 
-bool autocast_active() { return false && !t_suspended; }
-void autocast_inputs(std::string_view, std::initializer_list<Tensor*>) {}
+// ---- state queries ----
+
+DType default_autocast_dtype(DeviceType device) { return device == kCUDA ? kFloat16 : kBFloat16; }
+bool is_autocast_enabled(DeviceType device) { return t_state[slot(device)].enabled; }
+DType get_autocast_dtype(DeviceType device) { return t_state[slot(device)].dtype; }
+bool is_autocast_cache_enabled() { return t_cache_enabled; }
+int autocast_nesting() { return t_nesting; }
+std::array<AutocastState, 2> current_autocast_state() { return t_state; }
+
+// ---- AutocastGuard ----
+
+AutocastGuard::AutocastGuard(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
+    : device_(device), previous_(t_state[slot(device)]), previous_cache_enabled_(t_cache_enabled) {
+    DType d = dtype.value_or(default_autocast_dtype(device));
+    if (!is_reduced_float(d))
+        throw AmpError(fmt::format("AutocastGuard: unsupported autocast dtype for {}: {}; expected f16 or bf16",
+                                   device_type_name(device), dtype_name(d)));
+    t_state[slot(device)] = AutocastState{enabled, d};
+    t_cache_enabled = cache_enabled;
+    refresh_any_enabled();
+    ++t_nesting;
+}
+
+AutocastGuard::~AutocastGuard() {
+    if (--t_nesting == 0) clear_autocast_cache();      // the outermost region ends
+    t_state[slot(device_)] = previous_;
+    t_cache_enabled = previous_cache_enabled_;
+    refresh_any_enabled();
+}
+
+// ---- cache ----
+
+AutocastCacheStats autocast_cache_stats() {
+    AutocastCacheStats s = t_cache.stats;
+    s.size = static_cast<int64_t>(t_cache.entries.size());
+    return s;
+}
+
+void clear_autocast_cache() {
+    t_cache.entries.clear();
+    t_cache.stats = {};
+}
+
+// ---- recorder ----
+
+AutocastRecorder::AutocastRecorder() : previous_(t_recorder) { t_recorder = this; }
+AutocastRecorder::~AutocastRecorder() { t_recorder = previous_; }
+
+std::string AutocastRecorder::str() const {
+    std::string out;
+    for (const CastEvent& e : events_) {
+        out += explain(e.op, e.inputs, e.state);
+        for (size_t i = 0; i < e.cache_hits.size(); ++i)
+            if (e.cache_hits[i]) out += fmt::format("  input {}: cast taken from the cache\n", i);
+    }
+    return out;
+}
+
+namespace detail {
+bool set_autocast_suspended(bool suspended) {
+    bool previous = t_suspended;
+    t_suspended = suspended;
+    return previous;
+}
+}  // namespace detail
+
+// ---- the op hook (autograd/ops/autocast_hook.hpp) ----
+
+bool autocast_active() { return t_any_enabled && !t_suspended; }
+
+void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args) {
+    const PolicyEntry* entry = find_policy(op);
+    if (!entry) return;                                  // not an autocast op: normal promotion
+    std::vector<CastInput> inputs;
+    inputs.reserve(args.size());
+    for (const Tensor* t : args) {
+        if (!t || !t->defined()) inputs.push_back(CastInput{false, kFloat32, kCPU});
+        else inputs.push_back(CastInput{true, t->dtype(), t->device().type});
+    }
+    if (entry->policy == CastPolicy::kBanned) {
+        for (const CastInput& in : inputs)
+            if (in.defined && t_state[slot(in.device)].enabled) throw AmpError(banned_message(op));
+        return;
+    }
+    std::vector<std::optional<DType>> casts = decide_casts(entry->policy, inputs, t_state);
+    std::vector<bool> hits(args.size(), false);
+    size_t i = 0;
+    for (Tensor* t : args) {
+        if (casts[i]) {
+            bool hit = false;
+            *t = cached_cast(*t, *casts[i], hit);
+            hits[i] = hit;
+        }
+        ++i;
+    }
+    if (t_recorder) t_recorder->events_.push_back(CastEvent{std::string(op), inputs, casts, hits, t_state});
+}
 
 AutocastSuspendGuard::AutocastSuspendGuard() : previous_(t_suspended) { t_suspended = true; }
 AutocastSuspendGuard::~AutocastSuspendGuard() { t_suspended = previous_; }

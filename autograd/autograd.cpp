@@ -2,6 +2,9 @@
 // checks, seeding scalar roots with ones, then one call into the engine.
 #include "autograd/autograd.hpp"
 
+#include <cstdio>
+#include <mutex>
+
 #include "autograd/autograd_meta.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
@@ -48,6 +51,15 @@ void make_roots(const tensor_list& outputs, const tensor_list& grad_outputs, con
 
 void backward(const tensor_list& outputs, const tensor_list& grad_outputs, std::optional<bool> retain_graph,
               bool create_graph, const tensor_list& inputs) {
+    if (create_graph && inputs.empty()) {
+        static std::once_flag warned;
+        std::call_once(warned, [] {
+            std::fprintf(stderr, "ampgrad warning: backward(create_graph=true) makes a reference cycle between each "
+                                 "parameter and its .grad (the gradient's graph refers to the parameter), which leaks "
+                                 "memory until .grad is reset. Prefer autograd::grad() when building a graph of the "
+                                 "gradients.\n");
+        });
+    }
     edge_list roots;
     tensor_list seeds;
     make_roots(outputs, grad_outputs, "backward", roots, seeds);

@@ -1,21 +1,24 @@
 // engine.cpp: the backward engine (pytorch-semantics §1, §3).
 //
 //   execute_graph()
-//     1. make a GraphTask (new id, parent = the task already running on this thread, if any)
-//     2. count dependencies: how many edges point at each node reachable from the roots
-//     3. in grad()/inputs= mode, mark which nodes lie on a path to a requested edge (exec_info)
+//     1. make a GraphTask (new id; parent = the task already running on this thread, if any)
+//     2. claim every node reachable from the roots and count its dependencies: how many edges
+//        point at it (kept on the node itself, in Node::task_state)
+//     3. in grad()/inputs= mode, mark which nodes lie on a path to a requested edge (exec info)
 //     4. run the ready queue: pop the newest ready node, run its hooks and apply(), add each
 //        produced gradient into the next node's input buffer; a node is ready at 0 dependencies
 //     5. run the queued callbacks (FIFO; a callback may queue more)
-// Reentrant backward (called from inside a node/hook) simply runs steps 1-5 for a nested task,
-// recursively on this thread, with its own ready queue.
+//     6. give the nodes back (their task_state is reset), also when a node threw
+// Reentrant backward (called from inside a node, hook or custom Function) runs steps 1-6 for a
+// nested task, recursively on this thread, with its own ready queue.
 #include "autograd/engine.hpp"
 
 #include <atomic>
 #include <queue>
+#include <unordered_map>
 
 #include "autograd/anomaly_mode.hpp"
-#include "autograd/autograd_meta.hpp"
+#include "autograd/engine_hooks.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/ops.hpp"
@@ -24,15 +27,6 @@
 namespace ampgrad::autograd {
 
 namespace {
-
-struct Capture {
-    uint32_t input_nr;     // slot of the node's incoming gradients
-    size_t output_index;   // position in the captured results
-};
-struct ExecInfo {
-    bool needed = false;
-    std::vector<Capture> captures;
-};
 
 // Root node: hands the seed gradients to the roots' edges.
 class GraphRoot final : public Node {
@@ -45,9 +39,10 @@ private:
     tensor_list grads_;
 };
 
-struct NodeTask {
-    Node* node;
-    tensor_list inputs;
+struct Capture {
+    const Node* node;      // the node whose incoming gradient is requested
+    uint32_t input_nr;     // which of its incoming slots
+    size_t output_index;   // position in the captured results
 };
 
 }  // namespace
@@ -56,18 +51,61 @@ struct GraphTask {
     int64_t id = -1;
     bool keep_graph = false;
     bool create_graph = false;
-    bool accumulate_grad = true;
-    int depth = 0;
+    bool exec_mode = false;           // grad()/inputs=: only `needed` nodes run
+    bool from_forward = false;        // started inside a forward region (see engine.hpp)
+    int depth = 0;                    // 0 for an outermost task
+    int forward_depth_at_start = 0;
     GraphTask* parent = nullptr;
-    std::unordered_map<const Node*, int> dependencies;
-    std::unordered_map<const Node*, tensor_list> buffers;      // gradients waiting for a node
-    std::unordered_map<const Node*, ExecInfo> exec_info;       // empty: run every node
+    std::vector<Node*> claimed;       // nodes whose task_state this task owns
+    std::unordered_map<const Node*, NodeTaskState> side;   // nodes another live task owns
+    std::vector<Capture> captures;
     tensor_list captured;
     std::vector<std::function<void()>> final_callbacks;
+
+    GraphTask() = default;
+    GraphTask(const GraphTask&) = delete;
+    GraphTask& operator=(const GraphTask&) = delete;
+    ~GraphTask() { release_nodes(); }
+
+    // The state of a node this task has reached (claimed or in the side table).
+    NodeTaskState& state(Node* n) {
+        if (n->task_state.owner.load(std::memory_order_relaxed) == this) return n->task_state;
+        return side[n];
+    }
+    NodeTaskState* find_state(const Node* n) {
+        if (n->task_state.owner.load(std::memory_order_relaxed) == this) return const_cast<NodeTaskState*>(&n->task_state);
+        auto it = side.find(n);
+        return it == side.end() ? nullptr : &it->second;
+    }
+    // Reach a node: claim it, or fall back to the side table. Returns false if already reached.
+    bool reach(Node* n) {
+        GraphTask* expected = nullptr;
+        if (n->task_state.owner.compare_exchange_strong(expected, this, std::memory_order_acquire)) {
+            claimed.push_back(n);
+            return true;
+        }
+        if (expected == this) return false;
+        return side.try_emplace(n).second;
+    }
+    void release_nodes() {
+        for (Node* n : claimed) {
+            NodeTaskState& s = n->task_state;
+            tensor_list().swap(s.buffer);
+            s.dependencies = 0;
+            s.needed = true;
+            s.captured = false;
+            s.visited = false;
+            s.owner.store(nullptr, std::memory_order_release);
+        }
+        claimed.clear();
+        side.clear();
+    }
 };
 
 namespace {
+
 thread_local GraphTask* t_current_task = nullptr;
+thread_local int t_forward_depth = 0;
 std::atomic<int64_t> g_next_task_id{0};
 
 GraphTask* outermost_task() {
@@ -76,14 +114,16 @@ GraphTask* outermost_task() {
     return t;
 }
 
-// Restores the thread's task and grad mode even when backward throws.
+// Makes `task` current for the scope and restores the previous one, also when backward throws.
+// Grad mode equals create_graph inside backward (§1.8); backward never autocasts.
 struct TaskScope {
     GraphTask* saved;
     AutoGradMode grad_mode;
-    amp::AutocastSuspendGuard no_autocast;      // backward runs in the forward's dtypes
+    amp::AutocastSuspendGuard no_autocast;
     explicit TaskScope(GraphTask* task) : saved(t_current_task), grad_mode(task->create_graph) { t_current_task = task; }
     ~TaskScope() { t_current_task = saved; }
 };
+
 }  // namespace
 
 int64_t current_graph_task_id() { return t_current_task ? t_current_task->id : -1; }
@@ -95,176 +135,134 @@ int64_t outermost_graph_task_id() {
 }
 
 void queue_callback(std::function<void()> fn, CallbackScope scope) {
-    if (!t_current_task) throw AutogradError("queue_callback: Final callbacks can only be installed during backward pass.");
+    if (!t_current_task)
+        throw AutogradError("queue_callback: Final callbacks can only be installed during backward pass.");
     GraphTask* task = scope == CallbackScope::kOutermost ? outermost_task() : t_current_task;
     task->final_callbacks.push_back(std::move(fn));
 }
 
 bool checkpoint_valid() {
     for (GraphTask* t = t_current_task; t; t = t->parent)
-        if (!t->exec_info.empty() || !t->accumulate_grad) return false;
+        if (t->exec_mode) return false;
     return true;
 }
 
 bool task_should_compute(const Node* fn) {
     GraphTask* t = t_current_task;
-    if (!t || t->exec_info.empty()) return true;
-    auto it = t->exec_info.find(fn);
-    return it != t->exec_info.end() && (it->second.needed || !it->second.captures.empty());
+    if (!t || !t->exec_mode) return true;
+    const NodeTaskState* s = t->find_state(fn);
+    return s && (s->needed || s->captured);
 }
+
+bool backward_called_from_forward() { return t_current_task && t_current_task->from_forward; }
+ForwardRegionGuard::ForwardRegionGuard() { ++t_forward_depth; }
+ForwardRegionGuard::~ForwardRegionGuard() { --t_forward_depth; }
 
 namespace {
 
+// Claim every node reachable from the root and count the edges pointing at it.
 void compute_dependencies(GraphTask& task, Node* root) {
+    task.reach(root);
     std::vector<Node*> stack{root};
-    std::unordered_map<const Node*, bool> seen;
-    seen[root] = true;
     while (!stack.empty()) {
         Node* n = stack.back();
         stack.pop_back();
         for (const Edge& e : n->next_edges()) {
-            if (!e.fn) continue;
-            ++task.dependencies[e.fn.get()];
-            if (!seen[e.fn.get()]) {
-                seen[e.fn.get()] = true;
-                stack.push_back(e.fn.get());
-            }
+            Node* next = e.fn.get();
+            if (!next) continue;
+            bool first_time = task.reach(next);
+            ++task.state(next).dependencies;
+            if (first_time) stack.push_back(next);
         }
     }
 }
 
-// Mark every node from which one of `outputs` can be reached (iterative post-order DFS).
-void init_exec_info(GraphTask& task, Node* root, const edge_list& outputs) {
+// grad()/backward(inputs=) (§1.6): the requested edges' nodes are captured (grad) or needed
+// (backward); then every node from which such a node can be reached is needed too
+// (iterative post-order DFS).
+void init_exec_info(GraphTask& task, Node* root, const edge_list& outputs, bool accumulate_grad) {
+    task.exec_mode = true;
+    for (Node* n : task.claimed) task.state(n).needed = false;
+    for (auto& [n, s] : task.side) s.needed = false;
     for (size_t i = 0; i < outputs.size(); ++i) {
-        if (!outputs[i].fn) continue;
-        task.exec_info[outputs[i].fn.get()].captures.push_back({outputs[i].input_nr, i});
+        Node* fn = outputs[i].fn.get();
+        if (!fn) continue;
+        NodeTaskState* s = task.find_state(fn);
+        if (!s) continue;                               // not reachable from the roots
+        if (accumulate_grad) {
+            s->needed = true;
+        } else {
+            s->captured = true;
+            task.captures.push_back({fn, outputs[i].input_nr, i});
+        }
     }
     struct Frame { Node* node; size_t next; };
     std::vector<Frame> stack{{root, 0}};
-    std::unordered_map<const Node*, bool> visited{{root, true}};
+    task.state(root).visited = true;
     while (!stack.empty()) {
         Frame& f = stack.back();
         if (f.next < f.node->next_edges().size()) {
             Node* child = f.node->next_edges()[f.next++].fn.get();
-            if (child && !visited[child]) {
-                visited[child] = true;
+            if (!child) continue;
+            NodeTaskState& cs = task.state(child);
+            if (!cs.visited) {
+                cs.visited = true;
                 stack.push_back({child, 0});
             }
             continue;
         }
         Node* n = f.node;
         stack.pop_back();
-        bool needed = false;
-        auto it = task.exec_info.find(n);
-        if (it != task.exec_info.end() && !it->second.captures.empty()) needed = true;   // a requested edge
+        NodeTaskState& s = task.state(n);
         for (const Edge& e : n->next_edges()) {
             if (!e.fn) continue;
-            auto c = task.exec_info.find(e.fn.get());
-            if (c != task.exec_info.end() && c->second.needed) needed = true;
-        }
-        if (needed) task.exec_info[n].needed = true;
-    }
-    // Nodes whose only role is to receive a captured gradient need not run in grad() mode.
-    for (auto& [node, info] : task.exec_info) {
-        if (!task.accumulate_grad && !info.captures.empty()) {
-            bool feeds_other = false;
-            for (const Edge& e : node->next_edges()) {
-                auto c = task.exec_info.find(e.fn.get());
-                if (e.fn && c != task.exec_info.end() && c->second.needed) feeds_other = true;
-            }
-            if (!feeds_other) info.needed = false;
+            const NodeTaskState& c = task.state(e.fn.get());
+            if (c.needed || c.captured) s.needed = true;
         }
     }
 }
 
-// A hook returned something incompatible with the gradient it replaced (pytorch-semantics §2).
-void check_hook_result(const Tensor& before, const Tensor& after, const std::string& hook_name) {
-    if (!before.defined()) {
-        if (after.defined())
-            throw AutogradError(fmt::format("hook '{}': can't replace a None gradient with a non-None value", hook_name));
-        return;
+// grad(): record the requested incoming gradients of `node`. If the node will not run, its tensor
+// pre-hooks run here (so a hook on an input still sees and may change its gradient); if it
+// will run, the raw value is captured and the hooks run later, in call_function (§1.6).
+void capture_gradients(GraphTask& task, Node& node, const tensor_list& inputs, bool will_run) {
+    tensor_list hooked;
+    const tensor_list* source = &inputs;
+    if (!will_run && node.has_tensor_pre_hooks()) {
+        hooked = inputs;
+        run_tensor_pre_hooks(node, hooked);
+        source = &hooked;
     }
-    if (after.dtype() != before.dtype())
-        throw AutogradError(fmt::format("hook '{}' has changed the type of value (was {} got {})", hook_name,
-                                        dtype_name(before.dtype()), dtype_name(after.dtype())));
-    if (after.device() != before.device())
-        throw AutogradError(fmt::format("hook '{}' has changed the device of value (was {} got {})", hook_name,
-                                        before.device().str(), after.device().str()));
-    if (after.sizes() != before.sizes())
-        throw AutogradError(fmt::format("hook '{}' has changed the size of value (was {} got {})", hook_name,
-                                        before.shape_str(), after.shape_str()));
-}
-
-void run_tensor_pre_hooks(Node& node, tensor_list& grads) {
-    for (uint32_t slot = 0; slot < grads.size(); ++slot) {
-        for (auto& [id, hook] : node.tensor_pre_hooks(slot)) {
-            Tensor replaced = hook(grads[slot]);
-            if (!replaced.defined()) continue;
-            check_hook_result(grads[slot], replaced, fmt::format("tensor hook {} on {}", id, node.name()));
-            grads[slot] = std::move(replaced);
-        }
-        if (auto* retain = node.retains_grad_hook(slot)) (*retain)(grads[slot]);
-    }
-}
-
-void check_list_hook_result(const tensor_list& before, const tensor_list& after, const std::string& hook_name) {
-    if (after.size() != before.size())
-        throw AutogradError(fmt::format("hook '{}' has returned an incorrect number of values (got {}, but expected {})",
-                                        hook_name, after.size(), before.size()));
-    for (size_t i = 0; i < before.size(); ++i)
-        if (before[i].defined() || after[i].defined()) check_hook_result(before[i], after[i], hook_name);
-}
-
-// validate_outputs (pytorch-semantics §1.7): count, shape (sum down if broadcastable), dtype, device.
-void validate_grads(Node& node, tensor_list& grads) {
-    if (grads.size() != node.num_grad_inputs())
-        throw AutogradError(fmt::format("Function {} returned an invalid number of gradients - expected {}, but got {}",
-                                        node.name(), node.num_grad_inputs(), grads.size()));
-    for (size_t i = 0; i < grads.size(); ++i) {
-        Tensor& g = grads[i];
-        if (!g.defined() || !node.next_edge(i).valid() || i >= node.input_meta.size()) continue;
-        const TensorMeta& m = node.input_meta[i];
-        if (g.sizes() != m.shape) {
-            try {
-                g = sum_to(g, m.shape);
-            } catch (const ShapeError&) {
-                throw AutogradError(fmt::format("Function {} returned an invalid gradient at index {} - got {} but "
-                                                "expected shape compatible with {}",
-                                                node.name(), i, g.shape_str(), shape_str(m.shape)));
-            }
-        }
-        if (g.device() != m.device) {
-            if (g.dim() == 0) g = g.to(m.device);
-            else
-                throw AutogradError(fmt::format("Function {} returned an invalid gradient at index {} - expected "
-                                                "device {} but got {}", node.name(), i, m.device.str(), g.device().str()));
-        }
-        if (g.dtype() != m.dtype) g = g.to(m.dtype);
-    }
+    for (const Capture& c : task.captures)
+        if (c.node == &node && c.input_nr < source->size()) task.captured[c.output_index] = (*source)[c.input_nr];
 }
 
 tensor_list call_function(GraphTask& task, Node& node, tensor_list&& inputs) {
-    run_tensor_pre_hooks(node, inputs);
-    for (auto& [id, hook] : node.pre_hooks()) {
-        tensor_list r = hook(inputs);
-        if (r.empty()) continue;
-        check_list_hook_result(inputs, r, fmt::format("prehook {} on {}", id, node.name()));
-        inputs = std::move(r);
-    }
+    if (node.has_tensor_pre_hooks()) run_tensor_pre_hooks(node, inputs);
+    if (node.has_pre_hooks()) run_pre_hooks(node, inputs);
     tensor_list grad_outputs_for_hooks = node.has_post_hooks() ? inputs : tensor_list{};
     tensor_list outputs = node.apply(std::move(inputs));
     validate_grads(node, outputs);
     if (anomaly_mode_enabled()) check_anomaly(node, outputs);
-    for (auto& [id, hook] : node.post_hooks()) {
-        tensor_list r = hook(outputs, grad_outputs_for_hooks);
-        if (r.empty()) continue;
-        check_list_hook_result(outputs, r, fmt::format("hook {} on {}", id, node.name()));
-        outputs = std::move(r);
-    }
+    if (node.has_post_hooks()) run_post_hooks(node, outputs, grad_outputs_for_hooks);
     if (!task.keep_graph) node.release_variables();
     return outputs;
 }
 
+// Anomaly mode: an AutogradError raised while running a node also names where in the forward
+// that node was made (PyTorch prints the forward traceback the same way).
+tensor_list call_function_traced(GraphTask& task, Node& node, tensor_list&& inputs) {
+    try {
+        return call_function(task, node, std::move(inputs));
+    } catch (const AutogradError& e) {
+        std::string what = e.what();
+        if (node.creation_trace.empty() || what.find("The forward call that created") != std::string::npos) throw;
+        throw AutogradError(fmt::format("{}\nThe forward call that created {} (op '{}'):\n{}", what, node.name(),
+                                        node.op(), node.creation_trace));
+    }
+}
+
+// Sum `grad` into slot `slot` of a node's input buffer (InputBuffer::add).
 void accumulate_into(tensor_list& buffer, size_t slot, Tensor&& grad) {
     if (!grad.defined()) return;
     Tensor& cur = buffer[slot];
@@ -272,52 +270,65 @@ void accumulate_into(tensor_list& buffer, size_t slot, Tensor&& grad) {
         cur = std::move(grad);
     } else if (GradMode::is_enabled()) {
         cur = cur + grad;                                        // create_graph: keep history
-    } else if (cur.impl_ptr().use_count() == 1 && cur.is_contiguous() && cur.sizes() == grad.sizes() &&
-               cur.dtype() == grad.dtype()) {
-        cur.add_(grad);                                          // we own it: add in place
+    } else if (cur.impl_ptr().use_count() == 1 && cur.impl()->storage.use_count() == 1 && cur.is_contiguous() &&
+               cur.sizes() == grad.sizes() && cur.dtype() == grad.dtype()) {
+        cur.add_(grad);                                          // nobody else sees it: in place
     } else {
         cur = cur + grad;
     }
 }
 
-struct ReadyOrder {
-    bool operator()(const NodeTask& a, const NodeTask& b) const {
-        return a.node->sequence_nr() < b.node->sequence_nr();   // max-heap: newest first
-    }
+struct ReadyNode {
+    uint64_t sequence_nr;
+    Node* node;
+    bool operator<(const ReadyNode& o) const { return sequence_nr < o.sequence_nr; }   // newest first
 };
 
-void run_ready_queue(GraphTask& task, Node* root) {
-    std::priority_queue<NodeTask, std::vector<NodeTask>, ReadyOrder> ready;
-    ready.push({root, {}});
-    while (!ready.empty()) {
-        NodeTask t = std::move(const_cast<NodeTask&>(ready.top()));
-        ready.pop();
-        Node& node = *t.node;
-        bool needed = true;
-        if (!task.exec_info.empty()) {
-            auto it = task.exec_info.find(&node);
-            if (it != task.exec_info.end() && !it->second.captures.empty()) {
-                tensor_list hooked = t.inputs;
-                if (!it->second.needed) run_tensor_pre_hooks(node, hooked);
-                for (const Capture& c : it->second.captures) task.captured[c.output_index] = hooked[c.input_nr];
-            }
-            needed = it != task.exec_info.end() && it->second.needed;
-        }
-        if (!needed) continue;
-        tensor_list outputs = call_function(task, node, std::move(t.inputs));
-        for (size_t i = 0; i < outputs.size(); ++i) {
-            const Edge& e = node.next_edge(i);
-            if (!e.fn) continue;
-            Node* next = e.fn.get();
-            tensor_list& buf = task.buffers[next];
-            if (buf.empty()) buf.resize(std::max<size_t>(next->num_grad_outputs(), e.input_nr + 1));
-            accumulate_into(buf, e.input_nr, std::move(outputs[i]));
-            if (--task.dependencies[next] == 0) {
-                ready.push({next, std::move(buf)});
-                task.buffers.erase(next);
-            }
-        }
+// Hand a node's outputs to the next nodes; push those whose dependencies reach zero.
+void route_outputs(GraphTask& task, Node& node, tensor_list& outputs, std::priority_queue<ReadyNode>& ready) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        const Edge& e = node.next_edge(i);
+        Node* next = e.fn.get();
+        if (!next) continue;
+        NodeTaskState& s = task.state(next);
+        bool is_ready = --s.dependencies == 0;
+        if (task.exec_mode && !s.needed && !s.captured) continue;      // never runs: drop
+        if (s.buffer.empty()) s.buffer.resize(std::max<size_t>(next->num_grad_outputs(), e.input_nr + 1));
+        accumulate_into(s.buffer, e.input_nr, std::move(outputs[i]));
+        if (is_ready) ready.push({next->sequence_nr(), next});
     }
+}
+
+void run_ready_queue(GraphTask& task, Node* root) {
+    std::priority_queue<ReadyNode> ready;
+    ready.push({root->sequence_nr(), root});
+    while (!ready.empty()) {
+        Node& node = *ready.top().node;
+        ready.pop();
+        NodeTaskState& s = task.state(&node);
+        tensor_list inputs = std::move(s.buffer);
+        s.buffer.clear();
+        if (task.exec_mode) {
+            if (s.captured) capture_gradients(task, node, inputs, s.needed);
+            if (!s.needed) continue;
+        }
+        tensor_list outputs = anomaly_mode_enabled() ? call_function_traced(task, node, std::move(inputs))
+                                                     : call_function(task, node, std::move(inputs));
+        route_outputs(task, node, outputs, ready);
+    }
+}
+
+// §1.12: a node that got some gradient but never all of them means the graph changed under us.
+void check_all_consumed(GraphTask& task) {
+    auto leftover = [&](const NodeTaskState& s) {
+        for (const Tensor& g : s.buffer)
+            if (g.defined()) return true;
+        return false;
+    };
+    bool bad = false;
+    for (Node* n : task.claimed) bad = bad || leftover(n->task_state);
+    for (auto& [n, s] : task.side) bad = bad || leftover(s);
+    if (bad) throw AutogradError("backward: could not compute gradients for some functions");
 }
 
 void run_final_callbacks(GraphTask& task) {
@@ -336,19 +347,32 @@ tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads,
     task.id = g_next_task_id.fetch_add(1);
     task.keep_graph = opts.keep_graph;
     task.create_graph = opts.create_graph;
-    task.accumulate_grad = opts.accumulate_grad;
     task.parent = t_current_task;
-    task.depth = t_current_task ? t_current_task->depth + 1 : 0;
-    task.captured.resize(opts.outputs.size());
+    task.depth = task.parent ? task.parent->depth + 1 : 0;
+    task.forward_depth_at_start = t_forward_depth;
+    task.from_forward = task.parent ? task.parent->from_forward || t_forward_depth > task.parent->forward_depth_at_start
+                                    : t_forward_depth > 0;
+    task.captured.resize(opts.accumulate_grad ? 0 : opts.outputs.size());
 
     auto root = std::make_shared<GraphRoot>(roots, root_grads);
+    // Seeds are validated like any node's results (§1.7): e.g. an f64 seed for an f32 root is cast.
+    root->input_meta.reserve(roots.size());
+    for (size_t i = 0; i < roots.size(); ++i) {
+        const Edge& e = roots[i];
+        bool known = e.fn && e.input_nr < e.fn->output_meta.size();
+        root->input_meta.push_back(known ? e.fn->output_meta[e.input_nr]
+                                         : (i < root_grads.size() && root_grads[i].defined() ? TensorMeta::of(root_grads[i])
+                                                                                            : TensorMeta{}));
+    }
     compute_dependencies(task, root.get());
-    if (!opts.outputs.empty()) init_exec_info(task, root.get(), opts.outputs);
+    if (!opts.outputs.empty()) init_exec_info(task, root.get(), opts.outputs, opts.accumulate_grad);
     {
         TaskScope scope(&task);
         run_ready_queue(task, root.get());
+        check_all_consumed(task);
         run_final_callbacks(task);
     }
+    task.release_nodes();
     return std::move(task.captured);
 }
 

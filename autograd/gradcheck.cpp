@@ -82,6 +82,7 @@ bool gradcheck(const GradcheckFn& fn, const tensor_list& inputs, GradcheckOption
 
 bool gradgradcheck(const GradcheckFn& fn, const tensor_list& inputs, GradcheckOptions opts) {
     GradcheckFn first_order = [&fn](const tensor_list& in) {
+        EnableGradGuard enable_grad;                // the numerical Jacobian calls this under no-grad
         tensor_list outs = fn(in);
         tensor_list diff_inputs, grads_out;
         for (const Tensor& t : in)

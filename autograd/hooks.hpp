@@ -1,12 +1,15 @@
 // hooks.hpp: hook signatures, the hook list every registration goes into, and the handle whose
 // remove() takes a hook out again. Lists are shared_ptr-owned so a handle that outlives its
-// tensor or node is harmless: remove() then does nothing.
+// tensor or node is harmless: remove() then does nothing. remove() erases the entry (PyTorch
+// leaves a null slot behind, so add/remove in a loop grows the list forever: semantics §8.8),
+// and a registration with a key replaces the earlier hook with that key instead of adding one.
 #pragma once
 #include <algorithm>
-#include <any>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,22 +31,37 @@ using PostAccumulateGradHook = std::function<void(Tensor& param)>;
 template <typename Fn>
 class HookList {
 public:
-    uint64_t add(Fn fn) {
+    // Adds fn and returns its id. With a non-empty key, a hook already registered under that key
+    // is replaced in place (same id, same position) so re-registering every step stays O(1) in size.
+    uint64_t add(Fn fn, std::string_view key = {}) {
+        if (!key.empty()) {
+            for (Entry& e : hooks_) {
+                if (e.key == key) {
+                    e.fn = std::move(fn);
+                    return e.id;
+                }
+            }
+        }
         uint64_t id = next_id_++;
-        hooks_.emplace_back(id, std::move(fn));
+        hooks_.push_back({id, std::string(key), std::move(fn)});
         return id;
     }
     void remove(uint64_t id) {
-        auto it = std::find_if(hooks_.begin(), hooks_.end(), [id](const auto& h) { return h.first == id; });
+        auto it = std::find_if(hooks_.begin(), hooks_.end(), [id](const Entry& e) { return e.id == id; });
         if (it != hooks_.end()) hooks_.erase(it);
     }
     bool empty() const { return hooks_.empty(); }
     size_t size() const { return hooks_.size(); }
+    struct Entry {
+        uint64_t id;
+        std::string key;      // empty: not deduplicated; also the hook's name in errors
+        Fn fn;
+    };
     // Snapshot so a hook may add or remove hooks while the list is being run.
-    std::vector<std::pair<uint64_t, Fn>> snapshot() const { return hooks_; }
+    std::vector<Entry> snapshot() const { return hooks_; }
 
 private:
-    std::vector<std::pair<uint64_t, Fn>> hooks_;
+    std::vector<Entry> hooks_;
     uint64_t next_id_ = 0;
 };
 
@@ -59,14 +77,40 @@ public:
             r();
         }
     }
+    bool active() const { return remover_ != nullptr; }
 
 private:
     std::function<void()> remover_;
 };
 
+// RAII form: the hook lives exactly as long as this object (explicit handle lifetime).
+//   ScopedHook h = param.register_post_accumulate_grad_hook(fn);   // removed when h dies
+class ScopedHook {
+public:
+    ScopedHook() = default;
+    ScopedHook(RemovableHandle h) : handle_(std::move(h)) {}  // NOLINT: implicit on purpose
+    ~ScopedHook() { handle_.remove(); }
+    ScopedHook(ScopedHook&& o) noexcept : handle_(std::exchange(o.handle_, RemovableHandle())) {}
+    ScopedHook& operator=(ScopedHook&& o) noexcept {
+        if (this != &o) {
+            handle_.remove();
+            handle_ = std::exchange(o.handle_, RemovableHandle());
+        }
+        return *this;
+    }
+    ScopedHook(const ScopedHook&) = delete;
+    ScopedHook& operator=(const ScopedHook&) = delete;
+    void remove() { handle_.remove(); }
+    // Give up ownership: the hook then stays registered.
+    RemovableHandle release() { return std::exchange(handle_, RemovableHandle()); }
+
+private:
+    RemovableHandle handle_;
+};
+
 template <typename Fn>
-RemovableHandle add_hook(const std::shared_ptr<HookList<Fn>>& list, Fn fn) {
-    uint64_t id = list->add(std::move(fn));
+RemovableHandle add_hook(const std::shared_ptr<HookList<Fn>>& list, Fn fn, std::string_view key = {}) {
+    uint64_t id = list->add(std::move(fn), key);
     std::weak_ptr<HookList<Fn>> weak = list;
     return RemovableHandle([weak, id] {
         if (auto l = weak.lock()) l->remove(id);

@@ -64,24 +64,30 @@ bool Node::needs_input_grad(size_t i) const {
     return task_should_compute(next_edges_[i].fn.get());
 }
 
-RemovableHandle Node::register_prehook(NodePreHook hook) {
+RemovableHandle Node::register_prehook(NodePreHook hook, std::string_view key) {
     if (!pre_hooks_) pre_hooks_ = std::make_shared<HookList<NodePreHook>>();
-    return add_hook(pre_hooks_, std::move(hook));
+    return add_hook(pre_hooks_, std::move(hook), key);
 }
 
-RemovableHandle Node::register_hook(NodePostHook hook) {
+RemovableHandle Node::register_hook(NodePostHook hook, std::string_view key) {
     if (!post_hooks_) post_hooks_ = std::make_shared<HookList<NodePostHook>>();
-    return add_hook(post_hooks_, std::move(hook));
+    return add_hook(post_hooks_, std::move(hook), key);
 }
 
-RemovableHandle Node::add_tensor_pre_hook(uint32_t output_nr, TensorHook hook) {
+RemovableHandle Node::add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key) {
     if (tensor_pre_hooks_.size() <= output_nr) tensor_pre_hooks_.resize(output_nr + 1);
     auto& list = tensor_pre_hooks_[output_nr];
     if (!list) list = std::make_shared<HookList<TensorHook>>();
-    return add_hook(list, std::move(hook));
+    return add_hook(list, std::move(hook), key);
 }
 
-std::vector<std::pair<uint64_t, TensorHook>> Node::tensor_pre_hooks(uint32_t output_nr) const {
+size_t Node::num_hooks() const {
+    size_t n = (pre_hooks_ ? pre_hooks_->size() : 0) + (post_hooks_ ? post_hooks_->size() : 0);
+    for (const auto& list : tensor_pre_hooks_) n += list ? list->size() : 0;
+    return n;
+}
+
+std::vector<HookList<TensorHook>::Entry> Node::tensor_pre_hooks(uint32_t output_nr) const {
     if (output_nr >= tensor_pre_hooks_.size() || !tensor_pre_hooks_[output_nr]) return {};
     return tensor_pre_hooks_[output_nr]->snapshot();
 }
@@ -96,12 +102,12 @@ const std::function<void(const Tensor&)>* Node::retains_grad_hook(uint32_t outpu
     return &retains_grad_hooks_[output_nr];
 }
 
-std::vector<std::pair<uint64_t, NodePreHook>> Node::pre_hooks() const {
-    return pre_hooks_ ? pre_hooks_->snapshot() : std::vector<std::pair<uint64_t, NodePreHook>>{};
+std::vector<HookList<NodePreHook>::Entry> Node::pre_hooks() const {
+    return pre_hooks_ ? pre_hooks_->snapshot() : std::vector<HookList<NodePreHook>::Entry>{};
 }
 
-std::vector<std::pair<uint64_t, NodePostHook>> Node::post_hooks() const {
-    return post_hooks_ ? post_hooks_->snapshot() : std::vector<std::pair<uint64_t, NodePostHook>>{};
+std::vector<HookList<NodePostHook>::Entry> Node::post_hooks() const {
+    return post_hooks_ ? post_hooks_->snapshot() : std::vector<HookList<NodePostHook>::Entry>{};
 }
 
 // ---- FunctionNode ----
@@ -121,9 +127,12 @@ void FunctionNode::release_variables() {
     for (SavedVariable& s : saved_) s.release();
 }
 
+// Bytes the graph itself holds: tensors packed by a saved-tensor hook (checkpointing, offload)
+// are held by the hook instead, and released tensors by nobody.
 size_t FunctionNode::saved_bytes() const {
     size_t n = 0;
-    for (const SavedVariable& s : saved_) n += s.nbytes();
+    for (const SavedVariable& s : saved_)
+        if (!s.packed_by_hook() && !s.released()) n += s.nbytes();
     return n;
 }
 
@@ -140,13 +149,18 @@ AccumulateGrad::AccumulateGrad(Tensor variable)
     output_meta.push_back(TensorMeta::of(variable_));
 }
 
-RemovableHandle AccumulateGrad::add_tensor_pre_hook(uint32_t, TensorHook hook) {
+RemovableHandle AccumulateGrad::add_tensor_pre_hook(uint32_t, TensorHook hook, std::string_view key) {
     AutogradMeta& m = meta_of(variable_);
     if (!m.leaf_hooks) m.leaf_hooks = std::make_shared<HookList<TensorHook>>();
-    return add_hook(m.leaf_hooks, std::move(hook));
+    return add_hook(m.leaf_hooks, std::move(hook), key);
 }
 
-std::vector<std::pair<uint64_t, TensorHook>> AccumulateGrad::tensor_pre_hooks(uint32_t) const {
+bool AccumulateGrad::has_tensor_pre_hooks() const {
+    AutogradMeta* m = maybe_meta(variable_);
+    return m && m->leaf_hooks && !m->leaf_hooks->empty();
+}
+
+std::vector<HookList<TensorHook>::Entry> AccumulateGrad::tensor_pre_hooks(uint32_t) const {
     AutogradMeta* m = maybe_meta(variable_);
     if (!m || !m->leaf_hooks) return {};
     return m->leaf_hooks->snapshot();
@@ -159,10 +173,14 @@ tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
     AutogradMeta& m = meta_of(variable_);
     if (m.grad_fn) throw AutogradError("AccumulateGrad: leaf variable has been moved into the graph interior");
     if (!m.grad.defined()) {
-        // Steal the buffer when nothing else refers to it; otherwise keep our own copy.
-        bool can_steal = !GradMode::is_enabled() && incoming.impl_ptr().use_count() == 1 && incoming.is_contiguous() &&
-                         !maybe_meta(incoming);
-        m.grad = can_steal ? std::move(incoming) : (GradMode::is_enabled() ? incoming : incoming.detach().clone());
+        // Steal the buffer when nothing else can see it (no other handle, no other view of its
+        // storage); otherwise keep our own copy. Under create_graph the copy is a differentiable
+        // clone, so .grad carries history but never aliases the incoming tensor.
+        bool can_steal = !GradMode::is_enabled() && incoming.impl_ptr().use_count() == 1 &&
+                         incoming.impl()->storage.use_count() == 1 && incoming.is_contiguous() && !maybe_meta(incoming);
+        if (can_steal) m.grad = std::move(incoming);
+        else if (GradMode::is_enabled()) m.grad = clone(incoming);
+        else m.grad = incoming.detach().clone();
     } else if (GradMode::is_enabled()) {
         m.grad = m.grad + incoming;                 // create_graph: out of place, keeps history
     } else {
@@ -170,7 +188,7 @@ tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
         m.grad.add_(incoming);
     }
     if (m.post_accumulate_hooks) {
-        for (auto& [id, hook] : m.post_accumulate_hooks->snapshot()) hook(variable_);
+        for (auto& entry : m.post_accumulate_hooks->snapshot()) entry.fn(variable_);
     }
     return {};
 }

@@ -6,6 +6,7 @@
 // op's outputs (what flows in during backward); its *grad inputs* are the gradients w.r.t. the
 // forward op's inputs (what it returns, one per next edge).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -21,6 +22,7 @@
 namespace ampgrad::autograd {
 
 class Node;
+struct GraphTask;
 
 struct Edge {
     std::shared_ptr<Node> fn;      // null: this input needs no gradient
@@ -36,6 +38,19 @@ struct TensorMeta {
     Device device{};
     static TensorMeta of(const Tensor& t) { return {t.sizes(), t.dtype(), t.device()}; }
     Tensor zeros() const;
+};
+
+// What the engine keeps on a node while a graph task runs it (engine.cpp). A field here rather
+// than a hash map keyed by node keeps backward's per-node cost low. A node reached by two live
+// tasks at once (reentrant or concurrent backward over one graph) belongs to the task that
+// claimed it first; the other task keeps its state for that node in a side table.
+struct NodeTaskState {
+    std::atomic<GraphTask*> owner{nullptr};
+    int dependencies = 0;        // edges from nodes of the task that have not run yet
+    bool needed = true;          // grad()/inputs= mode: lies on a path to a requested gradient
+    bool captured = false;       // grad() mode: receives a requested gradient
+    bool visited = false;        // scratch for the engine's graph walks
+    tensor_list buffer;          // incoming gradients, summed per slot, until the node runs
 };
 
 class Node : public std::enable_shared_from_this<Node> {
@@ -69,20 +84,27 @@ public:
     bool needs_input_grad(size_t i) const;
 
     // ---- hooks (pytorch-semantics §2; run order: tensor pre -> retains_grad -> pre -> apply -> post) ----
-    RemovableHandle register_prehook(NodePreHook hook);
-    RemovableHandle register_hook(NodePostHook hook);
+    // A non-empty key replaces the hook registered earlier under the same key (hooks.hpp).
+    RemovableHandle register_prehook(NodePreHook hook, std::string_view key = {});
+    RemovableHandle register_hook(NodePostHook hook, std::string_view key = {});
     // Tensor hooks for forward output slot `output_nr`; for AccumulateGrad they live on the leaf.
-    virtual RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook);
-    virtual std::vector<std::pair<uint64_t, TensorHook>> tensor_pre_hooks(uint32_t output_nr) const;
+    virtual RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key = {});
+    virtual std::vector<HookList<TensorHook>::Entry> tensor_pre_hooks(uint32_t output_nr) const;
+    // Cheap tests the engine makes before looking at any hook list.
+    virtual bool has_tensor_pre_hooks() const { return !tensor_pre_hooks_.empty() || !retains_grad_hooks_.empty(); }
+    bool has_pre_hooks() const { return pre_hooks_ && !pre_hooks_->empty(); }
+    size_t num_hooks() const;                       // pre + post + tensor hooks registered now
     void set_retains_grad_hook(uint32_t output_nr, std::function<void(const Tensor&)> hook);
     const std::function<void(const Tensor&)>* retains_grad_hook(uint32_t output_nr) const;
-    std::vector<std::pair<uint64_t, NodePreHook>> pre_hooks() const;
-    std::vector<std::pair<uint64_t, NodePostHook>> post_hooks() const;
+    std::vector<HookList<NodePreHook>::Entry> pre_hooks() const;
+    std::vector<HookList<NodePostHook>::Entry> post_hooks() const;
     bool has_post_hooks() const { return post_hooks_ && !post_hooks_->empty(); }
 
     // ---- debugging ----
     std::string creation_trace;       // where in forward this node was made (anomaly mode only)
     bool checkpointed = false;        // made inside a checkpointed region (graph dumps)
+
+    NodeTaskState task_state;         // engine.cpp only
 
 protected:
     std::string_view op_;
@@ -133,8 +155,9 @@ public:
     explicit AccumulateGrad(Tensor variable);
     tensor_list apply(tensor_list&& grad_outputs) override;
     bool is_accumulate_grad() const override { return true; }
-    RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook) override;
-    std::vector<std::pair<uint64_t, TensorHook>> tensor_pre_hooks(uint32_t output_nr) const override;
+    RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key = {}) override;
+    std::vector<HookList<TensorHook>::Entry> tensor_pre_hooks(uint32_t output_nr) const override;
+    bool has_tensor_pre_hooks() const override;
     const Tensor& variable() const { return variable_; }
 
 private:

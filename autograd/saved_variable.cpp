@@ -29,7 +29,9 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
     dtype_ = t.dtype();
     nbytes_ = static_cast<size_t>(t.numel()) * t.element_size();
     if (const SavedTensorHooks* hooks = current_saved_tensor_hooks()) {
-        packed_ = hooks->pack(t);
+        // An output goes to the hook detached: a hook that keeps its argument then cannot form the
+        // cycle output -> grad_fn -> packed output. unpack() re-attaches the node.
+        packed_ = hooks->pack(is_output ? t.detach() : t);
         unpack_hook_ = hooks->unpack;
         if (t._version() != saved_version_)
             throw AutogradError(

@@ -30,7 +30,9 @@ public:
     Tensor unpack(const std::shared_ptr<Node>& saved_for) const;
     void release();
     bool defined() const { return was_defined_; }
-    size_t nbytes() const { return nbytes_; }
+    size_t nbytes() const { return nbytes_; }                     // of the tensor as saved
+    bool packed_by_hook() const { return unpack_hook_ != nullptr; }  // memory then held by the hook
+    bool released() const { return released_; }
 
 private:
     Tensor data_;                         // empty when released or when packed by a hook

@@ -37,6 +37,13 @@ Edge gradient_edge(const Tensor& t) {
 
 void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
     AutogradMeta& m = meta_of(t);
+    // An in-place op rebases t onto a new node: its retain_grad() hook moves along (§2).
+    if (m.retains_grad && m.grad_fn && fn && (m.grad_fn != fn || m.output_nr != output_nr)) {
+        if (const auto* hook = m.grad_fn->retains_grad_hook(m.output_nr)) {
+            fn->set_retains_grad_hook(output_nr, *hook);
+            m.grad_fn->set_retains_grad_hook(m.output_nr, nullptr);
+        }
+    }
     m.grad_fn = fn;
     m.output_nr = output_nr;
     m.requires_grad = false;
@@ -114,23 +121,37 @@ Tensor& Tensor::detach_() {
     return *this;
 }
 
+namespace autograd {
+
+RemovableHandle register_hook(const Tensor& t, std::string_view key, TensorHook hook) {
+    if (!t.requires_grad())
+        throw AutogradError(fmt::format("register_hook: cannot register a hook on a tensor that doesn't require "
+                                        "gradient ({})", t.describe()));
+    if (const auto& fn = t.grad_fn()) return fn->add_tensor_pre_hook(t.output_nr(), std::move(hook), key);
+    return grad_accumulator(t)->add_tensor_pre_hook(0, std::move(hook), key);
+}
+
+RemovableHandle register_post_accumulate_grad_hook(const Tensor& t, std::string_view key,
+                                                   PostAccumulateGradHook hook) {
+    if (!t.requires_grad())
+        throw AutogradError(fmt::format("register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
+                                        "doesn't require gradient ({})", t.describe()));
+    if (!t.is_leaf())
+        throw AutogradError(fmt::format("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be "
+                                        "registered on non-leaf tensors ({})", t.describe()));
+    AutogradMeta& m = meta_of(t);
+    if (!m.post_accumulate_hooks) m.post_accumulate_hooks = std::make_shared<HookList<PostAccumulateGradHook>>();
+    return add_hook(m.post_accumulate_hooks, std::move(hook), key);
+}
+
+}  // namespace autograd
+
 autograd::RemovableHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
-    if (!requires_grad())
-        throw AutogradError("register_hook: cannot register a hook on a tensor that doesn't require gradient");
-    if (const auto& fn = grad_fn()) return fn->add_tensor_pre_hook(output_nr(), std::move(hook));
-    return autograd::grad_accumulator(*this)->add_tensor_pre_hook(0, std::move(hook));
+    return autograd::register_hook(*this, {}, std::move(hook));
 }
 
 autograd::RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const {
-    if (!requires_grad())
-        throw AutogradError(
-            "register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't require gradient");
-    if (!is_leaf())
-        throw AutogradError("post accumulate grad hooks cannot be registered on non-leaf tensors");
-    AutogradMeta& m = meta_of(*this);
-    if (!m.post_accumulate_hooks)
-        m.post_accumulate_hooks = std::make_shared<autograd::HookList<autograd::PostAccumulateGradHook>>();
-    return autograd::add_hook(m.post_accumulate_hooks, autograd::PostAccumulateGradHook(std::move(hook)));
+    return autograd::register_post_accumulate_grad_hook(*this, {}, std::move(hook));
 }
 
 void Tensor::retain_grad() const {
@@ -140,16 +161,13 @@ void Tensor::retain_grad() const {
     if (m.retains_grad) return;
     m.retains_grad = true;
     std::weak_ptr<TensorImpl> weak = impl_;      // weak: tensor -> grad_fn -> hook must not cycle
+    // Out of place, like PyTorch: under create_graph the retained .grad carries history.
     m.grad_fn->set_retains_grad_hook(m.output_nr, [weak](const Tensor& g) {
         auto impl = weak.lock();
         if (!impl || !g.defined()) return;
         Tensor self(impl);
         AutogradMeta& sm = meta_of(self);
-        if (!sm.grad.defined()) sm.grad = g.detach().clone();
-        else {
-            NoGradGuard ng;
-            sm.grad = sm.grad + g;
-        }
+        sm.grad = sm.grad.defined() ? sm.grad + g : ampgrad::clone(g);
     });
 }
 

@@ -84,6 +84,7 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+    if (numel() == 0) return true;                  // as in PyTorch: nothing to lay out
     int64_t expected = 1;
     for (size_t i = impl_->sizes.size(); i-- > 0;) {
         if (impl_->sizes[i] == 1) continue;

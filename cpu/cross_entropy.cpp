@@ -1,8 +1,124 @@
-// cross_entropy.cpp: placeholder until implemented.
+// cross_entropy.cpp: softmax cross-entropy straight from logits (llm.c's fused classifier idea):
+// the probabilities are never stored; forward keeps only each row's logsumexp, and backward
+// rebuilds softmax = exp(logit - lse) on the fly. Threads split rows. Derivation:
+// docs/ops/cross_entropy.md.
+#include <cmath>
+#include <limits>
+
 #include "cpu/backend_cpu.hpp"
-#include "cpu/loops.hpp"
+#include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
-void CpuBackend::cross_entropy(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t) { throw Error("cpu kernel not implemented yet"); }
-void CpuBackend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t) { throw Error("cpu kernel not implemented yet"); }
+
+namespace {
+
+// Targets (N) as int64; throws IndexError for a class outside [0, V) that is not ignore_index,
+// before any threaded work starts.
+std::vector<int64_t> read_targets(const Tensor& targets, const Tensor& logits, int64_t ignore_index) {
+    AMPGRAD_CHECK(targets.dim() == 1 && targets.numel() == logits.size(0), "cross_entropy kernel: targets {} for {}",
+                  targets.describe(), logits.describe());
+    if (targets.dtype() != kInt64)
+        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices but got {}",
+                                     targets.describe()));
+    std::vector<int64_t> out(static_cast<size_t>(targets.numel()));
+    const int64_t* p = static_cast<const int64_t*>(targets.raw_data());
+    int64_t V = logits.size(1);
+    for (size_t n = 0; n < out.size(); ++n) {
+        out[n] = p[static_cast<int64_t>(n) * targets.stride(0)];
+        if (out[n] != ignore_index && (out[n] < 0 || out[n] >= V))
+            throw IndexError(fmt::format("cross_entropy: target {} is out of range for logits {}: expected "
+                                         "0 <= target < {} or target == ignore_index ({}); found at row {}",
+                                         out[n], logits.describe(), V, ignore_index, n));
+    }
+    return out;
+}
+
+// ---- kernels ----
+
+// loss[n] = lse[n] - logits[n, t[n]] (0 where t[n] == ignore_index); logits: (N,V)
+template <typename T>
+void cross_entropy_forward_kernel(compute_t<T>* loss, compute_t<T>* lse, const T* logits,
+                                  const std::vector<int64_t>& targets, int64_t V, int64_t ignore_index) {
+    using Acc = compute_t<T>;
+    int64_t N = static_cast<int64_t>(targets.size());
+    parallel_for(N, row_grain(V), [&](int64_t begin, int64_t end) {
+        WideRow<T> row(V);
+        for (int64_t n = begin; n < end; ++n) {
+            const Acc* x = row.load(logits + n * V);
+            Acc mx = -std::numeric_limits<Acc>::infinity();
+            for (int64_t c = 0; c < V; ++c) mx = std::max(mx, x[c]);
+            Acc sum = 0;
+            for (int64_t c = 0; c < V; ++c) sum += std::exp(x[c] - mx);
+            lse[n] = mx + std::log(sum);
+            loss[n] = targets[n] == ignore_index ? Acc(0) : lse[n] - x[targets[n]];
+        }
+    });
+}
+
+// dlogits[n, c] = (exp(logits[n, c] - lse[n]) - [c == t[n]]) * dloss[n]; zero rows where ignored
+template <typename T>
+void cross_entropy_backward_kernel(T* dlogits, const compute_t<T>* dloss, int64_t dloss_stride, const T* logits,
+                                   const compute_t<T>* lse, const std::vector<int64_t>& targets, int64_t V,
+                                   int64_t ignore_index) {
+    using Acc = compute_t<T>;
+    int64_t N = static_cast<int64_t>(targets.size());
+    parallel_for(N, row_grain(V), [&](int64_t begin, int64_t end) {
+        WideRow<T> row(V);
+        for (int64_t n = begin; n < end; ++n) {
+            T* d = dlogits + n * V;
+            if (targets[n] == ignore_index) {
+                std::fill(d, d + V, static_cast<T>(Acc(0)));
+                continue;
+            }
+            const Acc* x = row.load(logits + n * V);
+            Acc g = dloss[n * dloss_stride];
+            for (int64_t c = 0; c < V; ++c) d[c] = static_cast<T>(std::exp(x[c] - lse[n]) * g);
+            d[targets[n]] = static_cast<T>((std::exp(x[targets[n]] - lse[n]) - Acc(1)) * g);
+        }
+    });
+}
+
+void check_rows(const char* kernel, const Tensor& logits, std::initializer_list<const Tensor*> per_row) {
+    DType stat = logits.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    AMPGRAD_CHECK(logits.dim() == 2 && logits.is_contiguous(), "{}: logits must be contiguous (N,V), got {}", kernel,
+                  logits.describe());
+    for (const Tensor* t : per_row)
+        AMPGRAD_CHECK(t->dim() == 1 && t->numel() == logits.size(0) && t->dtype() == stat,
+                      "{}: expected ({}) {}, got {}", kernel, logits.size(0), dtype_name(stat), t->describe());
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void CpuBackend::cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
+                               int64_t ignore_index) {
+    check_rows("cross_entropy", logits, {&loss, &lse});
+    AMPGRAD_CHECK(loss.is_contiguous() && lse.is_contiguous(), "cross_entropy: loss/lse must be contiguous");
+    std::vector<int64_t> t = read_targets(targets, logits, ignore_index);
+    dispatch_float(logits.dtype(), "cross_entropy", [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = compute_t<T>;
+        cross_entropy_forward_kernel(static_cast<Acc*>(loss.raw_data()), static_cast<Acc*>(lse.raw_data()),
+                                     static_cast<const T*>(logits.raw_data()), t, logits.size(1), ignore_index);
+    });
+}
+
+void CpuBackend::cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
+                                        const Tensor& lse, const Tensor& targets, int64_t ignore_index) {
+    check_rows("cross_entropy_backward", logits, {&dloss, &lse});
+    AMPGRAD_CHECK(dlogits.is_contiguous() && dlogits.sizes() == logits.sizes() && dlogits.dtype() == logits.dtype() &&
+                      lse.is_contiguous(),
+                  "cross_entropy_backward: dlogits {} must be contiguous like logits {}", dlogits.describe(),
+                  logits.describe());
+    std::vector<int64_t> t = read_targets(targets, logits, ignore_index);
+    dispatch_float(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = compute_t<T>;
+        cross_entropy_backward_kernel(static_cast<T*>(dlogits.raw_data()), static_cast<const Acc*>(dloss.raw_data()),
+                                      dloss.stride(0), static_cast<const T*>(logits.raw_data()),
+                                      static_cast<const Acc*>(lse.raw_data()), t, logits.size(1), ignore_index);
+    });
+}
+
 }  // namespace ampgrad::cpu

@@ -218,7 +218,10 @@ void CpuBackend::clamp(const Tensor& out, const Tensor& in, std::optional<double
         } else {
             C l = lo ? static_cast<C>(*lo) : std::numeric_limits<C>::lowest();
             C h = hi ? static_cast<C>(*hi) : std::numeric_limits<C>::max();
-            map1<T, T>(out, in, [l, h](C x) { return x != x ? x : (x < l ? l : (x > h ? h : x)); });
+            map1<T, T>(out, in, [l, h](C x) {                 // min(max(x, l), h): all h if l > h
+                C above = x < l ? l : x;
+                return x != x ? x : (above > h ? h : above);
+            });
         }
     });
 }

@@ -1,8 +1,165 @@
-// layer_norm.cpp: placeholder until implemented.
+// layer_norm.cpp: LayerNorm over the last dim of a contiguous (N,C) tensor, forward and backward
+// (llm.c's layernorm_forward/backward). Threads split rows; the (C) weight/bias gradients are
+// summed over rows in fixed chunks whose partial sums are added in chunk order, so the result
+// does not depend on the thread count. Derivation: docs/ops/layernorm.md.
+#include <cmath>
+
 #include "cpu/backend_cpu.hpp"
-#include "cpu/loops.hpp"
+#include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
-void CpuBackend::layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, double) { throw Error("cpu kernel not implemented yet"); }
-void CpuBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) { throw Error("cpu kernel not implemented yet"); }
+
+namespace {
+
+// ---- kernels ----
+
+// y = (x - mean) * rstd * w + b; mean, rstd: (N) in the compute type; w, b: (C) or null
+template <typename T>
+void layer_norm_forward_kernel(T* y, compute_t<T>* mean, compute_t<T>* rstd, const T* x, const T* w, const T* b,
+                               int64_t N, int64_t C, double eps) {
+    using Acc = compute_t<T>;
+    parallel_for(N, row_grain(C), [&](int64_t begin, int64_t end) {
+        WideRow<T> row(C);
+        for (int64_t n = begin; n < end; ++n) {
+            const Acc* xr = row.load(x + n * C);
+            Acc sum = 0;
+            for (int64_t c = 0; c < C; ++c) sum += xr[c];
+            Acc mu = sum / static_cast<Acc>(C);
+            Acc sq = 0;                                         // two passes: no cancellation
+            for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mu) * (xr[c] - mu);
+            Acc rs = Acc(1) / std::sqrt(sq / static_cast<Acc>(C) + static_cast<Acc>(eps));
+            T* yr = y + n * C;
+            for (int64_t c = 0; c < C; ++c) {
+                Acc v = (xr[c] - mu) * rs;
+                if (w) v *= static_cast<Acc>(w[c]);
+                if (b) v += static_cast<Acc>(b[c]);
+                yr[c] = static_cast<T>(v);
+            }
+            mean[n] = mu;
+            rstd[n] = rs;
+        }
+    });
+}
+
+struct LayerNormGrads {      // each pointer may be null when that gradient is not wanted
+    void* dx;
+    void* dweight;
+    void* dbias;
+};
+
+// With xhat = (x - mean) * rstd and dxhat = dy * w:
+//   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+//   dweight = sum over rows of dy * xhat;  dbias = sum over rows of dy
+template <typename T>
+void layer_norm_backward_kernel(LayerNormGrads g, const T* dy, const T* x, const compute_t<T>* mean,
+                                const compute_t<T>* rstd, const T* w, int64_t N, int64_t C) {
+    using Acc = compute_t<T>;
+    T* dx = static_cast<T*>(g.dx);
+    bool want_dw = g.dweight != nullptr, want_db = g.dbias != nullptr;
+    // Fixed chunks of rows (independent of the thread count), each with its own partial sums.
+    int64_t chunks = std::clamp<int64_t>(N * C / kGrainSize, 1, std::min<int64_t>(N, 32));
+    int64_t rows_per_chunk = (N + chunks - 1) / chunks;
+    std::vector<Acc> partial_w(want_dw ? chunks * C : 0), partial_b(want_db ? chunks * C : 0);
+    parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+        WideRow<T> x_row(C), dy_row(C);
+        for (int64_t k = chunk_begin; k < chunk_end; ++k) {
+            int64_t row_end = std::min(N, (k + 1) * rows_per_chunk);
+            for (int64_t n = k * rows_per_chunk; n < row_end; ++n) {
+                const Acc* xr = x_row.load(x + n * C);
+                const Acc* dyr = dy_row.load(dy + n * C);
+                Acc mu = mean[n], rs = rstd[n];
+                if (dx) {
+                    Acc sum_dxhat = 0, sum_dxhat_xhat = 0;
+                    for (int64_t c = 0; c < C; ++c) {
+                        Acc dxhat = w ? dyr[c] * static_cast<Acc>(w[c]) : dyr[c];
+                        sum_dxhat += dxhat;
+                        sum_dxhat_xhat += dxhat * (xr[c] - mu) * rs;
+                    }
+                    Acc mean_dxhat = sum_dxhat / static_cast<Acc>(C);
+                    Acc mean_dxhat_xhat = sum_dxhat_xhat / static_cast<Acc>(C);
+                    for (int64_t c = 0; c < C; ++c) {
+                        Acc dxhat = w ? dyr[c] * static_cast<Acc>(w[c]) : dyr[c];
+                        Acc xhat = (xr[c] - mu) * rs;
+                        dx[n * C + c] = static_cast<T>(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+                    }
+                }
+                for (int64_t c = 0; c < C && want_dw; ++c) partial_w[k * C + c] += dyr[c] * (xr[c] - mu) * rs;
+                for (int64_t c = 0; c < C && want_db; ++c) partial_b[k * C + c] += dyr[c];
+            }
+        }
+    });
+    // Add the chunk partials in chunk order.
+    auto finish = [&](const std::vector<Acc>& partial, void* out) {
+        for (int64_t c = 0; c < C; ++c) {
+            Acc total = 0;
+            for (int64_t k = 0; k < chunks; ++k) total += partial[k * C + c];
+            static_cast<T*>(out)[c] = static_cast<T>(total);
+        }
+    };
+    if (want_dw) finish(partial_w, g.dweight);
+    if (want_db) finish(partial_b, g.dbias);
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
+void* ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+void check_layout(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> rows,
+                  std::initializer_list<const Tensor*> per_channel) {
+    AMPGRAD_CHECK(x.dim() == 2 && x.is_contiguous(), "{}: x must be contiguous (N,C), got {}", kernel, x.describe());
+    for (const Tensor* t : rows)
+        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->sizes() == x.sizes() && t->dtype() == x.dtype()),
+                      "{}: expected a contiguous tensor like x {}, got {}", kernel, x.describe(), t->describe());
+    for (const Tensor* t : per_channel)
+        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->numel() == x.size(1) && t->dtype() == x.dtype()),
+                      "{}: expected a contiguous ({}) tensor of x's dtype, got {}", kernel, x.size(1), t->describe());
+}
+
+void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const Tensor& rstd) {
+    DType stat = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+    AMPGRAD_CHECK(mean.is_contiguous() && rstd.is_contiguous() && mean.numel() == x.size(0) &&
+                      rstd.numel() == x.size(0) && mean.dtype() == stat && rstd.dtype() == stat,
+                  "{}: mean/rstd must be contiguous ({}) {}, got {} and {}", kernel, x.size(0), dtype_name(stat),
+                  mean.describe(), rstd.describe());
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                            const Tensor& weight, const Tensor& bias, double eps) {
+    check_layout("layer_norm", x, {&y}, {&weight, &bias});
+    check_stats("layer_norm", x, mean, rstd);
+    if (x.numel() == 0) return;
+    dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = compute_t<T>;
+        layer_norm_forward_kernel(static_cast<T*>(y.raw_data()), static_cast<Acc*>(mean.raw_data()),
+                                  static_cast<Acc*>(rstd.raw_data()), static_cast<const T*>(x.raw_data()),
+                                  ptr_or_null<T>(weight), ptr_or_null<T>(bias), x.size(0), x.size(1), eps);
+    });
+}
+
+void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                                     const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
+    check_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
+    check_stats("layer_norm_backward", x, mean, rstd);
+    AMPGRAD_CHECK(weight.defined() || !dweight.defined(), "layer_norm_backward: dweight requested without a weight");
+    if (x.size(1) == 0) return;
+    dispatch_float(x.dtype(), "layer_norm_backward", [&](auto tag) {
+        using T = decltype(tag);
+        using Acc = compute_t<T>;
+        LayerNormGrads g{ptr_or_null(dx), ptr_or_null(dweight), ptr_or_null(dbias)};
+        if (x.size(0) == 0) {                                   // no rows: the sums are zero
+            if (dweight.defined()) fill(dweight, 0.0);
+            if (dbias.defined()) fill(dbias, 0.0);
+            return;
+        }
+        layer_norm_backward_kernel(g, static_cast<const T*>(dy.raw_data()), static_cast<const T*>(x.raw_data()),
+                                   static_cast<const Acc*>(mean.raw_data()), static_cast<const Acc*>(rstd.raw_data()),
+                                   ptr_or_null<T>(weight), x.size(0), x.size(1));
+    });
+}
+
 }  // namespace ampgrad::cpu

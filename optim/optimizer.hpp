@@ -1,6 +1,7 @@
 // optimizer.hpp: the base every optimizer derives from (libtorch-style param groups).
 // A group holds its parameters and its hyper-parameters by name ("lr", "weight_decay", ...);
-// per-parameter state (momentum buffers, Adam moments) lives in the derived class.
+// per-parameter state (momentum buffers, Adam moments, "step") lives in the base, keyed by
+// parameter, so state_dict()/load_state_dict() are written once, here.
 // GradScaler and the master-weights wrapper (amp/) only rely on param_groups(), step(), zero_grad().
 #pragma once
 #include <map>
@@ -17,10 +18,16 @@ struct ParamGroup {
     std::map<std::string, double> options;      // "lr", "momentum", "beta1", "beta2", "eps", "weight_decay", ...
     double option(const std::string& key) const;   // throws ValueError naming the key if missing
     double lr() const { return option("lr"); }
+    void set_lr(double lr) { options["lr"] = lr; }
 };
+
+// One parameter's state by name: "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
+// "step" (a 0-dim f32 cpu tensor, as in PyTorch).
+using ParamState = std::map<std::string, Tensor>;
 
 // Serializable optimizer state (PyTorch's optimizer.state_dict() shape): per-parameter state by
 // flat parameter index, plus each group's options and the indices of its parameters.
+// Indices count parameters across groups in order: group 0 holds 0..n0-1, group 1 n0..., etc.
 struct OptimizerStateDict {
     std::map<int64_t, std::map<std::string, Tensor>> state;
     std::vector<std::map<std::string, double>> param_groups;
@@ -30,6 +37,10 @@ struct OptimizerStateDict {
 class Optimizer {
 public:
     explicit Optimizer(std::vector<ParamGroup> groups);
+    // `defaults` fill every option a group does not set (PyTorch's `defaults`); `name` ("SGD",
+    // "Adam", ...) starts every error message. Derived constructors then run validate_group on
+    // each group (a virtual call from this constructor would not reach them).
+    Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name);
     virtual ~Optimizer() = default;
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
@@ -39,12 +50,31 @@ public:
     void zero_grad(bool set_to_none = true);
     std::vector<ParamGroup>& param_groups() { return groups_; }
     const std::vector<ParamGroup>& param_groups() const { return groups_; }
+    // Fills missing options from the defaults, validates them, and rejects a parameter that is
+    // already in another group (ValueError).
     void add_param_group(ParamGroup group);
-    virtual OptimizerStateDict state_dict() const = 0;
-    virtual void load_state_dict(const OptimizerStateDict& sd) = 0;
+    const std::map<std::string, double>& defaults() const { return defaults_; }
+
+    // The state of one parameter (empty until its first step with a gradient).
+    ParamState& state(const Tensor& param);
+    const ParamState* find_state(const Tensor& param) const;
+
+    // state_dict() shares the live state tensors (as PyTorch does); load_state_dict() copies them,
+    // cast to each parameter's dtype and device ("step" stays f32 cpu), and takes the saved options.
+    virtual OptimizerStateDict state_dict() const;
+    virtual void load_state_dict(const OptimizerStateDict& sd);
 
 protected:
+    // Derived classes check a group's options here (called by add_param_group); throw ValueError.
+    virtual void validate_group(const ParamGroup& group) const {}
+
+    std::string name_ = "Optimizer";
     std::vector<ParamGroup> groups_;
+    std::map<std::string, double> defaults_;
+    std::map<const TensorImpl*, ParamState> state_;
 };
+
+// Wraps a flat parameter list as one group (what `SGD(model->parameters(), ...)` builds).
+std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 
 }  // namespace ampgrad::optim

@@ -1,14 +1,138 @@
-// activation.cpp: placeholder until implemented.
+// activation.cpp: tanh, sigmoid, relu, gelu (erf and tanh approximation) and silu.
+// Forward is one backend unary kernel. Backward, dx = dy * f'(x), has two forms side by side:
+//  - the fused backend kernel activation_backward (the usual case: grad mode is off in backward);
+//  - with create_graph (grad mode on in backward), f'(x) composed of differentiable ops, so
+//    higher-order gradients work.
+// Derivations: docs/ops/gelu.md (gelu, with a table for the others).
+#include <cmath>
+
+#include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/error.hpp"
+#include "autograd/record.hpp"
 
 namespace ampgrad {
-Tensor tanh(const Tensor& x) { throw Error("tanh: not implemented yet"); }
-Tensor sigmoid(const Tensor& x) { throw Error("sigmoid: not implemented yet"); }
-Tensor relu(const Tensor& x) { throw Error("relu: not implemented yet"); }
-Tensor gelu(const Tensor& x, bool tanh_approximation) { throw Error("gelu: not implemented yet"); }
-Tensor silu(const Tensor& x) { throw Error("silu: not implemented yet"); }
+
+using autograd::BackwardContext;
+using autograd::record;
+
+namespace {
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;    // sqrt(2/pi)
+constexpr double kInvSqrt2Pi = 0.3989422804014327;     // 1/sqrt(2*pi)
+constexpr double kGeluCubic = 0.044715;
+
+Tensor unary_forward(std::string_view op, UnaryOp kind, const Tensor& x) {            // (*)
+    ops::check_floating(op, x);
+    Tensor y = make_empty(x.sizes(), x.dtype(), x.device());
+    backend_of(x).unary(kind, y, x);
+    return y;
+}
+
+// dx = dy * f'(x) through the fused kernel (no graph).
+Tensor fused_backward(ActivationGrad kind, const Tensor& x, const Tensor& dy) {       // (*)
+    Tensor dx = make_empty(x.sizes(), x.dtype(), x.device());
+    backend_of(x).activation_backward(kind, dx, x, ops::expand_raw(ops::cast_raw(dy, x.dtype()), x.sizes()));
+    return dx;
+}
+
+// Record f(x) = y with backward dy * f'(x): the kernel when grad mode is off, else `derivative(x)`,
+// a composition of differentiable ops.
+template <typename Derivative>
+Tensor record_activation(std::string_view op, ActivationGrad kind, const Tensor& x, const Tensor& y,
+                         Derivative derivative) {
+    return record(op, y, {x}, {x}, [kind, derivative](BackwardContext& ctx, const tensor_list& g) {
+        Tensor x = ctx.saved(0);
+        if (!GradMode::is_enabled()) return tensor_list{fused_backward(kind, x, g[0])};
+        return tensor_list{g[0] * derivative(x)};
+    });
+}
+
+// Phi(x), the standard normal CDF, as its own differentiable op: Phi'(x) = phi(x). Used only by
+// gelu's create_graph backward; its forward reuses the gelu-erf kernels (no erf kernel needed):
+//   gelu'(x) = Phi(x) + x phi(x)   =>   Phi(x) = gelu'(x) - x phi(x)
+Tensor normal_pdf(const Tensor& x) { return exp(square(x) * -0.5) * kInvSqrt2Pi; }
+
+Tensor normal_cdf(const Tensor& x) {
+    Tensor cdf;
+    {
+        NoGradGuard no_grad;
+        Tensor gelu_grad = fused_backward(ActivationGrad::kGeluErf, x, ops::wrapped_scalar(1.0, x));
+        cdf = gelu_grad - x * normal_pdf(x);
+    }
+    return record("normal_cdf", cdf, {x}, {x}, [](BackwardContext& ctx, const tensor_list& g) {
+        return tensor_list{g[0] * normal_pdf(ctx.saved(0))};
+    });
+}
+
+// tanh and sigmoid of an integer tensor compute in float32 (PyTorch's int -> float promotion).
+Tensor float_input(std::string_view op, const Tensor& x) {
+    ops::check_defined(op, x, "input");
+    if (x.dtype() == kBool || is_floating(x.dtype())) return x;
+    return ops::cast_raw(x, kFloat32);
+}
+
+}  // namespace
+
+// tanh' = 1 - tanh^2
+Tensor tanh(const Tensor& x_in) {
+    Tensor x = float_input("tanh", x_in);
+    Tensor y = unary_forward("tanh", UnaryOp::kTanh, x);
+    return record_activation("tanh", ActivationGrad::kTanh, x, y, [](const Tensor& v) {
+        Tensor t = tanh(v);
+        return 1.0 - t * t;
+    });
+}
+
+// sigmoid' = s (1 - s)
+Tensor sigmoid(const Tensor& x_in) {
+    Tensor x = float_input("sigmoid", x_in);
+    Tensor y = unary_forward("sigmoid", UnaryOp::kSigmoid, x);
+    return record_activation("sigmoid", ActivationGrad::kSigmoid, x, y, [](const Tensor& v) {
+        Tensor s = sigmoid(v);
+        return s * (1.0 - s);
+    });
+}
+
+// relu' = 1 where x > 0, else 0 (0 at x == 0, as in PyTorch). Integer tensors stay integer.
+Tensor relu(const Tensor& x) {
+    ops::check_defined("relu", x, "input");
+    if (x.dtype() != kBool && !is_floating(x.dtype())) return clamp(x, 0.0, std::nullopt);
+    Tensor y = unary_forward("relu", UnaryOp::kRelu, x);
+    return record_activation("relu", ActivationGrad::kRelu, x, y, [](const Tensor& v) {
+        return where(v > 0.0, ones_like(v), 0.0);
+    });
+}
+
+// gelu(x) = x Phi(x); with the tanh approximation (GPT-2) Phi(x) ~ (1 + tanh(u)) / 2, u = sqrt(2/pi)(x + 0.044715 x^3)
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+    ops::check_defined("gelu", x, "input");
+    if (tanh_approximation) {
+        Tensor y = unary_forward("gelu", UnaryOp::kGeluTanh, x);
+        return record_activation("gelu", ActivationGrad::kGeluTanh, x, y, [](const Tensor& v) {
+            // d/dx [x (1 + tanh u) / 2] = (1 + tanh u) / 2 + x (1 - tanh^2 u) u' / 2
+            Tensor t = tanh((v + v * v * v * kGeluCubic) * kSqrt2OverPi);
+            Tensor du = (v * v * (3.0 * kGeluCubic) + 1.0) * kSqrt2OverPi;
+            return (t + 1.0) * 0.5 + v * (1.0 - t * t) * du * 0.5;
+        });
+    }
+    Tensor y = unary_forward("gelu", UnaryOp::kGeluErf, x);
+    return record_activation("gelu", ActivationGrad::kGeluErf, x, y, [](const Tensor& v) {
+        return normal_cdf(v) + v * normal_pdf(v);                                   // Phi(x) + x phi(x)
+    });
+}
+
+// silu(x) = x s(x);  silu' = s (1 + x (1 - s))
+Tensor silu(const Tensor& x) {
+    ops::check_defined("silu", x, "input");
+    Tensor y = unary_forward("silu", UnaryOp::kSilu, x);
+    return record_activation("silu", ActivationGrad::kSilu, x, y, [](const Tensor& v) {
+        Tensor s = sigmoid(v);
+        return s * (1.0 + v * (1.0 - s));
+    });
+}
+
 }  // namespace ampgrad
+
 namespace ampgrad::nn::functional {
 Tensor relu(const Tensor& x) { return ampgrad::relu(x); }
 Tensor gelu(const Tensor& x, bool t) { return ampgrad::gelu(x, t); }

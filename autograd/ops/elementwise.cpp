@@ -4,6 +4,7 @@
 // Derivations: docs/ops/elementwise.md.
 #include <cmath>
 
+#include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
@@ -100,7 +101,9 @@ Tensor neg(const Tensor& a) {
 }
 
 // ---- pow: d(a^e) = e * a^(e-1) * g ----
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a_in, double e) {
+    Tensor a = a_in;
+    AMPGRAD_AUTOCAST("pow", &a);
     Tensor x = float_input(a);
     Tensor out = binary_raw(BinaryOp::kPow, "pow", x, ops::wrapped_scalar(e, x));
     return record("pow", out, {x}, {x}, [e](BackwardContext& ctx, const tensor_list& g) {
@@ -109,13 +112,17 @@ Tensor pow(const Tensor& a, double e) {
     });
 }
 
+// d(a^e)/da = e * a^(e-1), taken as 0 where e == 0 (so 0^0 has no inf*0 = nan)
 // d(a^e)/de = a^e * log(a), taken as 0 where a == 0 and e >= 0 (PyTorch's convention)
-Tensor pow(const Tensor& a, const Tensor& e) {
+Tensor pow(const Tensor& a_in, const Tensor& e_in) {
+    Tensor a = a_in, e = e_in;
+    AMPGRAD_AUTOCAST("pow", &a, &e);
     Tensor out = binary_raw(BinaryOp::kPow, "pow", a, e);
     return record("pow", out, {a, e}, {a, e, out}, [](BackwardContext& ctx, const tensor_list& g) {
         tensor_list d(2);
         Tensor base = ctx.saved(0), expo = ctx.saved(1);
-        if (ctx.needs_input_grad(0)) d[0] = g[0] * expo * pow(base, expo - 1.0);
+        if (ctx.needs_input_grad(0)) d[0] = where(ne(expo, ops::wrapped_scalar(0.0, expo)),
+                                                    g[0] * expo * pow(base, expo - 1.0), 0.0);
         if (ctx.needs_input_grad(1)) {
             Tensor term = g[0] * ctx.saved(2) * log(base);
             d[1] = where(logical_not(eq(base, zeros_like(base))) | lt(expo, zeros_like(expo)), term, 0.0);
@@ -124,10 +131,12 @@ Tensor pow(const Tensor& a, const Tensor& e) {
     });
 }
 
-Tensor pow(double base, const Tensor& e) { return pow(full_like(e, base), e); }
+Tensor pow(double base, const Tensor& e) { return pow(ops::wrapped_scalar(base, e), e); }
 
 // ---- exp / log / sqrt / rsqrt / abs / square / reciprocal ----
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a_in) {
+    Tensor a = a_in;
+    AMPGRAD_AUTOCAST("exp", &a);
     Tensor x = float_input(a);
     Tensor out = unary_raw(UnaryOp::kExp, x);
     return record("exp", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
@@ -135,7 +144,9 @@ Tensor exp(const Tensor& a) {
     });
 }
 
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a_in) {
+    Tensor a = a_in;
+    AMPGRAD_AUTOCAST("log", &a);
     Tensor x = float_input(a);
     Tensor out = unary_raw(UnaryOp::kLog, x);
     return record("log", out, {x}, {x}, [](BackwardContext& ctx, const tensor_list& g) {
@@ -152,7 +163,9 @@ Tensor sqrt(const Tensor& a) {
 }
 
 // d rsqrt(x) = -0.5 * x^(-3/2) = -0.5 * out^3
-Tensor rsqrt(const Tensor& a) {
+Tensor rsqrt(const Tensor& a_in) {
+    Tensor a = a_in;
+    AMPGRAD_AUTOCAST("rsqrt", &a);
     Tensor x = float_input(a);
     Tensor out = unary_raw(UnaryOp::kRsqrt, x);
     return record("rsqrt", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
@@ -175,7 +188,9 @@ Tensor square(const Tensor& a) {
     });
 }
 
-Tensor reciprocal(const Tensor& a) {
+Tensor reciprocal(const Tensor& a_in) {
+    Tensor a = a_in;
+    AMPGRAD_AUTOCAST("reciprocal", &a);
     Tensor x = float_input(a);
     Tensor out = unary_raw(UnaryOp::kReciprocal, x);
     return record("reciprocal", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
@@ -184,10 +199,10 @@ Tensor reciprocal(const Tensor& a) {
     });
 }
 
-// ---- clamp: gradient passes where lo <= x <= hi ----
+// ---- clamp: min(max(x, lo), hi); gradient passes where lo <= x <= hi (so nowhere if lo > hi) ----
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
     ops::check_defined("clamp", a, "input");
-    if (lo && hi && *lo > *hi) throw ValueError(fmt::format("clamp: min {} is greater than max {}", *lo, *hi));
+    if (!lo && !hi) throw ValueError(fmt::format("clamp: at least one of min or max must be given ({})", a.describe()));
     Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
     backend_of(a).clamp(out, a, lo, hi);
     return record("clamp", out, {a}, {a}, [lo, hi](BackwardContext& ctx, const tensor_list& g) {
@@ -202,6 +217,8 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 // ---- where: gradient goes to the branch that was taken ----
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     ops::check_defined("where", cond, "condition");
+    ops::check_defined("where", a, "a");
+    ops::check_defined("where", b, "b");
     ops::check_same_device("where", {&cond, &a, &b});
     if (cond.dtype() != kBool)
         throw DTypeError(fmt::format("where: condition must be bool but got {}", cond.describe()));
@@ -221,18 +238,19 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) { return where(cond, a, ops::wrapped_scalar(b, a)); }
 
-// ---- maximum / minimum: ties split the gradient in half, as in PyTorch ----
+// ---- maximum / minimum: the winner gets the gradient, ties split it in half, as in PyTorch ----
+// (Where either is NaN both "win": neither is masked out.)
 namespace {
 Tensor extremum(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b) {
     Tensor out = binary_raw(op, name, a, b);
     return record(name, out, {a, b}, {a, b}, [op](BackwardContext& ctx, const tensor_list& g) {
         Tensor x = ctx.saved(0), y = ctx.saved(1);
-        Tensor a_wins = op == BinaryOp::kMaximum ? gt(x, y) : lt(x, y);
-        Tensor tie = eq(x, y);
-        Tensor half = g[0] * 0.5;
+        Tensor shared = where(eq(x, y), g[0] * 0.5, g[0]);
+        Tensor a_loses = op == BinaryOp::kMaximum ? lt(x, y) : gt(x, y);
+        Tensor b_loses = op == BinaryOp::kMaximum ? gt(x, y) : lt(x, y);
         tensor_list d(2);
-        if (ctx.needs_input_grad(0)) d[0] = where(a_wins, g[0], where(tie, half, 0.0));
-        if (ctx.needs_input_grad(1)) d[1] = where(a_wins | tie, where(tie, half, 0.0), g[0]);
+        if (ctx.needs_input_grad(0)) d[0] = where(logical_not(a_loses), shared, 0.0);
+        if (ctx.needs_input_grad(1)) d[1] = where(logical_not(b_loses), shared, 0.0);
         return d;
     });
 }
@@ -269,11 +287,13 @@ bool equal(const Tensor& a, const Tensor& b) {
     return logical_not(same).to(kFloat64).sum().item<double>() == 0.0;
 }
 
+// |a - b| <= atol + rtol |b| elementwise, as torch.allclose: NaN is never close; infinities only to themselves.
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
     NoGradGuard no_grad;
     Tensor x = a.to(kFloat64), y = b.to(kFloat64);
-    Tensor bad = gt(abs(x - y), abs(y) * rtol + atol);
-    return bad.to(kFloat64).sum().item<double>() == 0.0;
+    Tensor error = abs(x - y);
+    Tensor close = eq(x, y) | (isfinite(error) & le(error, abs(y) * rtol + atol));
+    return logical_not(close).to(kFloat64).sum().item<double>() == 0.0;
 }
 
 // ---- operators ----

@@ -1,10 +1,179 @@
-// loss.cpp: placeholder until implemented.
+// loss.cpp: the losses, all with mean reduction as in PyTorch's defaults: cross_entropy (fused
+// kernels, docs/ops/cross_entropy.md), mse_loss, binary_cross_entropy_with_logits and
+// binary_cross_entropy. Each is one graph node whose backward sits beside its forward; only
+// cross_entropy's fused backward needs a separate differentiable path for create_graph.
+#include <cmath>
+
+#include "autograd/ops/autocast_hook.hpp"
+#include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/error.hpp"
+#include "autograd/record.hpp"
 
 namespace ampgrad::nn::functional {
-Tensor cross_entropy(const Tensor&, const Tensor&, int64_t) { throw Error("cross_entropy: not implemented yet"); }
-Tensor mse_loss(const Tensor&, const Tensor&) { throw Error("mse_loss: not implemented yet"); }
-Tensor binary_cross_entropy_with_logits(const Tensor&, const Tensor&) { throw Error("bce_with_logits: not implemented yet"); }
-Tensor binary_cross_entropy(const Tensor&, const Tensor&) { throw Error("bce: not implemented yet"); }
+
+using autograd::BackwardContext;
+using autograd::record;
+
+namespace {
+
+void check_cross_entropy_args(const Tensor& logits, const Tensor& targets) {
+    ops::check_defined("cross_entropy", logits, "input");
+    ops::check_defined("cross_entropy", targets, "target");
+    ops::check_floating("cross_entropy", logits);
+    ops::check_same_device("cross_entropy", {&logits, &targets});
+    if (targets.dtype() != kInt64)
+        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices but got {} (logits are {}); "
+                                     "probability targets are not supported", targets.describe(), logits.describe()));
+    bool batched = logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0);
+    bool single = logits.dim() == 1 && targets.dim() == 0;
+    if (!batched && !single)
+        throw ShapeError(fmt::format("cross_entropy: expected logits (N,V) with targets (N), or logits (V) with a "
+                                     "0-dim target: logits are {}, targets are {}", logits.describe(),
+                                     targets.describe()));
+}
+
+// dlogits = (softmax(logits) - onehot(targets)) * g / count, zero on ignored rows, as
+// differentiable ops (the create_graph path). logits (N,V), targets (N), g and count 0-dim.
+Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targets, const Tensor& g,
+                                        const Tensor& count, int64_t ignore_index) {
+    const int64_t N = logits.size(0), V = logits.size(1);
+    Tensor classes = arange(V, TensorOptions(kInt64).device(logits.device())).view({1, V});        // (1,V)
+    Tensor target_col = targets.view({N, 1});                                                       // (N,1)
+    Tensor onehot = eq(classes, target_col).to(logits.dtype());                                     // (N,V)
+    Tensor valid = ne(target_col, ops::wrapped_scalar(static_cast<double>(ignore_index), targets)); // (N,1)
+    Tensor scale = (g / count).to(logits.dtype());                                                  // ()
+    return where(valid, (softmax(logits, 1) - onehot) * scale, 0.0);                               // (N,V)
+}
+
+}  // namespace
+
+// logits (N,V) or (V); targets (N) or () int64 -> mean over rows whose target != ignore_index.
+// All rows ignored gives 0/0 = nan, as in PyTorch.
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index) {
+    Tensor logits = logits_in;
+    AMPGRAD_AUTOCAST("cross_entropy", &logits);
+    check_cross_entropy_args(logits, targets);
+    const int64_t V = logits.size(-1);
+    const int64_t N = logits.dim() == 2 ? logits.size(0) : 1;
+    const DType stat = logits.dtype() == kFloat64 ? kFloat64 : kFloat32;
+
+    Tensor loss, lse, count;
+    {
+        NoGradGuard no_grad;
+        Tensor rows = logits.contiguous().view({N, V});                       // (N,V)
+        Tensor t = targets.reshape({N});                                      // (N)
+        Tensor row_loss = make_empty({N}, stat, logits.device());             // (N)
+        lse = make_empty({N}, stat, logits.device());                         // (N)
+        backend_of(logits).cross_entropy(row_loss, lse, rows, t, ignore_index);
+        count = ne(t, ops::wrapped_scalar(static_cast<double>(ignore_index), t)).to(stat).sum();   // ()
+        loss = (row_loss.sum() / count).to(logits.dtype());                   // ()
+    }
+
+    return record("cross_entropy", loss, {logits}, {logits, targets, lse, count},
+                  [N, V, ignore_index](BackwardContext& ctx, const tensor_list& g) {
+        Tensor logits = ctx.saved(0).reshape({N, V}), targets = ctx.saved(1).reshape({N});
+        Tensor lse = ctx.saved(2), count = ctx.saved(3);
+        Tensor dlogits;
+        if (GradMode::is_enabled()) {                                         // create_graph
+            dlogits = cross_entropy_backward_composite(logits, targets, g[0], count, ignore_index);
+        } else {
+            Tensor dloss = ops::expand_raw((g[0].to(count.dtype()) / count).reshape({1}), {N});   // (N), stride 0
+            dlogits = make_empty({N, V}, logits.dtype(), logits.device());                       // (N,V)
+            backend_of(logits).cross_entropy_backward(dlogits, dloss, logits.contiguous(), lse, targets, ignore_index);
+        }
+        return tensor_list{dlogits.reshape(ctx.input_meta(0).shape)};
+    });
+}
+
+// mean((input - target)^2); input and target broadcast; both may require grad
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in) {
+    Tensor input = input_in, target = target_in;
+    AMPGRAD_AUTOCAST("mse_loss", &input, &target);
+    ops::check_defined("mse_loss", input, "input");
+    ops::check_defined("mse_loss", target, "target");
+    ops::check_floating("mse_loss", input);
+    ops::check_same_device("mse_loss", {&input, &target});
+    if (input.dtype() != target.dtype())
+        throw DTypeError(fmt::format("mse_loss: dtypes differ: input is {}, target is {}; expected one dtype",
+                                     input.describe(), target.describe()));
+    ops::broadcast_shapes("mse_loss", input, target);
+    Tensor loss;
+    {
+        NoGradGuard no_grad;
+        Tensor diff = input - target;
+        loss = mean(diff * diff);                                             // ()
+    }
+    return record("mse_loss", loss, {input, target}, {input, target}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor diff = ctx.saved(0) - ctx.saved(1);                           // broadcast shape
+        Tensor d = diff * (g[0] * (2.0 / static_cast<double>(diff.numel())));
+        tensor_list grads(2);
+        if (ctx.needs_input_grad(0)) grads[0] = d;
+        if (ctx.needs_input_grad(1)) grads[1] = -d;
+        return grads;
+    });
+}
+
+namespace {
+void check_binary_loss_args(std::string_view op, const Tensor& input, const Tensor& target) {
+    ops::check_defined(op, input, "input");
+    ops::check_defined(op, target, "target");
+    ops::check_floating(op, input);
+    ops::check_same_device(op, {&input, &target});
+    if (input.sizes() != target.sizes())
+        throw ShapeError(fmt::format("{}: target must have the input's shape: input is {}, target is {}", op,
+                                     input.describe(), target.describe()));
+    if (input.dtype() != target.dtype())
+        throw DTypeError(fmt::format("{}: dtypes differ: input is {}, target is {}; expected one dtype", op,
+                                     input.describe(), target.describe()));
+}
+}  // namespace
+
+// mean(max(x,0) - x*y + log(1 + exp(-|x|))): the stable form of -[y log s(x) + (1-y) log(1-s(x))]
+//   dx = (sigmoid(x) - y) / n,  dy = -x / n
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in) {
+    Tensor x = logits_in, y = target_in;
+    AMPGRAD_AUTOCAST("binary_cross_entropy_with_logits", &x, &y);
+    check_binary_loss_args("binary_cross_entropy_with_logits", x, y);
+    Tensor loss;
+    {
+        NoGradGuard no_grad;
+        loss = mean(clamp(x, 0.0, std::nullopt) - x * y + log(exp(-abs(x)) + 1.0));   // ()
+    }
+    return record("binary_cross_entropy_with_logits", loss, {x, y}, {x, y},
+                  [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor x = ctx.saved(0), y = ctx.saved(1);
+        Tensor scale = g[0] / static_cast<double>(x.numel());                // ()
+        tensor_list grads(2);
+        if (ctx.needs_input_grad(0)) grads[0] = (sigmoid(x) - y) * scale;
+        if (ctx.needs_input_grad(1)) grads[1] = -x * scale;
+        return grads;
+    });
+}
+
+// mean(-(y log p + (1-y) log(1-p))) for probabilities p, each log clamped to >= -100 (PyTorch)
+//   dp = (p - y) / max(p (1-p), 1e-12) / n,  dy = (log(1-p) - log(p)) / n
+Tensor binary_cross_entropy(const Tensor& probs_in, const Tensor& target_in) {
+    Tensor p = probs_in, y = target_in;
+    AMPGRAD_AUTOCAST("binary_cross_entropy", &p, &y);
+    check_binary_loss_args("binary_cross_entropy", p, y);
+    Tensor loss;
+    {
+        NoGradGuard no_grad;
+        if (p.numel() > 0 && max(abs(p - 0.5)).item<double>() > 0.5)       // one host sync
+            throw ValueError(fmt::format("binary_cross_entropy: all elements of input should be between 0 and 1: "
+                                         "input is {}", p.describe()));
+        Tensor log_p = clamp(log(p), -100.0, std::nullopt), log_1mp = clamp(log(1.0 - p), -100.0, std::nullopt);
+        loss = mean(-(y * log_p + (1.0 - y) * log_1mp));                    // ()
+    }
+    return record("binary_cross_entropy", loss, {p, y}, {p, y}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor p = ctx.saved(0), y = ctx.saved(1);
+        Tensor scale = g[0] / static_cast<double>(p.numel());                // ()
+        tensor_list grads(2);
+        if (ctx.needs_input_grad(0)) grads[0] = (p - y) / clamp(p * (1.0 - p), 1e-12, std::nullopt) * scale;
+        if (ctx.needs_input_grad(1))
+            grads[1] = (clamp(log(1.0 - p), -100.0, std::nullopt) - clamp(log(p), -100.0, std::nullopt)) * scale;
+        return grads;
+    });
+}
+
 }  // namespace ampgrad::nn::functional

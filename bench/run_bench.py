@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+# run_bench.py: runs every ampgrad benchmark beside its PyTorch peer and prints one table with
+# the ratios and the issue's targets. It builds nothing: it runs the binaries of an existing
+# (release) build dir, and gives both sides the same thread count (OMP_NUM_THREADS for ampgrad's
+# OpenMP, torch.set_num_threads for PyTorch).
+#
+#   ninja -C build && python3 bench/run_bench.py --build-dir build --threads 2
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (name, ampgrad binary, PyTorch script, arguments common to both)
+BENCHMARKS = [
+    ("autograd_overhead", "bench_autograd_overhead", "torch_autograd_overhead.py", ["--nodes", "100000", "--size", "4"]),
+    ("mlp_step", "bench_mlp_step", "torch_mlp_step.py", ["--batch", "64", "--hidden", "256"]),
+]
+
+# (benchmark, metric key, label, unit, target ratio ampgrad/pytorch or None)
+ROWS = [
+    ("autograd_overhead", "forward_ns_per_node", "chain of 100k tiny ops: forward per node", "ns", None),
+    ("autograd_overhead", "backward_ns_per_node", "chain of 100k tiny ops: backward per node", "ns", 1 / 3),
+    ("mlp_step", "step_ms", "MLP 784-256-10 B=64 SGD: time per step", "ms", 1.0),
+    ("mlp_step", "peak_rss_growth_mib", "MLP step: peak RSS growth", "MiB", None),
+    ("mlp_step", "peak_tensor_mib", "MLP step: peak live tensor bytes", "MiB", None),
+]
+
+
+def run_json(cmd, env):
+    """Run one benchmark program and return the JSON object on its last output line."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"run_bench: {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def fmt(value):
+    if value is None:
+        return "-"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description="ampgrad vs PyTorch benchmarks")
+    ap.add_argument("--build-dir", default="build", help="a configured and built (release) ampgrad build dir")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both sides")
+    args = ap.parse_args()
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=HERE)
+    results = {}
+    for name, binary, script, common in BENCHMARKS:
+        exe = os.path.join(args.build_dir, "bench", binary)
+        if not os.path.exists(exe):
+            sys.exit(f"run_bench: {exe} not found; build first: ninja -C {args.build_dir}")
+        print(f"running {name} ...", file=sys.stderr)
+        results[name] = (run_json([exe] + common, env), run_json([sys.executable, os.path.join(HERE, script)] + common, env))
+
+    import torch  # only for its version string; the peers ran in their own processes
+    print(f"ampgrad vs PyTorch {torch.__version__} | {args.threads} threads | {os.cpu_count()} cores "
+          f"({platform.processor() or platform.machine()}) | {datetime.date.today().isoformat()}\n")
+    print("| benchmark | ampgrad | PyTorch | ampgrad / PyTorch | target | met |")
+    print("|---|---:|---:|---:|---:|:---:|")
+    for bench, key, label, unit, target in ROWS:
+        ours, theirs = results[bench][0].get(key), results[bench][1].get(key)
+        ratio = ours / theirs if ours is not None and theirs else None
+        met = "-" if target is None or ratio is None else ("yes" if ratio <= target else "no")
+        target_str = "-" if target is None else f"<= {target:.2f}"
+        print(f"| {label} ({unit}) | {fmt(ours)} | {fmt(theirs)} | {fmt(ratio)} | {target_str} | {met} |")
+    print("\nraw:", json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+// copy.cu: copies between host and GPU and within a GPU (strided gather with dtype conversion),
+// and fill. Conversions follow cpu/copy.cpp exactly: to f16/bf16 via fp32 with round to nearest
+// even; to bool tests != 0; float to int truncates toward zero.
+// Host transfers are staged through contiguous buffers: the host side converts and gathers with
+// the CPU backend, the device side with copy_kernel, and cudaMemcpy moves dense bytes only.
+#include <cstring>
+
+#include "cuda/loops.cuh"
+
+namespace ampgrad::cuda {
+
+namespace {
+
+// ---- kernels ----
+
+template <typename To, typename From>
+__device__ __forceinline__ To convert_value(From v) {
+    if constexpr (std::is_same_v<To, From>) {
+        return v;
+    } else if constexpr (std::is_same_v<To, bool>) {
+        return load_compute(v) != device_compute_t<From>(0);
+    } else if constexpr (std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>) {
+        return store_compute<To>(static_cast<float>(load_compute(v)));
+    } else {
+        return static_cast<To>(load_compute(v));
+    }
+}
+
+// dst[i] = convert(src[i]) over any strides (stride 0 in src broadcasts)
+template <typename To, typename From>
+__global__ void copy_kernel(int64_t n, OffsetCalc<2> calc, To* dst, const From* src) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        Offsets<2> o = calc.get(i);
+        dst[o.at[0]] = convert_value<To>(src[o.at[1]]);
+    }
+}
+
+// Bits is an unsigned integer as wide as the element: fill only moves bytes.
+template <typename Bits>
+__global__ void fill_kernel(int64_t n, OffsetCalc<1> calc, Bits* dst, Bits value) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) dst[calc.get(i).at[0]] = value;
+}
+
+// ---- launchers ----
+
+bool is_dense_copy(const Tensor& dst, const Tensor& src) {
+    return dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous();
+}
+
+// dst = src with both on the same GPU (the current device).
+void copy_on_device(const Tensor& dst, const Tensor& src) {
+    int64_t n = dst.numel();
+    if (is_dense_copy(dst, src)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), static_cast<size_t>(n) * dst.element_size(),
+                                   cudaMemcpyDeviceToDevice, current_stream()));
+        return;
+    }
+    OffsetCalc<2> calc = make_offset_calc<2>({&dst, &src});
+    dispatch_all(dst.dtype(), "copy", [&](auto to) {
+        dispatch_all(src.dtype(), "copy", [&](auto from) {
+            using To = decltype(to);
+            using From = decltype(from);
+            copy_kernel<To, From><<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, calc, device_ptr<To>(dst),
+                                                                                   device_ptr<const From>(src));
+            CUDA_CHECK(cudaGetLastError());
+        });
+    });
+}
+
+// Host -> GPU: convert and gather on the host into dst's dtype, move the dense bytes, scatter on the GPU.
+void copy_host_to_device(const Tensor& dst, const Tensor& src) {
+    Tensor host = src;                                                        // dense, in dst's dtype
+    if (!is_dense_copy(dst, src)) {
+        host = make_empty(dst.sizes(), dst.dtype(), Device(kCPU));
+        backend_for(Device(kCPU)).copy(host, src);
+    }
+    Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
+    CUDA_CHECK(cudaMemcpy(staging.raw_data(), host.raw_data(), static_cast<size_t>(dst.numel()) * dst.element_size(),
+                          cudaMemcpyHostToDevice));
+    if (!staging.is_same(dst)) copy_on_device(dst, staging);
+}
+
+// GPU -> host: convert and gather on the GPU into dst's dtype, move the dense bytes, scatter on the host.
+// cudaMemcpy into pageable memory returns only when the data has arrived (and after earlier kernels).
+void copy_device_to_host(const Tensor& dst, const Tensor& src) {
+    Tensor dense = src;                                                       // on src's GPU, dst's dtype
+    if (!is_dense_copy(dst, src)) {
+        dense = make_empty(dst.sizes(), dst.dtype(), src.device());
+        copy_on_device(dense, src);
+    }
+    Tensor host = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), Device(kCPU));
+    CUDA_CHECK(cudaMemcpy(host.raw_data(), dense.raw_data(), static_cast<size_t>(dst.numel()) * dst.element_size(),
+                          cudaMemcpyDeviceToHost));
+    if (!host.is_same(dst)) backend_for(Device(kCPU)).copy(dst, host);
+}
+
+// GPU a -> GPU b: make src dense in dst's dtype on its own GPU, then a peer copy, then scatter on b.
+void copy_between_devices(const Tensor& dst, const Tensor& src) {
+    Tensor dense = src;
+    if (!is_dense_copy(dst, src)) {
+        DeviceGuard guard(src.device().index);
+        dense = make_empty(dst.sizes(), dst.dtype(), src.device());
+        copy_on_device(dense, src);
+    }
+    DeviceGuard guard(dst.device().index);
+    Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
+    CUDA_CHECK(cudaMemcpyPeer(staging.raw_data(), dst.device().index, dense.raw_data(), src.device().index,
+                              static_cast<size_t>(dst.numel()) * dst.element_size()));
+    if (!staging.is_same(dst)) copy_on_device(dst, staging);
+}
+
+// The bytes of `value` stored as `dtype` (in the low bytes; x86 and GPUs are little-endian),
+// converted exactly as cpu/copy.cpp's convert<T>(double).
+uint64_t fill_bits(DType dtype, double value) {
+    uint64_t bits = 0;
+    auto put = [&bits](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+    switch (dtype) {
+        case kFloat32: put(static_cast<float>(value)); break;
+        case kFloat64: put(value); break;
+        case kFloat16: put(Half(static_cast<float>(value)).bits); break;
+        case kBFloat16: put(BFloat16(static_cast<float>(value)).bits); break;
+        case kInt64: put(static_cast<int64_t>(value)); break;
+        case kInt32: put(static_cast<int32_t>(value)); break;
+        case kBool: put(static_cast<uint8_t>(value != 0.0)); break;
+    }
+    return bits;
+}
+
+template <typename Bits>
+void fill_typed(const Tensor& dst, double value) {
+    int64_t n = dst.numel();
+    Bits bits = static_cast<Bits>(fill_bits(dst.dtype(), value));
+    if (bits == 0 && dst.is_contiguous()) {                         // zeros: a memset
+        CUDA_CHECK(cudaMemsetAsync(dst.raw_data(), 0, static_cast<size_t>(n) * sizeof(Bits), current_stream()));
+        return;
+    }
+    OffsetCalc<1> calc = make_offset_calc<1>({&dst});
+    fill_kernel<Bits><<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, calc, device_ptr<Bits>(dst), bits);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+    AMPGRAD_CHECK(dst.sizes() == src.sizes(), "copy of {} into {}", src.describe(), dst.describe());
+    AMPGRAD_CHECK(dst.device().is_cuda() || src.device().is_cuda(), "cuda copy got {} <- {}", dst.describe(),
+                  src.describe());
+    if (dst.numel() == 0) return;
+    if (src.device().is_cpu()) {
+        DeviceGuard guard(dst.device().index);
+        copy_host_to_device(dst, src);
+    } else if (dst.device().is_cpu()) {
+        DeviceGuard guard(src.device().index);
+        copy_device_to_host(dst, src);
+    } else if (dst.device() == src.device()) {
+        DeviceGuard guard(dst.device().index);
+        copy_on_device(dst, src);
+    } else {
+        copy_between_devices(dst, src);
+    }
+}
+
+void CudaBackend::fill(const Tensor& dst, double value) {
+    require_on_device("fill", index(), {&dst});
+    if (dst.numel() == 0) return;
+    DeviceGuard guard(index());
+    switch (dst.element_size()) {
+        case 1: return fill_typed<uint8_t>(dst, value);
+        case 2: return fill_typed<uint16_t>(dst, value);
+        case 4: return fill_typed<uint32_t>(dst, value);
+        case 8: return fill_typed<uint64_t>(dst, value);
+    }
+    throw_bad_dtype("fill", dst.dtype(), "a known dtype");
+}
+
+}  // namespace ampgrad::cuda

@@ -1,0 +1,47 @@
+// init.cpp: see init.hpp. Each random initialiser reserves its counters from the default
+// generator exactly as the random factories do (autograd/ops/factory.cpp).
+#include "nn/init.hpp"
+
+#include "core/backend.hpp"
+#include "core/error.hpp"
+#include "core/philox.hpp"
+
+namespace ampgrad::nn::init {
+
+namespace {
+void check_floating(const char* fn, const Tensor& t) {
+    if (!t.defined() || !is_floating(t.dtype()))
+        throw DTypeError(fmt::format("{}: expected a floating tensor but got {}", fn, t.describe()));
+}
+}  // namespace
+
+void uniform_(const Tensor& t, double lo, double hi) {
+    check_floating("uniform_", t);
+    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    backend_of(t).random_uniform(t, get_rng_state().seed, offset, lo, hi);
+    t.bump_version();
+}
+
+void normal_(const Tensor& t, double mean, double std) {
+    check_floating("normal_", t);
+    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    backend_of(t).random_normal(t, get_rng_state().seed, offset, mean, std);
+    t.bump_version();
+}
+
+void constant_(const Tensor& t, double value) {
+    check_floating("constant_", t);
+    backend_of(t).fill(t, value);
+    t.bump_version();
+}
+
+void zeros_(const Tensor& t) { constant_(t, 0.0); }
+void ones_(const Tensor& t) { constant_(t, 1.0); }
+
+int64_t fan_in(const Tensor& weight) {
+    if (weight.dim() < 2)
+        throw ShapeError(fmt::format("fan_in: needs a weight of at least 2 dims, got {}", weight.describe()));
+    return weight.numel() / weight.size(0);
+}
+
+}  // namespace ampgrad::nn::init

@@ -1,0 +1,117 @@
+// module.hpp: nn::Module, the base of every layer: a tree of named parameters, buffers and
+// submodules, as in PyTorch. Names are dotted paths from the root ("0.weight", "fc1.bias");
+// each parameter's tensor name (Tensor::name()) is set to that path, so the AMP scaler and
+// anomaly mode can say which parameter overflowed.
+//
+//   struct MLP : nn::Module {
+//       std::shared_ptr<nn::Linear> fc1, fc2;
+//       MLP() : Module("MLP") {
+//           fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 8));
+//           fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 2));
+//       }
+//       Tensor forward(const Tensor& x) { return fc2->forward(fc1->forward(x).relu()); }
+//   };
+//   auto net = std::make_shared<MLP>();   // net->named_parameters(): fc1.weight, fc1.bias, fc2.weight, fc2.bias
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace ampgrad::nn {
+
+// An insertion-ordered name -> tensor list (PyTorch's OrderedDict): iterate with
+// `for (const auto& [name, t] : dict)` (or libtorch's item.key() / item.value()), look up with at(name).
+class NamedTensors {
+public:
+    struct Item : std::pair<std::string, Tensor> {
+        using std::pair<std::string, Tensor>::pair;
+        const std::string& key() const { return first; }
+        const Tensor& value() const { return second; }
+    };
+    void insert(std::string name, Tensor t);                // ValueError on a duplicate name
+    const Tensor& at(const std::string& name) const;        // ValueError naming the key if missing
+    Tensor& at(const std::string& name);
+    const Tensor& operator[](const std::string& name) const { return at(name); }
+    const Tensor* find(const std::string& name) const;      // null if missing
+    bool contains(const std::string& name) const { return find(name) != nullptr; }
+    size_t size() const { return items_.size(); }
+    bool empty() const { return items_.empty(); }
+    std::vector<std::string> keys() const;
+    std::vector<Tensor> values() const;
+    std::vector<Item>::const_iterator begin() const { return items_.begin(); }
+    std::vector<Item>::const_iterator end() const { return items_.end(); }
+
+private:
+    std::vector<Item> items_;
+};
+using StateDict = NamedTensors;
+
+class Module : public std::enable_shared_from_this<Module> {
+public:
+    explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+    virtual ~Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    // The layer's type, e.g. "Linear" (libtorch's Module::name()).
+    const std::string& name() const { return type_name_; }
+
+    // ---- the tree ----
+    // Stores `t` as a leaf parameter (requires_grad set as given) and returns the stored handle.
+    Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+    Tensor& register_buffer(const std::string& name, Tensor t);   // state that is not trained
+    template <typename M>
+    std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+        add_child(name, module);
+        return module;
+    }
+
+    // Parameters of this module and (if recurse) its descendants, depth first in registration
+    // order; a parameter shared by two modules (tied weights) is listed once.
+    std::vector<Tensor> parameters(bool recurse = true) const;
+    NamedTensors named_parameters(bool recurse = true) const;
+    std::vector<Tensor> buffers(bool recurse = true) const;
+    NamedTensors named_buffers(bool recurse = true) const;
+    std::vector<std::shared_ptr<Module>> children() const;
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+
+    // ---- mode, placement, gradients ----
+    virtual void train(bool on = true);          // recursive; Dropout reads is_training()
+    void eval() { train(false); }
+    bool is_training() const { return training_; }
+    // Converts floating parameters and buffers in place (the tensors keep their identity, so an
+    // optimizer built earlier still holds them, and keep requires_grad); grads are converted too.
+    void to(DType dtype);
+    void to(Device device);
+    void zero_grad(bool set_to_none = true);
+
+    // ---- checkpoints ----
+    // Parameters then buffers, module by module, keyed by dotted name; tensors are detached
+    // views of the live data (copy them to snapshot).
+    StateDict state_dict() const;
+    // Copies each entry into the matching parameter/buffer (cast to its dtype and device).
+    // Throws ShapeError for a shape mismatch (always), ValueError for missing or unexpected keys
+    // (strict only); the message lists every problem with its key.
+    void load_state_dict(const StateDict& state, bool strict = true);
+
+protected:
+    void add_child(const std::string& name, std::shared_ptr<Module> child);
+
+private:
+    void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,
+                 std::vector<const TensorImpl*>& seen) const;
+    void collect_state(const std::string& prefix, NamedTensors& out) const;
+    void rename_parameters(const std::string& prefix);
+    void check_new_name(const std::string& kind, const std::string& name) const;
+
+    std::string type_name_;
+    bool training_ = true;
+    std::vector<std::pair<std::string, Tensor>> params_;
+    std::vector<std::pair<std::string, Tensor>> buffers_;
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace ampgrad::nn

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# run_tests.sh: README command 2. Sets up and builds (scripts/setup.sh), then runs every test
+# suite that needs no GPU (`meson test --suite cpu`). Meson closes with its "Ok: N  Fail: N"
+# block; scripts/test_summary.py then adds the doctest case counts and a last line
+# "N passed, N failed". Exits non-zero if anything failed. Arguments go to `meson test`.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+echo "== meson test --suite cpu ($AMPGRAD_BUILD_DIR)"
+status=0
+meson test -C "$AMPGRAD_BUILD_DIR" --suite cpu --print-errorlogs "$@" || status=$?
+python3 "$AMPGRAD_ROOT/scripts/test_summary.py" "$AMPGRAD_BUILD_DIR/meson-logs/testlog.json" || status=1
+exit "$status"

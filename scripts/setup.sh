@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# setup.sh: the shared first step of scripts/run_example.sh and scripts/run_tests.sh.
+# On Debian 12 (as root) it apt-installs whatever build dependency is missing, puts the CUDA
+# toolkit on PATH when /usr/local/cuda exists (Meson's `cuda` feature is auto: no nvcc, no CUDA),
+# then configures and builds a release build in $AMPGRAD_BUILD_DIR (default: build/).
+# Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=disabled).
+set -euo pipefail
+
+AMPGRAD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+AMPGRAD_BUILD_DIR="${AMPGRAD_BUILD_DIR:-build}"
+case "$AMPGRAD_BUILD_DIR" in /*) ;; *) AMPGRAD_BUILD_DIR="$AMPGRAD_ROOT/$AMPGRAD_BUILD_DIR" ;; esac
+export AMPGRAD_ROOT AMPGRAD_BUILD_DIR
+
+# Debian package names (checked with apt-cache on Debian 12 "bookworm").
+AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev libfmt-dev
+                  nlohmann-json3-dev libcli11-dev gnuplot-nox python3)
+
+install_missing_packages() {
+    local missing=() p
+    for p in "${AMPGRAD_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        echo "setup: all ${#AMPGRAD_PACKAGES[@]} packages already installed"
+        return
+    fi
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "setup: missing packages (${missing[*]}); run as root" >&2; exit 1; }
+        sudo="sudo"
+    fi
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+put_cuda_on_path() {
+    if [ -x /usr/local/cuda/bin/nvcc ]; then
+        export PATH="/usr/local/cuda/bin:$PATH"
+        echo "setup: CUDA toolkit found at /usr/local/cuda (nvcc on PATH)"
+    else
+        echo "setup: no CUDA toolkit at /usr/local/cuda: CPU-only build"
+    fi
+}
+
+# Configure once (reconfigure later: tests/meson.build discovers test files at setup time), then build.
+configure_and_build() {
+    local extra=()
+    read -r -a extra <<< "${AMPGRAD_MESON_ARGS:-}"
+    command -v ccache >/dev/null && export CXX="${CXX:-ccache g++}"
+    cd "$AMPGRAD_ROOT"
+    local how=(--buildtype=release)
+    [ -f "$AMPGRAD_BUILD_DIR/build.ninja" ] && how=(--reconfigure)
+    mkdir -p "$AMPGRAD_BUILD_DIR"
+    meson setup "$AMPGRAD_BUILD_DIR" "${how[@]}" "${extra[@]}" > "$AMPGRAD_BUILD_DIR/setup.log" 2>&1 ||
+        { cat "$AMPGRAD_BUILD_DIR/setup.log"; exit 1; }
+    echo "setup: building $AMPGRAD_BUILD_DIR ($(nproc) jobs)"
+    ninja -C "$AMPGRAD_BUILD_DIR" -j "$(nproc)"
+}
+
+install_missing_packages
+put_cuda_on_path
+configure_and_build

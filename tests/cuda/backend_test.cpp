@@ -1,0 +1,69 @@
+// backend_test.cpp: cuda/backend.cu and cuda/allocator.cu: device discovery, the allocator's
+// live/peak counters, clear errors for bad device indices, operands on the wrong device and
+// kernels that are not written yet.
+#include "tests/cuda/cuda_test_util.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+TEST_CASE("cuda discovery is consistent (runs with or without a GPU)") {
+    CHECK(cuda::device_count() >= 0);
+    CHECK(cuda::is_available() == (cuda::device_count() > 0));
+}
+
+TEST_CASE("cuda backend: one per device, reporting kCUDA" * skip_without_gpu()) {
+    Backend& backend = backend_for(kGpu);
+    CHECK(backend.device_type() == kCUDA);
+    CHECK(&backend_for(Device("cuda:0")) == &backend);
+    CHECK(&backend_for(Device("cuda")) == &backend);
+}
+
+TEST_CASE("cuda allocator: live and peak bytes follow tensor lifetimes" * skip_without_gpu()) {
+    Allocator& alloc = allocator_for(kGpu);
+    AllocatorStats before = alloc.stats();
+    alloc.reset_peak();
+    {
+        Tensor t = make_empty({1 << 18}, kFloat32, kGpu);                  // 1 MiB
+        AllocatorStats during = alloc.stats();
+        CHECK(during.allocated_bytes == before.allocated_bytes + (1 << 20));
+        CHECK(during.peak_allocated_bytes >= during.allocated_bytes);
+        CHECK(during.num_allocs == before.num_allocs + 1);
+    }
+    AllocatorStats after = alloc.stats();
+    CHECK(after.allocated_bytes == before.allocated_bytes);
+    CHECK(after.peak_allocated_bytes >= before.allocated_bytes + (1 << 20));
+    alloc.reset_peak();
+    CHECK(alloc.stats().peak_allocated_bytes == after.allocated_bytes);
+}
+
+TEST_CASE("cuda errors: bad device index, operands on the host, kernels not written yet" * skip_without_gpu()) {
+    int count = cuda::device_count();
+    Device missing(kCUDA, count);
+    std::string expected = fmt::format("cuda:{}: device index out of range ({} device", count, count);
+    CHECK_THROWS_WITH_AS(make_empty({2}, kFloat32, missing), doctest::Contains(expected.c_str()), DeviceError);
+    CHECK_THROWS_AS(backend_for(missing), DeviceError);
+
+    Tensor host_in = sample({3}, kFloat32, 1);
+    Tensor out = make_empty({3}, kFloat32, kGpu);
+    CHECK_THROWS_WITH_AS(backend_for(kGpu).unary(UnaryOp::kExp, out, host_in),
+                         doctest::Contains("is not on cuda:0"), DeviceError);
+
+    Tensor x = make_empty({2, 3}, kFloat32, kGpu), y = make_empty({2, 3}, kFloat32, kGpu);
+    CHECK_THROWS_WITH_AS(backend_for(kGpu).softmax(y, x, false),
+                         doctest::Contains("cuda: softmax is not implemented yet in the CUDA backend"), DeviceError);
+    CHECK_THROWS_AS(backend_for(kGpu).layer_norm(y, Tensor(), Tensor(), x, Tensor(), Tensor(), 1e-5), DeviceError);
+}
+
+TEST_CASE("cuda: factories and to_vector work through the CUDA backend" * skip_without_gpu()) {
+    Tensor z = zeros({2, 3}, TensorOptions().device(kGpu));
+    CHECK(z.device() == kGpu);
+    CHECK(z.to_vector<float>() == std::vector<float>(6, 0.0f));
+    Tensor t = tensor(std::vector<double>{1.5, -2.0, 3.25}, {3}, TensorOptions(kFloat64).device(kGpu));
+    CHECK(t.to_vector<double>() == std::vector<double>{1.5, -2.0, 3.25});
+    CHECK(t.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3});
+    manual_seed(5);
+    Tensor r_gpu = randn({33}, TensorOptions().device(kGpu));
+    manual_seed(5);
+    Tensor r_cpu = randn({33});
+    CHECK_EXACT(r_gpu, r_cpu);                                             // same seed, same numbers
+}

@@ -1,0 +1,101 @@
+// gemm_test.cpp: cuda/gemm.cu (cuBLAS) against a float64 reference computed here from the same
+// rounded inputs: every trans_a/trans_b combination, alpha/beta, batch broadcast (stride 0),
+// column-major and odd-strided operands (copied first), 2-d operands and K == 0.
+#include "tests/cuda/cuda_test_util.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+namespace {
+
+// out (B,M,N) = alpha * op(a) @ op(b) + beta * c0, in double. a is (B,M,K) or, if ta, (B,K,M);
+// b is (B,K,N) or, if tb, (B,N,K); 2-d operands are a batch of one.
+Tensor reference_gemm(const Tensor& a, const Tensor& b, const Tensor& c0, bool ta, bool tb, double alpha,
+                      double beta) {
+    std::vector<double> av = host_values(a), bv = host_values(b), cv = host_values(c0);
+    int64_t d = c0.dim();
+    int64_t B = d == 3 ? c0.size(0) : 1, M = c0.size(d - 2), N = c0.size(d - 1);
+    int64_t K = ta ? a.size(d - 2) : a.size(d - 1);
+    auto a_at = [&](int64_t bi, int64_t i, int64_t k) {                    // op(a)[bi, i, k]
+        return av[static_cast<size_t>(ta ? (bi * K + k) * M + i : (bi * M + i) * K + k)];
+    };
+    auto b_at = [&](int64_t bi, int64_t k, int64_t j) {                    // op(b)[bi, k, j]
+        return bv[static_cast<size_t>(tb ? (bi * N + j) * K + k : (bi * K + k) * N + j)];
+    };
+    std::vector<double> out(static_cast<size_t>(B * M * N));
+    for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; ++k) acc += a_at(bi, i, k) * b_at(bi, k, j);
+                size_t o = static_cast<size_t>((bi * M + i) * N + j);
+                out[o] = alpha * acc + beta * cv[o];
+            }
+    return tensor(out, c0.sizes());
+}
+
+Tolerance gemm_tol(DType dtype) {
+    return dtype == kFloat32 ? Tolerance{1e-5, 1e-5} : tol_for(dtype);
+}
+
+// Runs the GPU gemm into a copy of c0 and checks it against the reference.
+void check_gemm(const Tensor& a_gpu, const Tensor& b_gpu, const Tensor& c0, bool ta, bool tb, double alpha,
+                double beta) {
+    Tensor out = to_gpu(c0);
+    backend_for(kGpu).gemm(out, a_gpu, b_gpu, ta, tb, alpha, beta);
+    CHECK_GPU_CLOSE(out, reference_gemm(a_gpu, b_gpu, c0, ta, tb, alpha, beta), gemm_tol(c0.dtype()));
+}
+
+}  // namespace
+
+TEST_CASE("cuda gemm: every transpose combination, alpha and beta, in f32, f64, f16, bf16" * skip_without_gpu()) {
+    const int64_t B = 3, M = 5, K = 7, N = 4;
+    for (DType dtype : kFloatDTypes) {
+        for (bool ta : {false, true}) {
+            for (bool tb : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(ta);
+                CAPTURE(tb);
+                Tensor a = to_gpu(sample(ta ? Shape{B, K, M} : Shape{B, M, K}, dtype, 1));
+                Tensor b = to_gpu(sample(tb ? Shape{B, N, K} : Shape{B, K, N}, dtype, 2));
+                Tensor c0 = sample({B, M, N}, dtype, 3);
+                check_gemm(a, b, c0, ta, tb, 1.0, 0.0);
+                check_gemm(a, b, c0, ta, tb, 0.5, 1.5);
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda gemm: broadcast batch, column-major and odd-strided operands, 2-d, K == 0" * skip_without_gpu()) {
+    const int64_t B = 2, M = 3, K = 4, N = 5;
+    Tensor c0 = sample({B, M, N}, kFloat32, 4);
+    Tensor b = to_gpu(sample({B, K, N}, kFloat32, 5));
+    SUBCASE("a broadcast over the batch (stride 0)") {
+        Tensor a1 = to_gpu(sample({1, M, K}, kFloat32, 6));
+        check_gemm(make_view(a1, {B, M, K}, {0, K, 1}, 0), b, c0, false, false, 1.0, 1.0);
+    }
+    SUBCASE("a column-major: a transposed view is used without a copy") {
+        Tensor at = to_gpu(sample({B, K, M}, kFloat32, 7));
+        check_gemm(make_view(at, {B, M, K}, {K * M, 1, M}, 0), b, c0, false, false, 1.0, 0.0);
+        check_gemm(make_view(at, {B, M, K}, {K * M, 1, M}, 0), b, c0, false, false, 2.0, -1.0);
+    }
+    SUBCASE("a with every other column: copied to contiguous first") {
+        Tensor wide = to_gpu(sample({B, M, 2 * K}, kFloat32, 8));
+        check_gemm(make_view(wide, {B, M, K}, {2 * M * K, 2 * K, 2}, 0), b, c0, false, false, 1.0, 0.0);
+    }
+    SUBCASE("2-d operands") {
+        Tensor a2 = to_gpu(sample({M, K}, kFloat64, 9)), b2 = to_gpu(sample({N, K}, kFloat64, 10));
+        check_gemm(a2, b2, sample({M, N}, kFloat64, 11), false, true, 1.0, 0.0);
+    }
+    SUBCASE("K == 0: out = beta * out") {
+        Tensor a0 = make_empty({B, M, 0}, kFloat32, kGpu), b0 = make_empty({B, 0, N}, kFloat32, kGpu);
+        check_gemm(a0, b0, c0, false, false, 1.0, 2.0);
+        check_gemm(a0, b0, c0, false, false, 1.0, 0.0);
+    }
+}
+
+TEST_CASE("cuda gemm: mismatched dtypes are an internal error, not a wrong answer" * skip_without_gpu()) {
+    Tensor a = to_gpu(sample({2, 3}, kFloat32, 12)), b = to_gpu(sample({3, 4}, kFloat64, 13));
+    Tensor out = make_empty({2, 4}, kFloat32, kGpu);
+    CHECK_THROWS_AS(backend_for(kGpu).gemm(out, a, b, false, false, 1.0, 0.0), InternalError);
+}
