@@ -37,7 +37,9 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) {
             throw AutogradError(
                 "A saved tensor pack hook is modifying its input in place. Tensors provided as input to pack hook "
                 "can not be modified by in-place operations as this can lead to unexpected side-effects.");
-        if (!is_output && requires_grad_) grad_fn_of_input_ = t.grad_fn();
+        // A non-output keeps its graph position: its grad_fn, or for a leaf its AccumulateGrad, so
+        // the unpacked tensor (a new tensor the hook made) still sends gradient to the leaf.
+        if (!is_output && requires_grad_) grad_fn_of_input_ = t.grad_fn() ? t.grad_fn() : grad_accumulator(t);
         return;
     }
     // An output keeps a detached alias (shares storage and version counter) to avoid the cycle

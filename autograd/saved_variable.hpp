@@ -45,7 +45,7 @@ private:
     bool released_ = false;
     bool requires_grad_ = false;
     size_t nbytes_ = 0;
-    std::shared_ptr<Node> grad_fn_of_input_;    // non-output: the tensor's grad_fn at save time
+    std::shared_ptr<Node> grad_fn_of_input_;    // with hooks, non-output: grad_fn (or AccumulateGrad) at save
     Shape shape_;
     DType dtype_ = kFloat32;
 };

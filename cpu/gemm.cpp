@@ -17,6 +17,8 @@ namespace {
 
 // Below this many multiply-adds per product, a batch runs one product per thread.
 constexpr int64_t kSmallProduct = 128 * 128 * 128;
+// Below this many multiply-adds in all, threads cost more than they save (Eigen uses 50000 per thread).
+constexpr int64_t kMinParallelWork = 100000;
 
 // A batch of stored matrices: element (b, i, j) lives at data[b*batch_stride + i*row_stride + j*col_stride].
 template <typename T>
@@ -51,7 +53,8 @@ template <typename C, typename T>
 MatrixBatch<C> pack_batch(const MatrixBatch<T>& m, int64_t batch, std::vector<C>& buffer) {
     const int64_t n = m.batch_stride == 0 ? 1 : batch;
     buffer.resize(static_cast<size_t>(n * m.rows * m.cols));
-    parallel_for(n * m.rows, 256, [&](int64_t begin, int64_t end) {
+    const int64_t grain_rows = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(m.cols, 1));
+    parallel_for(n * m.rows, grain_rows, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             const T* src = m.data + (r / m.rows) * m.batch_stride + (r % m.rows) * m.row_stride;
             C* dst = buffer.data() + r * m.cols;
@@ -105,7 +108,8 @@ void gemm_batch(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T
             with_map(b, i, trans_b, [&](const auto& mb) { product(c, ma, mb, alpha, beta); });
         });
     };
-    const bool split_batch = batch > 1 && (m * n * k <= kSmallProduct || batch >= 4 * get_num_threads());
+    const bool split_batch = batch > 1 && batch * m * n * k >= kMinParallelWork &&
+                             (m * n * k <= kSmallProduct || batch >= 4 * get_num_threads());
     if (!split_batch) {
         for (int64_t i = 0; i < batch; ++i) one(i);
         return;

@@ -17,15 +17,17 @@ void check_floating(const char* fn, const Tensor& t) {
 
 void uniform_(const Tensor& t, double lo, double hi) {
     check_floating("uniform_", t);
+    GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_uniform(t, get_rng_state().seed, offset, lo, hi);
+    backend_of(t).random_uniform(t, g.seed, offset, lo, hi);
     t.bump_version();
 }
 
 void normal_(const Tensor& t, double mean, double std) {
     check_floating("normal_", t);
+    GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_normal(t, get_rng_state().seed, offset, mean, std);
+    backend_of(t).random_normal(t, g.seed, offset, mean, std);
     t.bump_version();
 }
 

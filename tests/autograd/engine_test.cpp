@@ -81,7 +81,7 @@ TEST_CASE("the first .grad does not alias the incoming gradient") {
     Tensor seed = tensor<double>({1, 1});
     x.backward(seed);                            // x is its own root: the seed arrives unchanged
     CHECK(x.grad().impl()->storage != seed.impl()->storage);
-    x.grad().mul_(5.0);
+    x.mutable_grad().mul_(5.0);
     CHECK_CLOSE(seed, tensor<double>({1, 1}), tol_for(kFloat64));
 }
 
@@ -241,6 +241,7 @@ TEST_CASE("a graph shared by two live tasks: a reentrant backward over the same 
     Tensor inner_grad;
     // While the outer task owns h's node, a hook runs a second task through that same node.
     y.grad_fn()->register_prehook([&](const tensor_list&) {
+        EnableGradGuard grad_on;
         inner_grad = autograd::grad({h.sum()}, {x}, {}, true)[0];
         return tensor_list{};
     });

@@ -18,6 +18,8 @@
 #include "examples/amp/typical_loop.cpp"
 
 namespace ex = amp_examples;
+using ampgrad::kBFloat16;
+using ampgrad::kFloat32;
 
 TEST_CASE("example typical_loop: f16 autocast + GradScaler trains without skipping") {
     std::ostringstream out;

@@ -128,3 +128,12 @@ TEST_CASE("scaled_dot_product_attention rejects bad input") {
                          DTypeError);
     CHECK_THROWS_AS(F::scaled_dot_product_attention(q.to(kInt64), q.to(kInt64), q.to(kInt64)), DTypeError);
 }
+
+TEST_CASE("scaled_dot_product_attention runs in the autocast dtype") {
+    Tensor q = randn({1, 2, 4, 8}, TensorOptions().requires_grad(true));
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    Tensor out = F::scaled_dot_product_attention(q, q, q, true);
+    CHECK(out.dtype() == kBFloat16);
+    out.sum().backward();
+    CHECK(q.grad().dtype() == kFloat32);
+}

@@ -107,3 +107,10 @@ TEST_CASE("layer_norm rejects bad input") {
     CHECK_THROWS_AS(F::layer_norm(zeros({2, 3}, TensorOptions(kInt64)), {3}), DTypeError);
     CHECK_THROWS_AS(F::layer_norm(x, {}), ShapeError);
 }
+
+TEST_CASE("layer_norm computes in f32 under autocast") {
+    Tensor x = randn({2, 8}).to(kBFloat16);
+    Tensor w = ones({8}), b = zeros({8});
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    CHECK(F::layer_norm(x, {8}, w.to(kBFloat16), b).dtype() == kFloat32);
+}

@@ -167,3 +167,14 @@ TEST_CASE("losses reject bad input") {
                          doctest::Contains("binary_cross_entropy: all elements of input should be between 0 and 1"),
                          ValueError);
 }
+
+TEST_CASE("losses follow the autocast policy: f32 losses, binary_cross_entropy banned") {
+    Tensor logits = randn({3, 4}).to(kBFloat16);
+    Tensor p = full({3}, 0.5), y = full({3}, 1.0);
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    CHECK(F::cross_entropy(logits, tensor<int64_t>({0, 1, 3})).dtype() == kFloat32);
+    CHECK(F::mse_loss(logits, logits).dtype() == kFloat32);
+    CHECK(F::binary_cross_entropy_with_logits(logits, logits).dtype() == kFloat32);
+    CHECK_THROWS_WITH_AS(F::binary_cross_entropy(p, y), doctest::Contains("binary_cross_entropy: unsafe to autocast"),
+                         AmpError);
+}

@@ -111,3 +111,13 @@ TEST_CASE("softmax rejects bad input") {
                          doctest::Contains("log_softmax: expected a floating tensor but got (2) i64 cpu"), DTypeError);
     CHECK_THROWS_AS(F::softmax(Tensor(), 0), ValueError);
 }
+
+TEST_CASE("softmax and log_softmax compute in f32 under autocast") {
+    Tensor x = randn({2, 5}).to(kBFloat16).requires_grad_(true);
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    Tensor y = F::softmax(x, -1), ly = F::log_softmax(x, -1);
+    CHECK(y.dtype() == kFloat32);
+    CHECK(ly.dtype() == kFloat32);
+    y.sum().backward();
+    CHECK(x.grad().dtype() == kBFloat16);                 // the gradient comes back in the input's dtype
+}
