@@ -343,6 +343,9 @@ void run_final_callbacks(GraphTask& task) {
 }  // namespace
 
 tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads, const ExecuteOptions& opts) {
+    // The root is made first so it outlives the task: ~GraphTask gives back every claimed node,
+    // the root included, also when a node throws.
+    auto root = std::make_shared<GraphRoot>(roots, root_grads);
     GraphTask task;
     task.id = g_next_task_id.fetch_add(1);
     task.keep_graph = opts.keep_graph;
@@ -354,7 +357,6 @@ tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads,
                                     : t_forward_depth > 0;
     task.captured.resize(opts.accumulate_grad ? 0 : opts.outputs.size());
 
-    auto root = std::make_shared<GraphRoot>(roots, root_grads);
     // Seeds are validated like any node's results (§1.7): e.g. an f64 seed for an f32 root is cast.
     root->input_meta.reserve(roots.size());
     for (size_t i = 0; i < roots.size(); ++i) {

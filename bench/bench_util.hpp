@@ -1,10 +1,11 @@
-// bench_util.hpp: small helpers shared by the C++ benchmarks: a wall clock, the median of
+// bench_util.hpp: small helpers shared by the C++ benchmarks: wall and CPU clocks, the median of
 // repeats, and the process's resident memory (read from /proc, the same way the PyTorch peers
-// in bench/torch_*.py read it) so the two sides report memory identically.
+// in bench/torch_*.py read it) so the two sides report time and memory identically.
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@ namespace bench {
 
 inline double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time of the whole process (all threads). On a busy shared machine this is steadier than
+// wall time, because it does not count the time the process spent waiting for a core.
+inline double cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 inline double median(std::vector<double> v) {

@@ -2,7 +2,8 @@
 # run_bench.py: runs every ampgrad benchmark beside its PyTorch peer and prints one table with
 # the ratios and the targets. It builds nothing: it runs the binaries of an existing
 # (release) build dir, and gives both sides the same thread count (OMP_NUM_THREADS for ampgrad's
-# OpenMP, torch.set_num_threads for PyTorch).
+# OpenMP, torch.set_num_threads for PyTorch). "CPU" rows are process CPU time (all threads),
+# steadier than wall time on a shared machine; with several threads they include spin-waiting.
 #
 #   ninja -C build && python3 bench/run_bench.py --build-dir build --threads 2
 import argparse
@@ -23,11 +24,14 @@ BENCHMARKS = [
 
 # (benchmark, metric key, label, unit, target ratio ampgrad/pytorch or None)
 ROWS = [
-    ("autograd_overhead", "forward_ns_per_node", "chain of 100k tiny ops: forward per node", "ns", None),
-    ("autograd_overhead", "backward_ns_per_node", "chain of 100k tiny ops: backward per node", "ns", 1 / 3),
-    ("mlp_step", "step_ms", "MLP 784-256-10 B=64 SGD: time per step", "ms", 1.0),
-    ("mlp_step", "peak_rss_growth_mib", "MLP step: peak RSS growth", "MiB", None),
-    ("mlp_step", "peak_tensor_mib", "MLP step: peak live tensor bytes", "MiB", None),
+    ("autograd_overhead", "forward_ns_per_node", "100k tiny ops: forward per node, wall", "ns", None),
+    ("autograd_overhead", "forward_cpu_ns_per_node", "100k tiny ops: forward per node, CPU", "ns", None),
+    ("autograd_overhead", "backward_ns_per_node", "100k tiny ops: backward per node, wall", "ns", 1 / 3),
+    ("autograd_overhead", "backward_cpu_ns_per_node", "100k tiny ops: backward per node, CPU", "ns", 1 / 3),
+    ("mlp_step", "step_ms", "MLP 784-256-10 B=64 SGD: step, wall", "ms", 1.0),
+    ("mlp_step", "step_cpu_ms", "MLP 784-256-10 B=64 SGD: step, CPU", "ms", 1.0),
+    ("mlp_step", "peak_rss_growth_mib", "MLP: peak RSS growth while training", "MiB", None),
+    ("mlp_step", "peak_tensor_mib", "MLP: peak live tensor bytes", "MiB", None),
 ]
 
 
@@ -49,6 +53,7 @@ def main():
     ap = argparse.ArgumentParser(description="ampgrad vs PyTorch benchmarks")
     ap.add_argument("--build-dir", default="build", help="a configured and built (release) ampgrad build dir")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both sides")
+    ap.add_argument("--repeats", type=int, default=None, help="timed repeats per benchmark (default: each one's own)")
     args = ap.parse_args()
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=HERE)
@@ -58,11 +63,14 @@ def main():
         if not os.path.exists(exe):
             sys.exit(f"run_bench: {exe} not found; build first: ninja -C {args.build_dir}")
         print(f"running {name} ...", file=sys.stderr)
-        results[name] = (run_json([exe] + common, env), run_json([sys.executable, os.path.join(HERE, script)] + common, env))
+        extra = ["--repeats", str(args.repeats)] if args.repeats else []
+        results[name] = (run_json([exe] + common + extra, env),
+                         run_json([sys.executable, os.path.join(HERE, script)] + common + extra, env))
 
     import torch  # only for its version string; the peers ran in their own processes
+    load = os.getloadavg()[0]
     print(f"ampgrad vs PyTorch {torch.__version__} | {args.threads} threads | {os.cpu_count()} cores "
-          f"({platform.processor() or platform.machine()}) | {datetime.date.today().isoformat()}\n")
+          f"({platform.machine()}) | load average {load:.1f} | {datetime.date.today().isoformat()}\n")
     print("| benchmark | ampgrad | PyTorch | ampgrad / PyTorch | target | met |")
     print("|---|---:|---:|---:|---:|:---:|")
     for bench, key, label, unit, target in ROWS:

@@ -3,7 +3,6 @@
 // rebuilds softmax = exp(logit - lse) on the fly. Threads split rows. Derivation:
 // docs/ops/cross_entropy.md.
 #include <cmath>
-#include <limits>
 
 #include "cpu/backend_cpu.hpp"
 #include "cpu/rows.hpp"
@@ -43,13 +42,12 @@ void cross_entropy_forward_kernel(compute_t<T>* loss, compute_t<T>* lse, const T
     int64_t N = static_cast<int64_t>(targets.size());
     parallel_for(N, row_grain(V), [&](int64_t begin, int64_t end) {
         WideRow<T> row(V);
+        std::vector<Acc> e(static_cast<size_t>(V));             // exp(x - max) of one row
         for (int64_t n = begin; n < end; ++n) {
             const Acc* x = row.load(logits + n * V);
-            Acc mx = -std::numeric_limits<Acc>::infinity();
-            for (int64_t c = 0; c < V; ++c) mx = std::max(mx, x[c]);
-            Acc sum = 0;
-            for (int64_t c = 0; c < V; ++c) sum += std::exp(x[c] - mx);
-            lse[n] = mx + std::log(sum);
+            Acc mx = row_max(x, V);
+            for (int64_t c = 0; c < V; ++c) e[c] = exp_nonpositive(x[c] - mx);
+            lse[n] = mx + std::log(row_sum(e.data(), V));
             loss[n] = targets[n] == ignore_index ? Acc(0) : lse[n] - x[targets[n]];
         }
     });
@@ -71,9 +69,9 @@ void cross_entropy_backward_kernel(T* dlogits, const compute_t<T>* dloss, int64_
                 continue;
             }
             const Acc* x = row.load(logits + n * V);
-            Acc g = dloss[n * dloss_stride];
-            for (int64_t c = 0; c < V; ++c) d[c] = static_cast<T>(std::exp(x[c] - lse[n]) * g);
-            d[targets[n]] = static_cast<T>((std::exp(x[targets[n]] - lse[n]) - Acc(1)) * g);
+            Acc g = dloss[n * dloss_stride], row_lse = lse[n];
+            for (int64_t c = 0; c < V; ++c) d[c] = static_cast<T>(exp_nonpositive(x[c] - row_lse) * g);
+            d[targets[n]] = static_cast<T>((exp_nonpositive(x[targets[n]] - row_lse) - Acc(1)) * g);
         }
     });
 }

@@ -59,7 +59,8 @@ void embedding_backward_kernel(T* dweight, const T* dout, const std::vector<int6
         if (i == 0 || idx[order[i]] != idx[order[i - 1]]) group_start.push_back(i);
     group_start.push_back(N);
     int64_t groups = static_cast<int64_t>(group_start.size()) - 1;
-    parallel_for(groups, row_grain(C), [&](int64_t begin, int64_t end) {
+    int64_t grain = std::max<int64_t>(1, groups * kGrainSize / std::max<int64_t>(N * C, 1));   // ~kGrainSize elements
+    parallel_for(groups, grain, [&](int64_t begin, int64_t end) {
         std::vector<Acc> acc(static_cast<size_t>(C));
         for (int64_t g = begin; g < end; ++g) {
             std::fill(acc.begin(), acc.end(), Acc(0));

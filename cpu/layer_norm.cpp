@@ -13,28 +13,31 @@ namespace {
 
 // ---- kernels ----
 
+// w and b widened to the compute type, 1 and 0 when absent, so the row loops have no branches
+template <typename T>
+std::vector<compute_t<T>> channel_values(const T* v, int64_t C, double absent) {
+    std::vector<compute_t<T>> out(static_cast<size_t>(C), static_cast<compute_t<T>>(absent));
+    if (v) for (int64_t c = 0; c < C; ++c) out[c] = static_cast<compute_t<T>>(v[c]);
+    return out;
+}
+
 // y = (x - mean) * rstd * w + b; mean, rstd: (N) in the compute type; w, b: (C) or null
 template <typename T>
 void layer_norm_forward_kernel(T* y, compute_t<T>* mean, compute_t<T>* rstd, const T* x, const T* w, const T* b,
                                int64_t N, int64_t C, double eps) {
     using Acc = compute_t<T>;
+    const std::vector<Acc> ws = channel_values(w, C, 1.0), bs = channel_values(b, C, 0.0);
     parallel_for(N, row_grain(C), [&](int64_t begin, int64_t end) {
         WideRow<T> row(C);
+        std::vector<Acc> xc(static_cast<size_t>(C));           // x - mean of one row
         for (int64_t n = begin; n < end; ++n) {
             const Acc* xr = row.load(x + n * C);
-            Acc sum = 0;
-            for (int64_t c = 0; c < C; ++c) sum += xr[c];
-            Acc mu = sum / static_cast<Acc>(C);
-            Acc sq = 0;                                         // two passes: no cancellation
-            for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mu) * (xr[c] - mu);
-            Acc rs = Acc(1) / std::sqrt(sq / static_cast<Acc>(C) + static_cast<Acc>(eps));
+            Acc mu = row_sum(xr, C) / static_cast<Acc>(C);
+            for (int64_t c = 0; c < C; ++c) xc[c] = xr[c] - mu;
+            // two passes (mean, then squared deviations): no cancellation when |mean| >> std
+            Acc rs = Acc(1) / std::sqrt(row_dot(xc.data(), xc.data(), C) / static_cast<Acc>(C) + static_cast<Acc>(eps));
             T* yr = y + n * C;
-            for (int64_t c = 0; c < C; ++c) {
-                Acc v = (xr[c] - mu) * rs;
-                if (w) v *= static_cast<Acc>(w[c]);
-                if (b) v += static_cast<Acc>(b[c]);
-                yr[c] = static_cast<T>(v);
-            }
+            for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xc[c] * rs * ws[c] + bs[c]);
             mean[n] = mu;
             rstd[n] = rs;
         }
@@ -56,35 +59,34 @@ void layer_norm_backward_kernel(LayerNormGrads g, const T* dy, const T* x, const
     using Acc = compute_t<T>;
     T* dx = static_cast<T*>(g.dx);
     bool want_dw = g.dweight != nullptr, want_db = g.dbias != nullptr;
+    const std::vector<Acc> ws = channel_values(w, C, 1.0);
     // Fixed chunks of rows (independent of the thread count), each with its own partial sums.
     int64_t chunks = std::clamp<int64_t>(N * C / kGrainSize, 1, std::min<int64_t>(N, 32));
     int64_t rows_per_chunk = (N + chunks - 1) / chunks;
     std::vector<Acc> partial_w(want_dw ? chunks * C : 0), partial_b(want_db ? chunks * C : 0);
     parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
         WideRow<T> x_row(C), dy_row(C);
+        std::vector<Acc> xhat(static_cast<size_t>(C)), dxhat(static_cast<size_t>(C));
         for (int64_t k = chunk_begin; k < chunk_end; ++k) {
-            int64_t row_end = std::min(N, (k + 1) * rows_per_chunk);
-            for (int64_t n = k * rows_per_chunk; n < row_end; ++n) {
+            Acc* pw = want_dw ? partial_w.data() + k * C : nullptr;
+            Acc* pb = want_db ? partial_b.data() + k * C : nullptr;
+            for (int64_t n = k * rows_per_chunk; n < std::min(N, (k + 1) * rows_per_chunk); ++n) {
                 const Acc* xr = x_row.load(x + n * C);
                 const Acc* dyr = dy_row.load(dy + n * C);
                 Acc mu = mean[n], rs = rstd[n];
-                if (dx) {
-                    Acc sum_dxhat = 0, sum_dxhat_xhat = 0;
-                    for (int64_t c = 0; c < C; ++c) {
-                        Acc dxhat = w ? dyr[c] * static_cast<Acc>(w[c]) : dyr[c];
-                        sum_dxhat += dxhat;
-                        sum_dxhat_xhat += dxhat * (xr[c] - mu) * rs;
-                    }
-                    Acc mean_dxhat = sum_dxhat / static_cast<Acc>(C);
-                    Acc mean_dxhat_xhat = sum_dxhat_xhat / static_cast<Acc>(C);
-                    for (int64_t c = 0; c < C; ++c) {
-                        Acc dxhat = w ? dyr[c] * static_cast<Acc>(w[c]) : dyr[c];
-                        Acc xhat = (xr[c] - mu) * rs;
-                        dx[n * C + c] = static_cast<T>(rs * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
-                    }
+                for (int64_t c = 0; c < C; ++c) {
+                    xhat[c] = (xr[c] - mu) * rs;
+                    dxhat[c] = dyr[c] * ws[c];
                 }
-                for (int64_t c = 0; c < C && want_dw; ++c) partial_w[k * C + c] += dyr[c] * (xr[c] - mu) * rs;
-                for (int64_t c = 0; c < C && want_db; ++c) partial_b[k * C + c] += dyr[c];
+                if (dx) {
+                    Acc mean_dxhat = row_sum(dxhat.data(), C) / static_cast<Acc>(C);
+                    Acc mean_dxhat_xhat = row_dot(dxhat.data(), xhat.data(), C) / static_cast<Acc>(C);
+                    T* dxr = dx + n * C;
+                    for (int64_t c = 0; c < C; ++c)
+                        dxr[c] = static_cast<T>(rs * (dxhat[c] - mean_dxhat - xhat[c] * mean_dxhat_xhat));
+                }
+                if (pw) for (int64_t c = 0; c < C; ++c) pw[c] += dyr[c] * xhat[c];
+                if (pb) for (int64_t c = 0; c < C; ++c) pb[c] += dyr[c];
             }
         }
     });

@@ -37,7 +37,9 @@ void fill_contiguous(const Tensor& out, const char* kernel, Fn value_at) {
 void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
     fill_contiguous(out, "random_uniform", [=](int64_t pair) {
         auto u = uniform_pair(seed, offset, pair);
-        return std::array<double, 2>{lo + (hi - lo) * u[0], lo + (hi - lo) * u[1]};
+        // lo + (hi - lo) * u as one fused multiply-add: rounded once whatever the compiler flags
+        // (-march=native would fuse it anyway), so cuda/random.cu can match it bit for bit.
+        return std::array<double, 2>{std::fma(hi - lo, u[0], lo), std::fma(hi - lo, u[1], lo)};
     });
 }
 
@@ -47,7 +49,8 @@ void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset
         auto u = uniform_pair(seed, offset, pair);
         double radius = std::sqrt(-2.0 * std::log(1.0 - u[0]));      // 1-u in (0,1]: log is finite
         double theta = 2.0 * M_PI * u[1];
-        return std::array<double, 2>{mean + std * radius * std::cos(theta), mean + std * radius * std::sin(theta)};
+        double scaled = std * radius;                                 // mean + scaled * cos/sin, fused (see above)
+        return std::array<double, 2>{std::fma(scaled, std::cos(theta), mean), std::fma(scaled, std::sin(theta), mean)};
     });
 }
 

@@ -2,7 +2,6 @@
 // backward. Rows are independent, so threads split rows. Numerically stable: the row max is
 // subtracted before exp, so exp never overflows. Derivation: docs/ops/softmax.md.
 #include <cmath>
-#include <limits>
 
 #include "cpu/backend_cpu.hpp"
 #include "cpu/rows.hpp"
@@ -23,13 +22,9 @@ void softmax_forward_kernel(T* y, const T* x, int64_t N, int64_t C, bool log) {
         for (int64_t n = begin; n < end; ++n) {
             const Acc* xr = row.load(x + n * C);
             T* yr = y + n * C;
-            Acc mx = -std::numeric_limits<Acc>::infinity();
-            for (int64_t c = 0; c < C; ++c) mx = std::max(mx, xr[c]);
-            Acc sum = 0;
-            for (int64_t c = 0; c < C; ++c) {
-                e[c] = std::exp(xr[c] - mx);
-                sum += e[c];
-            }
+            Acc mx = row_max(xr, C);
+            for (int64_t c = 0; c < C; ++c) e[c] = exp_nonpositive(xr[c] - mx);
+            Acc sum = row_sum(e.data(), C);
             if (log) {
                 Acc log_sum = std::log(sum);
                 for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xr[c] - mx - log_sum);
@@ -52,12 +47,11 @@ void softmax_backward_kernel(T* dx, const T* y, const T* dy, int64_t N, int64_t 
             const Acc* yr = y_row.load(y + n * C);
             const Acc* dyr = dy_row.load(dy + n * C);
             T* dxr = dx + n * C;
-            Acc dot = 0;
             if (log) {
-                for (int64_t c = 0; c < C; ++c) dot += dyr[c];
-                for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(dyr[c] - std::exp(yr[c]) * dot);
+                Acc dot = row_sum(dyr, C);
+                for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(dyr[c] - exp_nonpositive(yr[c]) * dot);
             } else {
-                for (int64_t c = 0; c < C; ++c) dot += dyr[c] * yr[c];
+                Acc dot = row_dot(dyr, yr, C);
                 for (int64_t c = 0; c < C; ++c) dxr[c] = static_cast<T>(yr[c] * (dyr[c] - dot));
             }
         }

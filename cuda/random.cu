@@ -1,8 +1,8 @@
 // random.cu: Philox uniform and normal fills drawing the same numbers as cpu/random.cpp: elements
 // (2p, 2p+1) come from Philox block (offset/4 + p) of core/philox.hpp, with the same double formulas.
-// __dmul_rn/__dadd_rn stop nvcc fusing them into FMAs (g++ does not fuse at -std=c++20), so uniforms
-// are bit-identical in every dtype. Normals use log/cos/sin, where CUDA and glibc may differ in the
-// last ulp of an f64 result; after rounding to f32/f16/bf16 that practically never shows.
+// Both sides write every multiply-add as an explicit fma, so no compiler flag changes the rounding:
+// uniforms are bit-identical in every dtype. Normals use log/cos/sin, where CUDA and glibc may differ
+// in the last ulp of an f64 result; after rounding to f32/f16/bf16 that practically never shows.
 #include "core/philox.hpp"
 #include "cuda/loops.cuh"
 
@@ -33,10 +33,10 @@ __device__ __forceinline__ void store_pair(T* out, int64_t n, int64_t pair, doub
 template <typename T>
 __global__ void uniform_kernel(int64_t n, T* out, uint64_t seed, uint64_t offset, double lo, double hi) {
     int64_t pairs = (n + 1) / 2;
-    double span = __dsub_rn(hi, lo);
+    double span = hi - lo;
     for (int64_t pair = first_index(); pair < pairs; pair += grid_stride()) {
         UniformPair u = uniform_pair(seed, offset, pair);
-        store_pair(out, n, pair, __dadd_rn(lo, __dmul_rn(span, u.u0)), __dadd_rn(lo, __dmul_rn(span, u.u1)));
+        store_pair(out, n, pair, fma(span, u.u0, lo), fma(span, u.u1, lo));      // lo + span * u
     }
 }
 
@@ -46,11 +46,10 @@ __global__ void normal_kernel(int64_t n, T* out, uint64_t seed, uint64_t offset,
     int64_t pairs = (n + 1) / 2;
     for (int64_t pair = first_index(); pair < pairs; pair += grid_stride()) {
         UniformPair u = uniform_pair(seed, offset, pair);
-        double radius = sqrt(__dmul_rn(-2.0, log(__dsub_rn(1.0, u.u0))));     // 1-u in (0,1]: log is finite
-        double theta = __dmul_rn(kTwoPi, u.u1);
-        double scaled = __dmul_rn(std, radius);
-        store_pair(out, n, pair, __dadd_rn(mean, __dmul_rn(scaled, cos(theta))),
-                   __dadd_rn(mean, __dmul_rn(scaled, sin(theta))));
+        double radius = sqrt(-2.0 * log(1.0 - u.u0));                    // 1-u in (0,1]: log is finite
+        double theta = kTwoPi * u.u1;
+        double scaled = std * radius;
+        store_pair(out, n, pair, fma(scaled, cos(theta), mean), fma(scaled, sin(theta), mean));
     }
 }
 

@@ -106,8 +106,10 @@ int main(int argc, char** argv) {
                 params[i].add_(velocity[i], -lr);                    // p = p - lr * v
             }
         }
-        if (step == 1 || step % log_every == 0 || step == steps)
+        if (step == 1 || step % log_every == 0 || step == steps) {
             std::printf("step %5lld  loss %.4f\n", static_cast<long long>(step), loss.item<float>());
+            std::fflush(stdout);                       // show progress even when piped
+        }
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 

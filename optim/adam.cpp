@@ -81,6 +81,7 @@ void Adam::step() {
         for (Tensor& p : group.params) {
             const Tensor& grad = p.grad();
             if (!grad.defined()) continue;
+            check_grad(p);
             ParamState& st = state(p);
             if (st.empty()) {                       // lazy init on the first step with a gradient
                 st["step"] = zeros({}, kFloat32);

@@ -70,6 +70,14 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
 }
 
+void Optimizer::check_grad(const Tensor& param) const {
+    const Tensor& grad = param.grad();
+    if (grad.sizes() != param.sizes() || grad.device() != param.device())
+        throw ShapeError(fmt::format("{}: the gradient of parameter {} does not match it: grad is {}, parameter is {}",
+                                     name_, param.name().empty() ? "(unnamed)" : param.name(), grad.describe(),
+                                     param.describe()));
+}
+
 ParamState& Optimizer::state(const Tensor& param) { return state_[param.impl()]; }
 
 const ParamState* Optimizer::find_state(const Tensor& param) const {

@@ -67,6 +67,8 @@ public:
 protected:
     // Derived classes check a group's options here (called by add_param_group); throw ValueError.
     virtual void validate_group(const ParamGroup& group) const {}
+    // ShapeError unless param's grad has param's shape and device (a hand-set grad may not).
+    void check_grad(const Tensor& param) const;
 
     std::string name_ = "Optimizer";
     std::vector<ParamGroup> groups_;

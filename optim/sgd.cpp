@@ -59,6 +59,7 @@ void SGD::step() {
         for (Tensor& p : group.params) {
             const Tensor& grad = p.grad();
             if (!grad.defined()) continue;
+            check_grad(p);
             Tensor buf;
             if (s.momentum != 0.0) {
                 Tensor& slot = state(p)["momentum_buffer"];

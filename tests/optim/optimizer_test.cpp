@@ -125,3 +125,12 @@ TEST_CASE("param groups: per-group options, changing lr between steps, duplicate
     CHECK(opt.param_groups()[2].lr() == 0.1);                  // filled from the defaults
     CHECK_THROWS_WITH_AS(opt.param_groups()[0].option("betas"), doctest::Contains("no option \"betas\""), ValueError);
 }
+
+TEST_CASE("step rejects a hand-set gradient of the wrong shape") {
+    Tensor p = zeros({2, 3}).requires_grad_(true);
+    p.set_name("w");
+    optim::AdamW opt({p});
+    p.set_grad(zeros({3}));
+    CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("AdamW: the gradient of parameter w does not match it: grad is (3) "
+                                                       "f32 cpu, parameter is (2,3) f32 cpu"), ShapeError);
+}
