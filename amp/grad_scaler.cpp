@@ -168,9 +168,10 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
         overflows_.push_back(rec);
         skipped_this_iteration_ = true;
         result = StepResult{true, true,
-                            fmt::format("non-finite gradient: first in {} ({} elements inf/NaN) at iteration {}, "
+                            fmt::format("non-finite gradient: first in {} ({} element{} inf/NaN) at iteration {}, "
                                         "scale {}; step skipped, the scale will back off in update()",
-                                        rec.param, rec.nonfinite_count, rec.iteration, rec.scale)};
+                                        rec.param, rec.nonfinite_count, rec.nonfinite_count == 1 ? "" : "s",
+                                        rec.iteration, rec.scale)};
     }
     st.stage = Stage::kStepped;
     st.scale_calls = scale_calls_;

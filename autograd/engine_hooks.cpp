@@ -50,32 +50,36 @@ void check_list_hook_result(const tensor_list& before, const tensor_list& after,
 
 void run_tensor_pre_hooks(Node& node, tensor_list& grads) {
     for (uint32_t slot = 0; slot < grads.size(); ++slot) {
-        for (auto& entry : node.tensor_pre_hooks(slot)) {
-            Tensor replaced = entry.fn(grads[slot]);
-            if (!replaced.defined()) continue;                   // undefined: keep the gradient
-            check_hook_result(grads[slot], replaced, hook_name(entry, "tensor hook", node, static_cast<int>(slot)));
-            grads[slot] = std::move(replaced);
+        if (auto hooks = node.tensor_pre_hooks(slot)) {
+            hooks->for_each([&](const auto& entry) {
+                Tensor replaced = (*entry.fn)(grads[slot]);
+                if (!replaced.defined()) return;                 // undefined: keep the gradient
+                check_hook_result(grads[slot], replaced, hook_name(entry, "tensor hook", node, static_cast<int>(slot)));
+                grads[slot] = std::move(replaced);
+            });
         }
         if (auto* retain = node.retains_grad_hook(slot)) (*retain)(grads[slot]);
     }
 }
 
 void run_pre_hooks(Node& node, tensor_list& grads) {
-    for (auto& entry : node.pre_hooks()) {
-        tensor_list r = entry.fn(grads);
-        if (r.empty()) continue;                                 // empty: keep the gradients
+    auto hooks = node.pre_hooks();                               // a copy: the list outlives the walk
+    hooks->for_each([&](const auto& entry) {
+        tensor_list r = (*entry.fn)(grads);
+        if (r.empty()) return;                                   // empty: keep the gradients
         check_list_hook_result(grads, r, hook_name(entry, "prehook", node));
         grads = std::move(r);
-    }
+    });
 }
 
 void run_post_hooks(Node& node, tensor_list& grad_inputs, const tensor_list& grad_outputs) {
-    for (auto& entry : node.post_hooks()) {
-        tensor_list r = entry.fn(grad_inputs, grad_outputs);
-        if (r.empty()) continue;
+    auto hooks = node.post_hooks();
+    hooks->for_each([&](const auto& entry) {
+        tensor_list r = (*entry.fn)(grad_inputs, grad_outputs);
+        if (r.empty()) return;
         check_list_hook_result(grad_inputs, r, hook_name(entry, "hook", node));
         grad_inputs = std::move(r);
-    }
+    });
 }
 
 void validate_grads(Node& node, tensor_list& grads) {

@@ -31,36 +31,57 @@ using PostAccumulateGradHook = std::function<void(Tensor& param)>;
 template <typename Fn>
 class HookList {
 public:
+    struct Entry {
+        uint64_t id;
+        std::string key;                  // empty: not deduplicated; also the hook's name in errors
+        std::shared_ptr<const Fn> fn;     // shared: a hook removed while it runs stays alive
+    };
+
     // Adds fn and returns its id. With a non-empty key, a hook already registered under that key
     // is replaced in place (same id, same position) so re-registering every step stays O(1) in size.
     uint64_t add(Fn fn, std::string_view key = {}) {
+        auto shared = std::make_shared<const Fn>(std::move(fn));
         if (!key.empty()) {
             for (Entry& e : hooks_) {
                 if (e.key == key) {
-                    e.fn = std::move(fn);
+                    e.fn = std::move(shared);
                     return e.id;
                 }
             }
         }
         uint64_t id = next_id_++;
-        hooks_.push_back({id, std::string(key), std::move(fn)});
+        hooks_.push_back({id, std::string(key), std::move(shared)});
         return id;
     }
     void remove(uint64_t id) {
-        auto it = std::find_if(hooks_.begin(), hooks_.end(), [id](const Entry& e) { return e.id == id; });
-        if (it != hooks_.end()) hooks_.erase(it);
+        auto it = find(id);
+        if (it != hooks_.end() && it->id == id) hooks_.erase(it);
     }
     bool empty() const { return hooks_.empty(); }
     size_t size() const { return hooks_.size(); }
-    struct Entry {
-        uint64_t id;
-        std::string key;      // empty: not deduplicated; also the hook's name in errors
-        Fn fn;
-    };
-    // Snapshot so a hook may add or remove hooks while the list is being run.
-    std::vector<Entry> snapshot() const { return hooks_; }
+
+    // Calls visit(entry) for each hook registered when the walk starts, in registration order,
+    // without copying the list. A hook may add or remove hooks meanwhile: added ones are not
+    // visited in this walk; removed ones are skipped if not reached yet.
+    template <typename Visit>
+    void for_each(Visit&& visit) const {
+        uint64_t end = next_id_, next = 0;
+        for (;;) {
+            auto it = find(next);                      // ids are ascending in the list
+            if (it == hooks_.end() || it->id >= end) return;
+            Entry entry = *it;
+            next = entry.id + 1;
+            visit(entry);
+        }
+    }
 
 private:
+    typename std::vector<Entry>::const_iterator find(uint64_t id) const {
+        return std::lower_bound(hooks_.begin(), hooks_.end(), id, [](const Entry& e, uint64_t v) { return e.id < v; });
+    }
+    typename std::vector<Entry>::iterator find(uint64_t id) {
+        return std::lower_bound(hooks_.begin(), hooks_.end(), id, [](const Entry& e, uint64_t v) { return e.id < v; });
+    }
     std::vector<Entry> hooks_;
     uint64_t next_id_ = 0;
 };

@@ -87,9 +87,8 @@ size_t Node::num_hooks() const {
     return n;
 }
 
-std::vector<HookList<TensorHook>::Entry> Node::tensor_pre_hooks(uint32_t output_nr) const {
-    if (output_nr >= tensor_pre_hooks_.size() || !tensor_pre_hooks_[output_nr]) return {};
-    return tensor_pre_hooks_[output_nr]->snapshot();
+std::shared_ptr<HookList<TensorHook>> Node::tensor_pre_hooks(uint32_t output_nr) const {
+    return output_nr < tensor_pre_hooks_.size() ? tensor_pre_hooks_[output_nr] : nullptr;
 }
 
 void Node::set_retains_grad_hook(uint32_t output_nr, std::function<void(const Tensor&)> hook) {
@@ -102,13 +101,6 @@ const std::function<void(const Tensor&)>* Node::retains_grad_hook(uint32_t outpu
     return &retains_grad_hooks_[output_nr];
 }
 
-std::vector<HookList<NodePreHook>::Entry> Node::pre_hooks() const {
-    return pre_hooks_ ? pre_hooks_->snapshot() : std::vector<HookList<NodePreHook>::Entry>{};
-}
-
-std::vector<HookList<NodePostHook>::Entry> Node::post_hooks() const {
-    return post_hooks_ ? post_hooks_->snapshot() : std::vector<HookList<NodePostHook>::Entry>{};
-}
 
 // ---- FunctionNode ----
 
@@ -160,10 +152,9 @@ bool AccumulateGrad::has_tensor_pre_hooks() const {
     return m && m->leaf_hooks && !m->leaf_hooks->empty();
 }
 
-std::vector<HookList<TensorHook>::Entry> AccumulateGrad::tensor_pre_hooks(uint32_t) const {
+std::shared_ptr<HookList<TensorHook>> AccumulateGrad::tensor_pre_hooks(uint32_t) const {
     AutogradMeta* m = maybe_meta(variable_);
-    if (!m || !m->leaf_hooks) return {};
-    return m->leaf_hooks->snapshot();
+    return m ? m->leaf_hooks : nullptr;
 }
 
 // pytorch-semantics §1.11
@@ -187,9 +178,7 @@ tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
         NoGradGuard no_grad;
         m.grad.add_(incoming);
     }
-    if (m.post_accumulate_hooks) {
-        for (auto& entry : m.post_accumulate_hooks->snapshot()) entry.fn(variable_);
-    }
+    if (auto hooks = m.post_accumulate_hooks) hooks->for_each([&](const auto& entry) { (*entry.fn)(variable_); });
     return {};
 }
 

@@ -89,15 +89,16 @@ public:
     RemovableHandle register_hook(NodePostHook hook, std::string_view key = {});
     // Tensor hooks for forward output slot `output_nr`; for AccumulateGrad they live on the leaf.
     virtual RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key = {});
-    virtual std::vector<HookList<TensorHook>::Entry> tensor_pre_hooks(uint32_t output_nr) const;
+    // The hook list of one slot (null if none); for AccumulateGrad, the leaf's list.
+    virtual std::shared_ptr<HookList<TensorHook>> tensor_pre_hooks(uint32_t output_nr) const;
     // Cheap tests the engine makes before looking at any hook list.
     virtual bool has_tensor_pre_hooks() const { return !tensor_pre_hooks_.empty() || !retains_grad_hooks_.empty(); }
     bool has_pre_hooks() const { return pre_hooks_ && !pre_hooks_->empty(); }
     size_t num_hooks() const;                       // pre + post + tensor hooks registered now
     void set_retains_grad_hook(uint32_t output_nr, std::function<void(const Tensor&)> hook);
     const std::function<void(const Tensor&)>* retains_grad_hook(uint32_t output_nr) const;
-    std::vector<HookList<NodePreHook>::Entry> pre_hooks() const;
-    std::vector<HookList<NodePostHook>::Entry> post_hooks() const;
+    const std::shared_ptr<HookList<NodePreHook>>& pre_hooks() const { return pre_hooks_; }     // may be null
+    const std::shared_ptr<HookList<NodePostHook>>& post_hooks() const { return post_hooks_; }  // may be null
     bool has_post_hooks() const { return post_hooks_ && !post_hooks_->empty(); }
 
     // ---- debugging ----
@@ -156,7 +157,7 @@ public:
     tensor_list apply(tensor_list&& grad_outputs) override;
     bool is_accumulate_grad() const override { return true; }
     RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key = {}) override;
-    std::vector<HookList<TensorHook>::Entry> tensor_pre_hooks(uint32_t output_nr) const override;
+    std::shared_ptr<HookList<TensorHook>> tensor_pre_hooks(uint32_t output_nr) const override;
     bool has_tensor_pre_hooks() const override;
     const Tensor& variable() const { return variable_; }
 

@@ -10,7 +10,7 @@ set y2label "loss"
 set logscale y2
 set ytics nomirror
 set y2tics
-set key top right
+set key at graph 0.78, graph 0.25 box opaque
 set grid ytics
 plot "docs/img/loss_scale_trace.dat" using 1:(log($2)/log(2)) with steps lw 2 lc rgb "#1f77b4" title "log_2 scale", \
      "" using 1:($3 == 1 ? log($2)/log(2) : 1/0) with points pt 7 ps 0.8 lc rgb "#d62728" title "skipped step (inf/NaN)", \

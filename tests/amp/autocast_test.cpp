@@ -101,8 +101,14 @@ TEST_CASE("autocast: the promote policy casts to the widest eligible dtype; bann
                          doctest::Contains("binary_cross_entropy_with_logits"), AmpError);
     CHECK_THROWS_WITH_AS(amp::autocast_inputs("binary_cross_entropy", {&p, &t}),
                          doctest::Contains("binary_cross_entropy: unsafe to autocast"), AmpError);
-    Tensor pb = p, tb = t;                                       // the op itself, when its hook is wired
-    CHECK_THROWS(F::binary_cross_entropy(pb, tb));
+    CHECK_THROWS_WITH_AS(F::binary_cross_entropy(p, t), doctest::Contains("unsafe to autocast"), AmpError);
+    CHECK(F::binary_cross_entropy_with_logits(p, t).dtype() == kFloat32);
+    CHECK(F::mse_loss(p.to(kBFloat16), t).dtype() == kFloat32);
+    CHECK(F::cross_entropy(randn({2, 3}).to(kBFloat16), arange(2)).dtype() == kFloat32);
+    CHECK(exp(p.to(kBFloat16)).dtype() == kFloat32);
+    CHECK(pow(p.to(kBFloat16), 2.0).dtype() == kFloat32);
+    CHECK(F::scaled_dot_product_attention(randn({1, 1, 2, 4}), randn({1, 1, 2, 4}), randn({1, 1, 2, 4})).dtype() ==
+          kBFloat16);
 }
 
 TEST_CASE("autocast: backward runs in the forward dtypes; f32 leaves get f32 grads close to f64") {

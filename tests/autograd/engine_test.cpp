@@ -170,6 +170,7 @@ TEST_CASE("create_graph gives differentiable gradients (double backward)") {
     CHECK(z.grad().requires_grad());
     Tensor second = autograd::grad({z.grad().sum()}, {z})[0];
     CHECK_CLOSE(second, tensor<double>({9.0}), tol_for(kFloat64));
+    z.set_grad(Tensor());                         // break the z -> .grad -> graph -> z cycle
 }
 
 TEST_CASE("Function returned an invalid gradient: count and shape are checked per node") {
@@ -186,6 +187,7 @@ TEST_CASE("a leaf that gained a grad_fn is reported") {
     autograd::set_history(x, y.grad_fn(), 0);     // what an illegal in-place op would do
     CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("leaf variable has been moved into the graph interior"),
                          AutogradError);
+    x.detach_();                                  // break the x -> grad_fn -> ... -> x cycle
 }
 
 TEST_CASE("a node that throws leaves the graph reusable: nodes are given back") {
