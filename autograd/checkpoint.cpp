@@ -1,14 +1,17 @@
 // checkpoint.cpp: activation checkpointing, reentrant and non-reentrant (checkpoint.hpp;
-// pytorch-semantics §4). Both replay the forward's RNG state and every registered piece of
-// thread-local state (autocast) while recomputing.
+// pytorch-semantics §4). Both replay the forward's RNG state and autocast state while
+// recomputing.
 #include "autograd/checkpoint.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "amp/autocast.hpp"
 #include "autograd/autograd.hpp"
 #include "autograd/checkpoint_state.hpp"
 #include "autograd/function.hpp"
@@ -20,54 +23,30 @@ namespace ampgrad {
 
 using autograd::AutogradContext;
 
-// ---- forward state: RNG + registered thread-local state ----
-
-namespace autograd {
-namespace {
-std::mutex g_replayed_mutex;
-std::vector<ReplayedState>& replayed_states() {
-    static std::vector<ReplayedState> states;
-    return states;
-}
-}  // namespace
-
-void register_replayed_state(ReplayedState state) {
-    std::lock_guard<std::mutex> lock(g_replayed_mutex);
-    auto& states = replayed_states();
-    for (ReplayedState& s : states) {
-        if (s.name == state.name) {
-            s = std::move(state);
-            return;
-        }
-    }
-    states.push_back(std::move(state));
-}
-
-void unregister_replayed_state(const std::string& name) {
-    std::lock_guard<std::mutex> lock(g_replayed_mutex);
-    auto& states = replayed_states();
-    std::erase_if(states, [&](const ReplayedState& s) { return s.name == name; });
-}
-}  // namespace autograd
+// ---- forward state: RNG + autocast ----
 
 namespace {
 
+// What the recompute must see exactly as the forward did (PyTorch: the RNG states and the
+// autocast kwargs of both device types).
 struct ForwardState {
     bool has_rng = false;
     GeneratorState rng;
-    std::vector<std::pair<autograd::ReplayedState, std::any>> extra;   // each with its captured value
+    std::array<amp::AutocastState, 2> autocast{};   // indexed by DeviceType
+    bool autocast_cache_enabled = true;
 };
 
 ForwardState capture_forward_state(bool preserve_rng) {
     ForwardState s;
     s.has_rng = preserve_rng;
     if (preserve_rng) s.rng = get_rng_state();
-    std::lock_guard<std::mutex> lock(autograd::g_replayed_mutex);
-    for (const autograd::ReplayedState& r : autograd::replayed_states()) s.extra.emplace_back(r, r.capture());
+    s.autocast = amp::current_autocast_state();
+    s.autocast_cache_enabled = amp::is_autocast_cache_enabled();
     return s;
 }
 
-// Sets the forward's state for the scope and puts the current state back afterwards.
+// Sets the forward's state for the scope and puts the current state back afterwards. Backward
+// runs with autocast suspended (engine.cpp), so the recompute lifts the suspension too.
 class ReplayGuard {
 public:
     explicit ReplayGuard(const ForwardState& fwd) {
@@ -76,13 +55,14 @@ public:
             set_rng_state(fwd.rng);
             restore_rng_ = true;
         }
-        for (const auto& [state, value] : fwd.extra) {
-            saved_.emplace_back(&state, state.capture());
-            state.restore(value);
+        for (DeviceType d : {kCPU, kCUDA}) {
+            const amp::AutocastState& a = fwd.autocast[static_cast<size_t>(d)];
+            autocast_[static_cast<size_t>(d)].emplace(d, a.dtype, a.enabled, fwd.autocast_cache_enabled);
         }
+        was_suspended_ = amp::detail::set_autocast_suspended(false);
     }
     ~ReplayGuard() {
-        for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) it->first->restore(it->second);
+        amp::detail::set_autocast_suspended(was_suspended_);
         if (restore_rng_) set_rng_state(saved_rng_);
     }
     ReplayGuard(const ReplayGuard&) = delete;
@@ -91,7 +71,8 @@ public:
 private:
     bool restore_rng_ = false;
     GeneratorState saved_rng_;
-    std::vector<std::pair<const autograd::ReplayedState*, std::any>> saved_;
+    std::array<std::optional<amp::AutocastGuard>, 2> autocast_;
+    bool was_suspended_ = false;
 };
 
 void warn_once(std::once_flag& flag, const char* message) {

@@ -12,9 +12,7 @@
 //     backward recomputes fn with grad and calls backward() on it: a nested graph task, so
 //     parameter hooks inside fn fire in a second phase. Needs a plain .backward().
 #pragma once
-#include <any>
 #include <functional>
-#include <string>
 
 #include "core/tensor.hpp"
 
@@ -31,20 +29,4 @@ using CheckpointFn = std::function<tensor_list(const tensor_list&)>;
 
 tensor_list checkpoint(const CheckpointFn& fn, const tensor_list& inputs, CheckpointOptions opts = {});
 
-namespace autograd {
-
-// Thread-local state a recompute must see exactly as the forward did, beyond the RNG (which
-// checkpoint always handles). amp/ registers the autocast state here; anything with the same
-// need (e.g. a dropout-disabling flag) can too. capture() is called when a checkpointed forward
-// starts; restore(v) sets a captured value (also used to put the previous value back).
-struct ReplayedState {
-    std::string name;
-    std::function<std::any()> capture;
-    std::function<void(const std::any&)> restore;
-};
-// Registering a name again replaces the earlier entry.
-void register_replayed_state(ReplayedState state);
-void unregister_replayed_state(const std::string& name);
-
-}  // namespace autograd
 }  // namespace ampgrad

@@ -7,8 +7,8 @@
 //     3. in grad()/inputs= mode, mark which nodes lie on a path to a requested edge (exec info)
 //     4. run the ready queue: pop the newest ready node, run its hooks and apply(), add each
 //        produced gradient into the next node's input buffer; a node is ready at 0 dependencies
-//     5. run the queued callbacks (FIFO; a callback may queue more)
-//     6. give the nodes back (their task_state is reset), also when a node threw
+//     5. give the nodes back (their task_state is reset; also done when a node throws)
+//     6. run the queued callbacks (FIFO; a callback may queue more)
 // Reentrant backward (called from inside a node, hook or custom Function) runs steps 1-6 for a
 // nested task, recursively on this thread, with its own ready queue.
 #include "autograd/engine.hpp"
@@ -87,9 +87,13 @@ struct GraphTask {
         if (expected == this) return false;
         return side.try_emplace(n).second;
     }
-    void release_nodes() {
+    // Gives every node back; returns true if one was left holding gradients it never consumed.
+    bool release_nodes() {
+        bool leftover = false;
+        for (auto& [n, s] : side) leftover = leftover || has_gradients(s);
         for (Node* n : claimed) {
             NodeTaskState& s = n->task_state;
+            leftover = leftover || has_gradients(s);
             tensor_list().swap(s.buffer);
             s.dependencies = 0;
             s.needed = true;
@@ -99,10 +103,20 @@ struct GraphTask {
         }
         claimed.clear();
         side.clear();
+        return leftover;
+    }
+    static bool has_gradients(const NodeTaskState& s) {
+        for (const Tensor& g : s.buffer)
+            if (g.defined()) return true;
+        return false;
     }
 };
 
 namespace {
+
+// Nested tasks run recursively on this thread (a few KB of stack each); beyond this depth a clear
+// error beats a stack overflow. (PyTorch hands deep tasks to another thread instead.)
+constexpr int kMaxReentrantDepth = 256;
 
 thread_local GraphTask* t_current_task = nullptr;
 thread_local int t_forward_depth = 0;
@@ -318,19 +332,6 @@ void run_ready_queue(GraphTask& task, Node* root) {
     }
 }
 
-// §1.12: a node that got some gradient but never all of them means the graph changed under us.
-void check_all_consumed(GraphTask& task) {
-    auto leftover = [&](const NodeTaskState& s) {
-        for (const Tensor& g : s.buffer)
-            if (g.defined()) return true;
-        return false;
-    };
-    bool bad = false;
-    for (Node* n : task.claimed) bad = bad || leftover(n->task_state);
-    for (auto& [n, s] : task.side) bad = bad || leftover(s);
-    if (bad) throw AutogradError("backward: could not compute gradients for some functions");
-}
-
 void run_final_callbacks(GraphTask& task) {
     // Index loop: a callback may queue more callbacks, which then run in this same loop.
     for (size_t i = 0; i < task.final_callbacks.size(); ++i) {
@@ -345,6 +346,10 @@ void run_final_callbacks(GraphTask& task) {
 tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads, const ExecuteOptions& opts) {
     // The root is made first so it outlives the task: ~GraphTask gives back every claimed node,
     // the root included, also when a node throws.
+    if (t_current_task && t_current_task->depth + 1 >= kMaxReentrantDepth)
+        throw AutogradError(fmt::format("backward: reentrant backward nested {} deep (the limit is {}); a node or "
+                                        "hook keeps calling backward() from inside backward",
+                                        t_current_task->depth + 2, kMaxReentrantDepth));
     auto root = std::make_shared<GraphRoot>(roots, root_grads);
     GraphTask task;
     task.id = g_next_task_id.fetch_add(1);
@@ -371,10 +376,11 @@ tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads,
     {
         TaskScope scope(&task);
         run_ready_queue(task, root.get());
-        check_all_consumed(task);
+        // Nodes go back before the callbacks run (a callback may start a backward over this graph).
+        // §1.12: a node that got some gradient but never all of them means the graph changed under us.
+        if (task.release_nodes()) throw AutogradError("backward: could not compute gradients for some functions");
         run_final_callbacks(task);
     }
-    task.release_nodes();
     return std::move(task.captured);
 }
 

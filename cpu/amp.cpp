@@ -19,17 +19,22 @@ namespace {
 
 // Unscale n contiguous elements; returns whether any was inf or NaN. Grads are unscaled even
 // when a non-finite value is found (PyTorch does the same; the step is skipped anyway).
+// Written branch-free with an int flag so the f32/f64 loops vectorise.
 template <typename T>
 bool unscale_contiguous(T* grad, int64_t n, float inv_scale) {
     using C = compute_t<T>;
     const C inv = static_cast<C>(inv_scale);
-    bool found = false;
+    int bad = 0;
+    if (inv == C(1)) {                                  // check only (the loss scalers' overflow test)
+        for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(static_cast<C>(grad[i]));
+        return bad != 0;
+    }
     for (int64_t i = 0; i < n; ++i) {
         C v = static_cast<C>(grad[i]);
-        found |= !std::isfinite(v);
-        grad[i] = static_cast<T>(inv == C(1) ? v : v * inv);
+        bad |= !std::isfinite(v);
+        grad[i] = static_cast<T>(v * inv);
     }
-    return found;
+    return bad != 0;
 }
 
 // A strided (non-contiguous) grad: walk it run by run.
@@ -40,14 +45,14 @@ bool unscale_strided(const Tensor& grad, float inv_scale) {
     for_each_run(L, [&](std::array<char*, 1> p, std::array<int64_t, 1> s, int64_t n) {
         using C = compute_t<T>;
         const C inv = static_cast<C>(inv_scale);
-        bool local = false;
+        int bad = 0;
         for (int64_t i = 0; i < n; ++i) {
             T* x = reinterpret_cast<T*>(p[0] + i * s[0]);
             C v = static_cast<C>(*x);
-            local |= !std::isfinite(v);
-            *x = static_cast<T>(inv == C(1) ? v : v * inv);
+            bad |= !std::isfinite(v);
+            *x = static_cast<T>(v * inv);                   // v * 1 == v: no special case needed here
         }
-        if (local) found.store(true, std::memory_order_relaxed);
+        if (bad) found.store(true, std::memory_order_relaxed);
     });
     return found.load();
 }

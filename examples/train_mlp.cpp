@@ -69,7 +69,7 @@ double accuracy(const Mlp& model, const Dataset& data) {
 }
 
 int main(int argc, char** argv) {
-    int64_t points = 1000, hidden = 64, steps = 1500, log_every = 100;
+    int64_t points = 1000, hidden = 64, steps = 500, log_every = 25;
     double lr = 0.1, momentum = 0.9, noise = 0.03;
     uint64_t seed = 0;
     CLI::App app{"train_mlp: an MLP learns two interleaved spirals (CPU, full-batch SGD with momentum)"};

@@ -13,8 +13,13 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def summarize(path):
     passed = failed = skipped = 0
-    with open(path) as f:
-        records = [json.loads(line) for line in f if line.strip()]
+    try:
+        with open(path) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    except OSError as e:
+        print(f"no test log: {e}")
+        print("0 passed, 1 failed")
+        return 1
     for r in records:
         result = r.get("result", "ERROR")
         out = ANSI.sub("", (r.get("stdout") or "") + (r.get("stderr") or ""))
@@ -30,7 +35,7 @@ def summarize(path):
             detail = "skipped" if result == "SKIP" else f"{p} passed, {fl} failed"
         passed += p
         failed += fl
-        print(f"  {r.get('name', '?'):<24} {result:<8} {detail}  ({r.get('duration', 0):.1f} s)")
+        print(f"  {r.get('name', '?'):<34} {result:<8} {detail}  ({r.get('duration', 0):.1f} s)")
     if skipped:
         print(f"{skipped} test program(s) skipped")
     print(f"{passed} passed, {failed} failed")

@@ -4,6 +4,7 @@
 // backward inside the region.
 #include <doctest/doctest.h>
 
+#include "amp/autocast.hpp"
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
 
@@ -98,29 +99,40 @@ TEST_CASE("the recompute replays the forward's random numbers (dropout inside th
     }
 }
 
-TEST_CASE("registered thread-local state (how autocast plugs in) is replayed on recompute") {
-    static thread_local int mode = 0;                    // stands in for the autocast state
-    autograd::register_replayed_state({"test_mode", [] { return std::any(mode); },
-                                       [](const std::any& v) { mode = std::any_cast<int>(v); }});
-    Tensor x = tensor<double>({1, 2}).requires_grad_(true);
-    std::vector<int> modes_seen;
+TEST_CASE("the recompute replays the forward's autocast state (backward runs outside autocast)") {
+    manual_seed(8);
+    Tensor x = randn({4, 3}, TensorOptions().requires_grad(true));
+    Tensor w = randn({3, 5}, TensorOptions().requires_grad(true));
+    std::vector<DType> seen;
     auto fn = [&](const tensor_list& in) {
-        modes_seen.push_back(mode);
-        return tensor_list{in[0] * in[0] * static_cast<double>(mode)};
+        Tensor h = matmul(in[0], w);                    // bf16 under CPU autocast
+        seen.push_back(h.dtype());
+        return tensor_list{h.tanh()};
     };
+    Tensor ref;
+    {
+        amp::AutocastGuard autocast(kCPU);
+        ref = fn({x})[0];
+    }
+    ref.to(kFloat32).sum().backward();
+    Tensor ref_dx = x.grad().clone(), ref_dw = w.grad().clone();
     for (bool reentrant : {false, true}) {
         CAPTURE(reentrant);
-        modes_seen.clear();
         x.set_grad(Tensor());
-        mode = 3;
-        Tensor y = checkpoint(fn, {x}, {.use_reentrant = reentrant})[0];
-        mode = 9;                                        // changed between forward and backward
-        y.sum().backward();
-        CHECK(modes_seen == std::vector<int>{3, 3});
-        CHECK(mode == 9);                                // restored after the recompute
-        CHECK_CLOSE(x.grad(), tensor<double>({6, 12}), tol_for(kFloat64));
+        w.set_grad(Tensor());
+        seen.clear();
+        Tensor y;
+        {
+            amp::AutocastGuard autocast(kCPU);
+            y = checkpoint(fn, {x}, {.use_reentrant = reentrant})[0];
+        }
+        CHECK(y.dtype() == kBFloat16);
+        y.to(kFloat32).sum().backward();
+        CHECK(seen == std::vector<DType>{kBFloat16, kBFloat16});
+        CHECK_FALSE(amp::is_autocast_enabled(kCPU));      // put back after the recompute
+        CHECK_CLOSE(x.grad(), ref_dx, tol_for(kBFloat16));
+        CHECK_CLOSE(w.grad(), ref_dw, tol_for(kBFloat16));
     }
-    autograd::unregister_replayed_state("test_mode");
 }
 
 TEST_CASE("non-reentrant: works with grad() and inputs=, recomputes per graph task") {

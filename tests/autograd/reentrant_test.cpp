@@ -99,6 +99,13 @@ TEST_CASE("nesting 100 deep completes (no stack overflow, no deadlock)") {
     CHECK(x.grad().item<double>() == 1.0);
 }
 
+TEST_CASE("runaway reentrancy is a clear error, not a stack overflow") {
+    Tensor x = leaf({1.0});
+    CHECK_THROWS_WITH_AS(Nest::apply(x, 1000).sum().backward(), doctest::Contains("reentrant backward nested"),
+                         AutogradError);
+    CHECK(autograd::current_graph_task_id() == -1);
+}
+
 TEST_CASE("an exception in a nested task propagates and restores the outer state") {
     Tensor x = leaf({1}), z = leaf({1});
     Tensor h = x * 1.0;
