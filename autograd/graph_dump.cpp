@@ -110,7 +110,7 @@ std::string to_dot(const tensor_list& roots, const Walk& w) {
         std::string label;
         if (n->is_accumulate_grad()) {
             std::string name = leaf_name(n);
-            label = fmt::format("AccumulateGrad{}\\n{}", name.empty() ? "" : " " + dot_escape(name),
+            label = fmt::format("AccumulateGrad{}\\n{}", name.empty() ? std::string() : fmt::format(" {}", dot_escape(name)),
                                 meta_list(n->output_meta));
         } else {
             label = fmt::format("{} ({})\\nin: {}\\nout: {}\\nsaved: {} B", n->name(), n->op(), meta_list(n->input_meta),

@@ -48,6 +48,10 @@ public:
     // Arithmetic: a, b and out share one dtype (the op layer promotes first).
     // Comparisons and logic: a and b share one dtype; out is kBool.
     virtual void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+    // out = a (op) scalar, or scalar (op) a when scalar_first; op is kAdd, kSub, kMul or kDiv; a and
+    // out are one floating dtype. The scalar is converted to the compute type (fp32 for f16/bf16),
+    // not to a's dtype: x_f16 * 0.1 rounds once, as PyTorch's opmath scalar does.
+    virtual void binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) = 0;
     // out = a + alpha * b, all one dtype (the axpy form of add/sub; also the optimizer's workhorse)
     virtual void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) = 0;
     virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;

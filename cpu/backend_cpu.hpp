@@ -13,6 +13,7 @@ public:
     void fill(const Tensor& dst, double value) override;
     void unary(UnaryOp op, const Tensor& out, const Tensor& in) override;
     void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+    void binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) override;
     void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) override;
     void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
     void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::optional<double> hi) override;

@@ -178,6 +178,26 @@ void CpuBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const T
     });
 }
 
+void CpuBackend::binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first) {
+    if (out.numel() == 0) return;
+    dispatch_float(a.dtype(), "binary_scalar", [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_t<T>;
+        const C s = static_cast<C>(scalar);
+        switch (op) {
+            case BinaryOp::kAdd: return map1<T, T>(out, a, [s](C x) { return x + s; });
+            case BinaryOp::kMul: return map1<T, T>(out, a, [s](C x) { return x * s; });
+            case BinaryOp::kSub:
+                if (scalar_first) return map1<T, T>(out, a, [s](C x) { return s - x; });
+                return map1<T, T>(out, a, [s](C x) { return x - s; });
+            case BinaryOp::kDiv:
+                if (scalar_first) return map1<T, T>(out, a, [s](C x) { return s / x; });
+                return map1<T, T>(out, a, [s](C x) { return x / s; });
+            default: AMPGRAD_CHECK(false, "binary_scalar called with {}", op_name(op));
+        }
+    });
+}
+
 void CpuBackend::add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
     if (out.numel() == 0) return;
     dispatch_all(out.dtype(), "add", [&](auto tag) {

@@ -5,7 +5,11 @@
 //
 // Threads: Eigen's GEMM is OpenMP-threaded by itself, which suits one big product; a batch of
 // small products is instead split over threads, one whole product per thread.
+// Eigen 3.4's AVX PacketMath.h has an unused variable; its warning is not ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
 #include <Eigen/Core>
+#pragma GCC diagnostic pop
 #include <vector>
 
 #include "cpu/backend_cpu.hpp"

@@ -124,6 +124,17 @@ __global__ void compare_kernel(int64_t n, BinaryOp op, OffsetCalc<3> calc, bool*
     }
 }
 
+// out = a (op) s, or s (op) a; s is already in the compute type (no rounding to T)
+template <typename T>
+__global__ void binary_scalar_kernel(int64_t n, BinaryOp op, bool scalar_first, OffsetCalc<2> calc, T* out,
+                                     const T* a, device_compute_t<T> s) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        Offsets<2> o = calc.get(i);
+        device_compute_t<T> x = load_compute(a[o.at[1]]);
+        out[o.at[0]] = store_compute<T>(scalar_first ? arithmetic_value(op, s, x) : arithmetic_value(op, x, s));
+    }
+}
+
 // out = a + alpha * b (bool: a || b)
 template <typename T>
 __global__ void add_scaled_kernel(int64_t n, OffsetCalc<3> calc, T* out, const T* a, const T* b,
@@ -258,6 +269,23 @@ void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const 
                 n, op, calc, device_ptr<T>(out), device_ptr<const T>(a), device_ptr<const T>(b));
             CUDA_CHECK(cudaGetLastError());
         }
+    });
+}
+
+void CudaBackend::binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar,
+                                bool scalar_first) {
+    require_on_device(op_name(op).data(), index(), {&out, &a});
+    int64_t n = out.numel();
+    if (n == 0) return;
+    AMPGRAD_CHECK(op <= BinaryOp::kDiv, "binary_scalar called with {}", op_name(op));
+    DeviceGuard guard(index());
+    OffsetCalc<2> calc = make_offset_calc<2>({&out, &a});
+    dispatch_float(a.dtype(), "binary_scalar", [&](auto tag) {
+        using T = decltype(tag);
+        binary_scalar_kernel<T><<<grid_for(n), kBlockSize, 0, current_stream()>>>(
+            n, op, scalar_first, calc, device_ptr<T>(out), device_ptr<const T>(a),
+            static_cast<device_compute_t<T>>(scalar));
+        CUDA_CHECK(cudaGetLastError());
     });
 }
 

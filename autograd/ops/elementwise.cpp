@@ -39,6 +39,16 @@ Tensor unary_raw(UnaryOp op, const Tensor& x) {
     return out;
 }
 
+// tensor (op) scalar, or scalar (op) tensor, for a floating tensor: the scalar is kept in the
+// compute type (fp32 for f16/bf16) instead of being rounded to the tensor's dtype first, as
+// PyTorch's opmath scalars are (x_f16 * 0.1 rounds once). Integer tensors take the 0-dim path.
+Tensor scalar_raw(BinaryOp op, std::string_view name, const Tensor& a, double s, bool scalar_first) {
+    ops::check_defined(name, a, "input");
+    Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
+    backend_of(a).binary_scalar(op, out, a, s, scalar_first);
+    return out;
+}
+
 // Ops like exp/log on integer tensors compute in float32 (PyTorch's int -> float promotion).
 Tensor float_input(const Tensor& x) { return is_floating(x.dtype()) ? x : to_dtype(x, kFloat32); }
 
@@ -63,7 +73,12 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
-Tensor add(const Tensor& a, double s) { return add(a, ops::wrapped_scalar(s, a)); }
+Tensor add(const Tensor& a, double s) {
+    ops::check_defined("add", a, "input");
+    if (!is_floating(a.dtype())) return add(a, ops::wrapped_scalar(s, a));
+    Tensor out = scalar_raw(BinaryOp::kAdd, "add", a, s, false);
+    return record("add", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{g[0]}; });
+}
 
 // ---- mul: d(a*b) = (g*b, g*a) ----
 Tensor mul(const Tensor& a, const Tensor& b) {
@@ -77,7 +92,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, double s) {
-    Tensor out = binary_raw(BinaryOp::kMul, "mul", a, ops::wrapped_scalar(s, a));
+    ops::check_defined("mul", a, "input");
+    Tensor out = is_floating(a.dtype()) ? scalar_raw(BinaryOp::kMul, "mul", a, s, false)
+                                        : binary_raw(BinaryOp::kMul, "mul", a, ops::wrapped_scalar(s, a));
     return record("mul", out, {a}, {}, [s](BackwardContext&, const tensor_list& g) {
         return tensor_list{g[0] * s};
     });
@@ -93,6 +110,29 @@ Tensor div(const Tensor& a, const Tensor& b) {
         if (ctx.needs_input_grad(1)) d[1] = -g[0] * ctx.saved(0) / (b * b);
         return d;
     });
+}
+
+// a / s (d: g / s) and s / a (d: -g * s / a^2 = -g * out / a)
+Tensor div(const Tensor& a, double s) {
+    ops::check_defined("div", a, "input");
+    if (!is_floating(a.dtype())) return div(a, ops::wrapped_scalar(s, a));
+    Tensor out = scalar_raw(BinaryOp::kDiv, "div", a, s, false);
+    return record("div", out, {a}, {}, [s](BackwardContext&, const tensor_list& g) { return tensor_list{g[0] / s}; });
+}
+
+// s / a is reciprocal(a) * s, as in libtorch (two roundings, like PyTorch's own results).
+Tensor div(double s, const Tensor& a) { return reciprocal(a) * s; }
+
+// s - a (d: -g). Here PyTorch does round s to a's dtype first (the scalar is the first operand,
+// filled into a tensor of a's dtype), so `0.1 - x_f16` rounds 0.1 to f16: we do the same.
+Tensor rsub(const Tensor& a, double s) {
+    ops::check_defined("rsub", a, "input");
+    if (!is_floating(a.dtype())) return add(neg(a), s);
+    double rounded = a.dtype() == kFloat16    ? static_cast<double>(static_cast<float>(Half(static_cast<float>(s))))
+                     : a.dtype() == kBFloat16 ? static_cast<double>(static_cast<float>(BFloat16(static_cast<float>(s))))
+                                              : s;
+    Tensor out = scalar_raw(BinaryOp::kSub, "rsub", a, rounded, true);
+    return record("rsub", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{-g[0]}; });
 }
 
 Tensor neg(const Tensor& a) {
@@ -305,11 +345,11 @@ Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, double s) { return add(a, s); }
 Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
 Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
-Tensor operator/(const Tensor& a, double s) { return div(a, ops::wrapped_scalar(s, a)); }
+Tensor operator/(const Tensor& a, double s) { return div(a, s); }
 Tensor operator+(double s, const Tensor& a) { return add(a, s); }
-Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
+Tensor operator-(double s, const Tensor& a) { return rsub(a, s); }
 Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
-Tensor operator/(double s, const Tensor& a) { return div(ops::wrapped_scalar(s, a), a); }
+Tensor operator/(double s, const Tensor& a) { return div(s, a); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }

@@ -35,6 +35,10 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
+// Tensor-scalar forms: for floating tensors the scalar is not rounded to the tensor's dtype.
+Tensor div(const Tensor& a, double s);
+Tensor div(double s, const Tensor& a);   // reciprocal(a) * s, as libtorch
+Tensor rsub(const Tensor& a, double s);   // s - a
 Tensor neg(const Tensor& a);
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);

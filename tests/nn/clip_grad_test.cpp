@@ -16,7 +16,7 @@ namespace {
 std::vector<Tensor> params_with_grads(const Fixture& fx, DType dtype = kFloat32) {
     std::vector<Tensor> params;
     for (int i = 0; i < 3; ++i) {
-        const Tensor& g = fx.at("g" + std::to_string(i));
+        const Tensor& g = fx.at(fmt::format("g{}", i));
         Tensor p = zeros(g.sizes(), TensorOptions(dtype)).requires_grad_(true);
         p.set_grad(g.to(dtype));
         params.push_back(p);
@@ -41,7 +41,7 @@ TEST_CASE("clip_grad_norm_ matches PyTorch: total norm before clipping and the c
         CHECK(total.dim() == 0);
         CHECK(total.dtype() == kFloat32);
         CHECK_CLOSE(total, fx.at("total_norm"), tol_for(kFloat32));
-        for (int i = 0; i < 3; ++i) CHECK_CLOSE(params[i].grad(), fx.at("clipped" + std::to_string(i)), tol_for(kFloat32));
+        for (int i = 0; i < 3; ++i) CHECK_CLOSE(params[i].grad(), fx.at(fmt::format("clipped{}", i)), tol_for(kFloat32));
     }
 }
 

@@ -37,14 +37,14 @@ inline std::unique_ptr<optim::Optimizer> make_fixture_optimizer(const Fixture& f
 inline std::vector<Tensor> fixture_params(const Fixture& fx) {
     std::vector<Tensor> params;
     for (int i = 0; i < fx.params.at("nparams").get<int>(); ++i)
-        params.push_back(fx.at("p" + std::to_string(i)).clone().requires_grad_(true));
+        params.push_back(fx.at(fmt::format("p{}", i)).clone().requires_grad_(true));
     return params;
 }
 
 // Sets each parameter's grad for step t from the fixture (undefined where torch's was None).
 inline void set_fixture_grads(const Fixture& fx, const std::vector<Tensor>& params, int t) {
     for (size_t i = 0; i < params.size(); ++i) {
-        std::string key = "g" + std::to_string(i) + "_" + std::to_string(t);
+        std::string key = fmt::format("g{}_{}", i, t);
         params[i].set_grad(fx.tensors.count(key) ? fx.at(key).clone() : Tensor());
     }
 }
@@ -53,7 +53,7 @@ inline void check_fixture_step(const Fixture& fx, const std::vector<Tensor>& par
     Tolerance tol = tol_for(params[0].dtype());
     for (size_t i = 0; i < params.size(); ++i) {
         CAPTURE(i);
-        CHECK_CLOSE(params[i], fx.at("p" + std::to_string(i) + "_" + std::to_string(t)), tol);
+        CHECK_CLOSE(params[i], fx.at(fmt::format("p{}_{}", i, t)), tol);
     }
 }
 
@@ -73,7 +73,7 @@ inline void check_trajectory(const std::string& name, bool fused) {
     for (size_t i = 0; i < params.size(); ++i) {
         const optim::ParamState* st = opt->find_state(params[i]);
         for (const char* key : {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}) {
-            std::string fx_key = key + std::to_string(i);
+            std::string fx_key = fmt::format("{}{}", key, i);
             CAPTURE(fx_key);
             if (!fx.tensors.count(fx_key)) {
                 CHECK((st == nullptr || !st->count(key)));

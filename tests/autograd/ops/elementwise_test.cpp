@@ -263,6 +263,39 @@ TEST_CASE("scalar operators and broadcasting") {
     CHECK((ones({}) + ones({2})).sizes() == Shape{2});
 }
 
+// Values from PyTorch 2.15 (pip, CPU): `a * 0.1` etc. on a = [0.1, 1000, 3] in f16/bf16. PyTorch keeps
+// a second-operand scalar in fp32 (its "opmath" type) for + - * /, so 3 * 0.1 gives 0.30005 in f16,
+// where rounding 0.1 to f16 first would give 0.29980. `0.1 - a` does round 0.1 to f16 first (so
+// 0.1 - 0.1_f16 is exactly 0), and `0.1 / a` is reciprocal(a) * 0.1.
+TEST_CASE("tensor-scalar arithmetic in f16/bf16 keeps the scalar in fp32, as PyTorch does") {
+    struct Expected { DType dtype; std::vector<double> mul, div, add, rsub, rdiv; };
+    const std::vector<Expected> cases = {
+        {kFloat16, {0.0099945068359375, 100.0, 0.300048828125}, {1.0, 10000.0, 30.0},
+         {0.199951171875, 1000.0, 3.099609375}, {0.0, -1000.0, -2.900390625},
+         {1.0, 0.00010001659393310547, 0.0333251953125}},
+        {kBFloat16, {0.010009765625, 100.0, 0.30078125}, {1.0, 9984.0, 30.0}, {0.2001953125, 1000.0, 3.09375},
+         {0.0, -1000.0, -2.90625}, {1.0, 0.00010013580322265625, 0.033447265625}},
+    };
+    for (const Expected& e : cases) {
+        CAPTURE(dtype_name(e.dtype));
+        Tensor a = tensor<double>({0.1, 1000.0, 3.0}).to(e.dtype);
+        CHECK((a * 0.1).dtype() == e.dtype);
+        CHECK(values(a * 0.1) == e.mul);
+        CHECK(values(a / 0.1) == e.div);
+        CHECK(values(a + 0.1) == e.add);
+        CHECK(values(0.1 - a) == e.rsub);
+        CHECK(values(0.1 / a) == e.rdiv);
+    }
+    // The old way (scalar rounded to f16 first) gives a different, less accurate product.
+    Tensor h = tensor<double>({3.0}).to(kFloat16);
+    CHECK(values(h * scalar_tensor(0.1, TensorOptions(kFloat16)))[0] == 0.2998046875);
+    // Gradients of the scalar forms (f64 gradcheck) and in f16.
+    check_gradcheck([](const tensor_list& t) { return 0.3 / positive(t[0]) + t[0] / 0.7 - (2.0 - t[0]); }, {{3, 4}});
+    Tensor x = tensor<double>({0.5, 2.0}).to(kFloat16).requires_grad_(true);
+    (1.0 / x + x / 4.0 + (1.0 - x)).sum().backward();
+    CHECK(values(x.grad()) == std::vector<double>{-4.0 + 0.25 - 1.0, -0.25 + 0.25 - 1.0});
+}
+
 TEST_CASE("elementwise ops reject bad input with typed errors") {
     CHECK_THROWS_WITH_AS(ones({2, 3}) + ones({4}),
                          doctest::Contains("add: shapes cannot be broadcast: a is (2,3) f32 cpu, b is (4) f32 cpu"),

@@ -15,11 +15,11 @@ void check_fixture(const std::string& name, size_t n_inputs, const ListFn& fn) {
     CAPTURE(name);
     Fixture fx = load_fixture(name);
     tensor_list xs;
-    for (size_t i = 0; i < n_inputs; ++i) xs.push_back(fx.at("x" + std::to_string(i)).clone().requires_grad_(true));
+    for (size_t i = 0; i < n_inputs; ++i) xs.push_back(fx.at(fmt::format("x{}", i)).clone().requires_grad_(true));
     Tensor y = fn(xs);
     y.backward(fx.at("dy"));
     CHECK_CLOSE(y, fx.at("y"), tol_for(kFloat32));
-    for (size_t i = 0; i < n_inputs; ++i) CHECK_CLOSE(xs[i].grad(), fx.at("dx" + std::to_string(i)), tol_for(kFloat32));
+    for (size_t i = 0; i < n_inputs; ++i) CHECK_CLOSE(xs[i].grad(), fx.at(fmt::format("dx{}", i)), tol_for(kFloat32));
 }
 }  // namespace
 
