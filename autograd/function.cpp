@@ -10,6 +10,7 @@
 #include "autograd/autograd_meta.hpp"
 #include "autograd/checkpoint_state.hpp"
 #include "autograd/record.hpp"
+#include "autograd/view_history.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::autograd {
@@ -140,7 +141,7 @@ void rebase_dirty_input(const Tensor& out, const std::shared_ptr<CustomFunctionN
     if (m && m->is_differentiable_view)
         throw AutogradError(fmt::format("{}: marking a view of a tensor that requires grad dirty is not supported "
                                         "({}); clone() it first", node->name(), out.describe()));
-    set_history(out, node, output_nr);
+    rebase_history(out, node, output_nr);
 }
 
 }  // namespace

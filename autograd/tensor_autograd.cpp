@@ -4,6 +4,7 @@
 #include "autograd/autograd_meta.hpp"
 #include "autograd/engine.hpp"
 #include "autograd/node.hpp"
+#include "autograd/view_history.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 
@@ -18,6 +19,13 @@ AutogradMeta& meta_of(const Tensor& t) {
 
 AutogradMeta* maybe_meta(const Tensor& t) { return t.impl()->autograd_meta.get(); }
 
+// maybe_meta, with a view's grad_fn brought up to date first (view_history.hpp).
+AutogradMeta* fresh_meta(const Tensor& t) {
+    AutogradMeta* m = t.impl()->autograd_meta.get();
+    if (m && m->view) refresh_view_history(t, *m);
+    return m;
+}
+
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
     AutogradMeta& m = meta_of(leaf);
     if (auto acc = m.grad_accumulator.lock()) return acc;
@@ -28,7 +36,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
 
 Edge gradient_edge(const Tensor& t) {
     if (!t.defined()) return {};
-    AutogradMeta* m = maybe_meta(t);
+    AutogradMeta* m = fresh_meta(t);
     if (!m) return {};
     if (m->grad_fn) return {m->grad_fn, m->output_nr};
     if (m->requires_grad) return {grad_accumulator(t), 0};
@@ -52,11 +60,12 @@ void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t outp
 }  // namespace autograd
 
 using autograd::AutogradMeta;
+using autograd::fresh_meta;
 using autograd::maybe_meta;
 using autograd::meta_of;
 
 bool Tensor::requires_grad() const {
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = fresh_meta(*this);
     return m && (m->requires_grad || m->grad_fn);
 }
 
@@ -77,7 +86,7 @@ Tensor& Tensor::requires_grad_(bool required) {
 }
 
 bool Tensor::is_leaf() const {
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = fresh_meta(*this);
     return !m || !m->grad_fn;
 }
 
@@ -92,12 +101,12 @@ void Tensor::set_grad(const Tensor& g) const { meta_of(*this).grad = g; }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
     static const std::shared_ptr<autograd::Node> none;
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = fresh_meta(*this);
     return m ? m->grad_fn : none;
 }
 
 uint32_t Tensor::output_nr() const {
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = fresh_meta(*this);
     return m ? m->output_nr : 0;
 }
 

@@ -4,10 +4,12 @@
 // With grad mode off (optimizer steps, initialisation) these are plain kernels. With grad mode
 // on and autograd involved, the op runs out of place on a clone of self, the result is copied
 // into self, and self's history is rebased onto the result's node (pytorch-semantics §1.10).
+// If self is a view, its base's history is rebased instead (CopySlices, view_history.hpp).
 #include "autograd/autograd_meta.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
+#include "autograd/view_history.hpp"
 
 namespace ampgrad {
 
@@ -19,21 +21,19 @@ void check_inplace_allowed(std::string_view op, const Tensor& self) {
     if (self.requires_grad() && self.is_leaf())
         throw AutogradError(fmt::format("{}: a leaf Variable that requires grad is being used in an in-place operation "
                                         "({})", op, self.describe()));
-    auto* m = autograd::maybe_meta(self);
-    if (m && m->is_differentiable_view)
-        throw AutogradError(fmt::format("{}: in-place modification of a view of a tensor that requires grad is not "
-                                        "supported ({}); call clone() first", op, self.describe()));
 }
 
-bool needs_history(const Tensor& self, const Tensor& other) {
-    return GradMode::is_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+bool needs_history(std::string_view op, const Tensor& self, const Tensor& other) {
+    bool needed = GradMode::is_enabled() && (self.requires_grad() || (other.defined() && other.requires_grad()));
+    if (needed) autograd::check_inplace_history(op, self);
+    return needed;
 }
 
 // Write `result` (same shape as self) into self and make self the output of result's node.
 Tensor& commit(Tensor& self, const Tensor& result) {
     backend_of(self).copy(self, result);
     self.bump_version();
-    if (result.requires_grad()) autograd::set_history(self, result.grad_fn(), result.output_nr());
+    if (result.requires_grad()) autograd::rebase_history(self, result);
     return self;
 }
 
@@ -50,7 +50,7 @@ void check_broadcasts_into(std::string_view op, const Tensor& self, const Tensor
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
     check_inplace_allowed("add_", self);
     check_broadcasts_into("add_", self, other);
-    if (needs_history(self, other)) return commit(self, add(self, other, alpha));
+    if (needs_history("add_", self, other)) return commit(self, add(self, other, alpha));
     backend_of(self).add_scaled(self, self, ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()), alpha);
     self.bump_version();
     return self;
@@ -59,7 +59,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
 Tensor& mul_(Tensor& self, const Tensor& other) {
     check_inplace_allowed("mul_", self);
     check_broadcasts_into("mul_", self, other);
-    if (needs_history(self, other)) return commit(self, mul(clone(self), other));
+    if (needs_history("mul_", self, other)) return commit(self, mul(clone(self), other));
     backend_of(self).binary(BinaryOp::kMul, self, self,
                             ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()));
     self.bump_version();
@@ -70,7 +70,7 @@ Tensor& zero_(Tensor& self) { return fill_(self, 0.0); }
 
 Tensor& fill_(Tensor& self, double value) {
     check_inplace_allowed("fill_", self);
-    if (GradMode::is_enabled() && self.requires_grad()) return commit(self, self * 0.0 + value);   // gradient 0 flows to the old value
+    if (needs_history("fill_", self, Tensor())) return commit(self, self * 0.0 + value);   // gradient 0 flows to the old value
     backend_of(self).fill(self, value);
     self.bump_version();
     return self;
@@ -83,7 +83,7 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
     if (s != self.sizes())
         throw ShapeError(fmt::format("copy_: source {} cannot be broadcast to destination {}", src.describe(),
                                      self.describe()));
-    if (needs_history(self, src)) {
+    if (needs_history("copy_", self, src)) {
         Tensor moved = src.device() == self.device() ? src : to_device(src, self.device());
         return commit(self, self * 0.0 + expand(to_dtype(moved, self.dtype()), self.sizes()));
     }
@@ -98,7 +98,7 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
 
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi) {
     check_inplace_allowed("clamp_", self);
-    if (needs_history(self, Tensor())) return commit(self, clamp(clone(self), lo, hi));
+    if (needs_history("clamp_", self, Tensor())) return commit(self, clamp(clone(self), lo, hi));
     backend_of(self).clamp(self, self, lo, hi);
     self.bump_version();
     return self;

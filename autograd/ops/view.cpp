@@ -10,6 +10,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
+#include "autograd/view_history.hpp"
 
 namespace ampgrad {
 
@@ -18,11 +19,13 @@ using autograd::record;
 
 namespace {
 
-// Record a view op and mark its output, so in-place writes through it are rejected.
+// Record a view op and mark its output as a view of x's base, so an in-place write through it
+// can rewrite the base's history (autograd/view_history.hpp).
 template <typename F>
 Tensor record_view(std::string_view op, Tensor out, const Tensor& x, F&& backward) {
     Tensor r = record(op, std::move(out), {x}, {}, std::forward<F>(backward));
     if (r.requires_grad()) autograd::meta_of(r).is_differentiable_view = true;
+    autograd::mark_view(r, x);
     return r;
 }
 
