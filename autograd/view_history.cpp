@@ -93,6 +93,7 @@ bool overlaps_itself(const Tensor& t) {
 void mark_view(const Tensor& view, const Tensor& input) {
     const AutogradMeta* in = maybe_meta(input);
     const Tensor& base = in && in->view ? in->view->base : input;
+    if (base.impl() == view.impl()) return;        // a no-op "view" returned its input: not a view
     auto info = std::make_unique<ViewInfo>();
     info->base = base;
     info->base_generation = generation_of(base);

@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = [
     ("autograd_overhead", "bench_autograd_overhead", "torch_autograd_overhead.py", ["--nodes", "100000", "--size", "4"]),
     ("mlp_step", "bench_mlp_step", "torch_mlp_step.py", ["--batch", "64", "--hidden", "256"]),
+    ("engine_overhead", "bench_engine_overhead", "engine_overhead.py", ["--nodes", "100000", "--hook-nodes", "10000"]),
 ]
 
 # (benchmark, metric key, label, unit, target ratio ampgrad/pytorch or None)
@@ -32,6 +34,9 @@ ROWS = [
     ("mlp_step", "step_cpu_ms", "MLP 784-256-10 B=64 SGD: step, CPU", "ms", 1.0),
     ("mlp_step", "peak_rss_growth_mib", "MLP: peak RSS growth while training", "MiB", None),
     ("mlp_step", "peak_tensor_mib", "MLP: peak live tensor bytes", "MiB", None),
+    ("engine_overhead", "backward_ns_per_node", "engine: backward per node, thread CPU", "ns", 1 / 3),
+    ("engine_overhead", "tensor_hook_ns", "engine: per tensor hook, thread CPU", "ns", None),
+    ("engine_overhead", "node_hook_ns", "engine: per node post-hook, thread CPU", "ns", None),
 ]
 
 
@@ -41,6 +46,15 @@ def run_json(cmd, env):
     if proc.returncode != 0:
         sys.exit(f"run_bench: {' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def median_of(runs):
+    """Per key, the median over the rounds of the numeric values (other values from the first run)."""
+    merged = dict(runs[0])
+    for key, value in runs[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            merged[key] = statistics.median(r[key] for r in runs if key in r)
+    return merged
 
 
 def fmt(value):
@@ -54,6 +68,8 @@ def main():
     ap.add_argument("--build-dir", default="build", help="a configured and built (release) ampgrad build dir")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both sides")
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per benchmark (default: each one's own)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="run each pair this many times, alternating ampgrad and PyTorch; report the medians")
     args = ap.parse_args()
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=HERE)
@@ -64,13 +80,16 @@ def main():
             sys.exit(f"run_bench: {exe} not found; build first: ninja -C {args.build_dir}")
         print(f"running {name} ...", file=sys.stderr)
         extra = ["--repeats", str(args.repeats)] if args.repeats else []
-        results[name] = (run_json([exe] + common + extra, env),
-                         run_json([sys.executable, os.path.join(HERE, script)] + common + extra, env))
+        rounds = [(run_json([exe] + common + extra, env),
+                   run_json([sys.executable, os.path.join(HERE, script)] + common + extra, env))
+                  for _ in range(max(args.rounds, 1))]
+        results[name] = (median_of([r[0] for r in rounds]), median_of([r[1] for r in rounds]))
 
     import torch  # only for its version string; the peers ran in their own processes
     load = os.getloadavg()[0]
     print(f"ampgrad vs PyTorch {torch.__version__} | {args.threads} threads | {os.cpu_count()} cores "
-          f"({platform.machine()}) | load average {load:.1f} | {datetime.date.today().isoformat()}\n")
+          f"({platform.machine()}) | median of {max(args.rounds, 1)} alternating rounds "
+          f"| load average {load:.1f} | {datetime.date.today().isoformat()}\n")
     print("| benchmark | ampgrad | PyTorch | ampgrad / PyTorch | target | met |")
     print("|---|---:|---:|---:|---:|:---:|")
     for bench, key, label, unit, target in ROWS:
