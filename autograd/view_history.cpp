@@ -1,11 +1,14 @@
 // view_history.cpp: CopySlices and AsStrided nodes, and the view bookkeeping around them (see
-// view_history.hpp for the idea). The two backward formulas use raw kernels: they only move
-// gradient values around, like the copy they undo.
+// view_history.hpp for the idea). Their backward formulas cut a window out of a gradient
+// (window_gather) or paste one into zeros (window_scatter); each is the other's backward, so
+// double backward works through in-place writes into views.
 #include "autograd/view_history.hpp"
 
 #include "autograd/anomaly_mode.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/node.hpp"
+#include "autograd/ops/ops.hpp"
+#include "autograd/record.hpp"
 #include "core/backend.hpp"
 #include "core/error.hpp"
 
@@ -27,17 +30,36 @@ Window window_of(const Tensor& view, const Tensor& base) {
     return {view.sizes(), view.strides(), view.storage_offset() - base.storage_offset()};
 }
 
-void forbid_double_backward(std::string_view node) {
-    if (GradMode::is_enabled())
-        throw AutogradError(fmt::format("{}: double backward (create_graph=true) through an in-place write into a "
-                                        "view is not supported", node));
+Tensor window_scatter(const Tensor& g, const Window& window, const Shape& base_shape);
+
+// The window of t (base shape) as a contiguous tensor (view shape). Differentiable: its backward
+// is window_scatter, whose backward is this again, so create_graph works through both.
+Tensor window_gather(const Tensor& t, const Window& window) {
+    Tensor src = t.contiguous();                                   // (base shape)
+    Tensor out = make_empty(window.sizes, src.dtype(), src.device());   // (view shape)
+    backend_of(out).copy(out, window.cut(src));
+    Shape base_shape = src.sizes();
+    return record("window_gather", out, {src}, {}, [window, base_shape](BackwardContext&, const tensor_list& g) {
+        return tensor_list{window_scatter(g[0], window, base_shape)};
+    });
 }
 
-// Contiguous copy of g: (base shape)
-Tensor contiguous_copy(const Tensor& g) {
-    Tensor out = make_empty(g.sizes(), g.dtype(), g.device());
-    backend_of(out).copy(out, g);
-    return out;
+// Zeros of the base's shape with g (view shape) in the window.
+Tensor window_scatter(const Tensor& g, const Window& window, const Shape& base_shape) {
+    Tensor out = make_empty(base_shape, g.dtype(), g.device());   // (base shape)
+    backend_of(out).fill(out, 0.0);
+    backend_of(out).copy(window.cut(out), g);
+    return record("window_scatter", out, {g}, {}, [window](BackwardContext&, const tensor_list& gg) {
+        return tensor_list{window_gather(gg[0], window)};
+    });
+}
+
+// True outside the window: (base shape) bool
+Tensor outside_window(const Window& window, const Shape& base_shape, Device device) {
+    Tensor mask = make_empty(base_shape, kBool, device);
+    backend_of(mask).fill(mask, 1.0);
+    backend_of(mask).fill(window.cut(mask), 0.0);
+    return mask;
 }
 
 std::shared_ptr<Node> make_node(std::string_view op, edge_list edges, std::vector<TensorMeta> inputs,
@@ -50,15 +72,15 @@ std::shared_ptr<Node> make_node(std::string_view op, edge_list edges, std::vecto
 }
 
 // base_new = base_old with `window` replaced by result. Gradient: (g outside the window, g inside it).
+// `where` rather than a subtraction, so an inf in the window cannot turn into NaN outside it.
 std::shared_ptr<Node> make_copy_slices(const Tensor& base, const Window& window, const Tensor& result) {
     edge_list edges{gradient_edge(base), gradient_edge(result)};
-    auto fn = [window](BackwardContext&, const tensor_list& g) -> tensor_list {
-        forbid_double_backward("CopySlices");
-        Tensor grad_base = contiguous_copy(g[0]);                        // (base shape)
-        Tensor region = window.cut(grad_base);                          // (view shape)
-        Tensor grad_result = contiguous_copy(region);
-        backend_of(region).fill(region, 0.0);
-        return {grad_base, grad_result};
+    Shape base_shape = base.sizes();
+    auto fn = [window, base_shape](BackwardContext& ctx, const tensor_list& g) -> tensor_list {
+        tensor_list d(2);
+        if (ctx.needs_input_grad(0)) d[0] = where(outside_window(window, base_shape, g[0].device()), g[0], 0.0);
+        if (ctx.needs_input_grad(1)) d[1] = window_gather(g[0], window);
+        return d;
     };
     return make_node("copy_slices", std::move(edges), {TensorMeta::of(base), TensorMeta::of(result)},
                      TensorMeta::of(base), std::move(fn));
@@ -66,15 +88,11 @@ std::shared_ptr<Node> make_copy_slices(const Tensor& base, const Window& window,
 
 // view = base[window]. Gradient: zeros of the base's shape with g in the window.
 std::shared_ptr<Node> make_as_strided(const Tensor& base, const Window& window, const TensorMeta& view_meta) {
-    TensorMeta base_meta = TensorMeta::of(base);
-    auto fn = [window, base_meta](BackwardContext&, const tensor_list& g) -> tensor_list {
-        forbid_double_backward("AsStridedBackward");
-        Tensor grad_base = make_empty(base_meta.shape, g[0].dtype(), g[0].device());
-        backend_of(grad_base).fill(grad_base, 0.0);
-        backend_of(grad_base).copy(window.cut(grad_base), g[0]);
-        return {grad_base};
+    Shape base_shape = base.sizes();
+    auto fn = [window, base_shape](BackwardContext&, const tensor_list& g) -> tensor_list {
+        return {window_scatter(g[0], window, base_shape)};
     };
-    return make_node("as_strided", {gradient_edge(base)}, {base_meta}, view_meta, std::move(fn));
+    return make_node("as_strided", {gradient_edge(base)}, {TensorMeta::of(base)}, view_meta, std::move(fn));
 }
 
 uint64_t generation_of(const Tensor& t) {

@@ -9,8 +9,8 @@
 //     AsStrided node reading its region of the base's new gradient, the next time autograd asks
 //     for it (a view compares its base's history_generation with the one it was made at).
 // Errors as in PyTorch: writing with grad into a view of a leaf that requires grad, or into a
-// view created under no_grad. Not supported (clear errors): bases that are not contiguous, views
-// that overlap themselves (expand), and double backward through these nodes.
+// view created under no_grad. Not supported (clear errors): bases that are not contiguous, and
+// views that overlap themselves (expand). Both nodes support double backward.
 #pragma once
 #include <memory>
 #include <string_view>
