@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/support/check_close.hpp"
+#include "tests/support/fixtures.hpp"
 
 using namespace ampgrad;
 using namespace ampgrad::testing;
@@ -23,7 +24,36 @@ Tensor replace_rows(const Tensor& b, int64_t start, const Tensor& rows) {
     return cat(parts, 0);
 }
 
+// The program of tools/fixtures/autograd_views.py: returns (loss, b).
+std::pair<Tensor, Tensor> fixture_program(const Tensor& x, const Tensor& w, const Tensor& s) {
+    Tensor b = x * 2.0 + 0.5;                                   // (4,3)
+    Tensor first = b.select(0, 0);                              // a view made before the writes
+    b.select(0, 2).mul_(w);
+    b.t().narrow(0, 1, 2).narrow(1, 0, 2).add_(s, 0.5);
+    Tensor buf = zeros({4, 3}, x.dtype());
+    buf.narrow(1, 0, 1).copy_(x.narrow(1, 2, 1).tanh());
+    Tensor loss = (b * b).sum() + (first * 3.0).sum() + (buf * b).sum();
+    return {loss, b};
+}
+
 }  // namespace
+
+TEST_CASE("writes through views match PyTorch, first and second order (fixture autograd_view_inplace)") {
+    Fixture fx = load_fixture("autograd_view_inplace");
+    Tensor x = fx.at("x").clone().requires_grad_(true);
+    Tensor w = fx.at("w").clone().requires_grad_(true), s = fx.at("s").clone().requires_grad_(true);
+    auto [loss, b] = fixture_program(x, w, s);
+    loss.backward();
+    CHECK_CLOSE(b, fx.at("b"), tol_for(kFloat32));
+    CHECK_CLOSE(loss, fx.at("loss"), tol_for(kFloat32));
+    CHECK_CLOSE(x.grad(), fx.at("dx"), tol_for(kFloat32));
+    CHECK_CLOSE(w.grad(), fx.at("dw"), tol_for(kFloat32));
+    CHECK_CLOSE(s.grad(), fx.at("ds"), tol_for(kFloat32));
+    Tensor gx = autograd::grad({fixture_program(x, w, s).first}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    tensor_list gg = autograd::grad({gx.sum()}, {x, w});
+    CHECK_CLOSE(gg[0], fx.at("ggx"), tol_for(kFloat32, 16));
+    CHECK_CLOSE(gg[1], fx.at("ggw"), tol_for(kFloat32, 16));
+}
 
 TEST_CASE("mul_ through a narrow view: the base's gradient flows through the multiply") {
     manual_seed(7);
