@@ -119,6 +119,16 @@ constexpr double dtype_eps(DType t) {
     }
 }
 
+// `value` rounded as storing it in a tensor of float dtype t would round it (through f32, RNE).
+inline double round_to_dtype(double value, DType t) {
+    switch (t) {
+        case DType::kFloat16: return static_cast<float>(Half(static_cast<float>(value)));
+        case DType::kBFloat16: return static_cast<float>(BFloat16(static_cast<float>(value)));
+        case DType::kFloat32: return static_cast<float>(value);
+        default: return value;
+    }
+}
+
 // PyTorch promotion for two tensor operands of the same category:
 // bool < int32 < int64 < (f16, bf16) < f32 < f64, and f16 + bf16 -> f32.
 DType promote_types(DType a, DType b);

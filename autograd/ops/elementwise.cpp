@@ -128,10 +128,7 @@ Tensor div(double s, const Tensor& a) { return reciprocal(a) * s; }
 Tensor rsub(const Tensor& a, double s) {
     ops::check_defined("rsub", a, "input");
     if (!is_floating(a.dtype())) return add(neg(a), s);
-    double rounded = a.dtype() == kFloat16    ? static_cast<double>(static_cast<float>(Half(static_cast<float>(s))))
-                     : a.dtype() == kBFloat16 ? static_cast<double>(static_cast<float>(BFloat16(static_cast<float>(s))))
-                                              : s;
-    Tensor out = scalar_raw(BinaryOp::kSub, "rsub", a, rounded, true);
+    Tensor out = scalar_raw(BinaryOp::kSub, "rsub", a, round_to_dtype(s, a.dtype()), true);
     return record("rsub", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{-g[0]}; });
 }
 
