@@ -42,8 +42,8 @@ Tensor unary_raw(UnaryOp op, const Tensor& x) {
 // tensor (op) scalar, or scalar (op) tensor, for a floating tensor: the scalar is kept in the
 // compute type (fp32 for f16/bf16) instead of being rounded to the tensor's dtype first, as
 // PyTorch's opmath scalars are (x_f16 * 0.1 rounds once). Integer tensors take the 0-dim path.
-Tensor scalar_raw(BinaryOp op, std::string_view name, const Tensor& a, double s, bool scalar_first) {
-    ops::check_defined(name, a, "input");
+// Callers have checked that `a` is defined (they look at its dtype first).
+Tensor scalar_raw(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
     Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
     backend_of(a).binary_scalar(op, out, a, s, scalar_first);
     return out;
@@ -76,7 +76,7 @@ Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -a
 Tensor add(const Tensor& a, double s) {
     ops::check_defined("add", a, "input");
     if (!is_floating(a.dtype())) return add(a, ops::wrapped_scalar(s, a));
-    Tensor out = scalar_raw(BinaryOp::kAdd, "add", a, s, false);
+    Tensor out = scalar_raw(BinaryOp::kAdd, a, s, false);
     return record("add", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{g[0]}; });
 }
 
@@ -93,7 +93,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, double s) {
     ops::check_defined("mul", a, "input");
-    Tensor out = is_floating(a.dtype()) ? scalar_raw(BinaryOp::kMul, "mul", a, s, false)
+    Tensor out = is_floating(a.dtype()) ? scalar_raw(BinaryOp::kMul, a, s, false)
                                         : binary_raw(BinaryOp::kMul, "mul", a, ops::wrapped_scalar(s, a));
     return record("mul", out, {a}, {}, [s](BackwardContext&, const tensor_list& g) {
         return tensor_list{g[0] * s};
@@ -116,7 +116,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, double s) {
     ops::check_defined("div", a, "input");
     if (!is_floating(a.dtype())) return div(a, ops::wrapped_scalar(s, a));
-    Tensor out = scalar_raw(BinaryOp::kDiv, "div", a, s, false);
+    Tensor out = scalar_raw(BinaryOp::kDiv, a, s, false);
     return record("div", out, {a}, {}, [s](BackwardContext&, const tensor_list& g) { return tensor_list{g[0] / s}; });
 }
 
@@ -128,7 +128,7 @@ Tensor div(double s, const Tensor& a) { return reciprocal(a) * s; }
 Tensor rsub(const Tensor& a, double s) {
     ops::check_defined("rsub", a, "input");
     if (!is_floating(a.dtype())) return add(neg(a), s);
-    Tensor out = scalar_raw(BinaryOp::kSub, "rsub", a, round_to_dtype(s, a.dtype()), true);
+    Tensor out = scalar_raw(BinaryOp::kSub, a, round_to_dtype(s, a.dtype()), true);
     return record("rsub", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{-g[0]}; });
 }
 
