@@ -5,6 +5,8 @@
 // on and autograd involved, the op runs out of place on a clone of self, the result is copied
 // into self, and self's history is rebased onto the result's node (pytorch-semantics §1.10).
 // If self is a view, its base's history is rebased instead (CopySlices, view_history.hpp).
+#include <cmath>
+
 #include "autograd/autograd_meta.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
@@ -12,6 +14,9 @@
 #include "autograd/view_history.hpp"
 
 namespace ampgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
 
 namespace {
 
@@ -66,11 +71,48 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
     return self;
 }
 
+// self += s and self *= s. For a floating self the scalar stays in the compute type (fp32 for
+// f16/bf16), like the out-of-place x * s and PyTorch's opmath scalars: bf16 3 .mul_(0.3) is
+// round(3 * 0.3f) = 0.8984, not 3 * round(0.3) = 0.9023. An integer self takes only integral
+// scalars: PyTorch's "result type Float can't be cast to the desired output type".
+namespace {
+void check_scalar_fits(std::string_view op, const Tensor& self, double s) {
+    if (!is_floating(self.dtype()) && s != std::trunc(s))
+        throw DTypeError(fmt::format("{}: result type Float can't be cast to the desired output type {} (scalar {}; "
+                                     "self is {})", op, dtype_name(self.dtype()), s, self.describe()));
+}
+
+Tensor& scalar_inplace(std::string_view op, BinaryOp kind, Tensor& self, double s) {
+    check_inplace_allowed(op, self);
+    check_scalar_fits(op, self, s);
+    if (needs_history(op, self, Tensor())) return commit(self, kind == BinaryOp::kAdd ? add(self, s) : mul(self, s));
+    if (!is_floating(self.dtype())) {
+        Tensor other = full({}, s, TensorOptions(self.dtype()).device(self.device()));
+        return kind == BinaryOp::kAdd ? add_(self, other) : mul_(self, other);
+    }
+    backend_of(self).binary_scalar(kind, self, self, s, false);
+    self.bump_version();
+    return self;
+}
+}  // namespace
+
+Tensor& add_(Tensor& self, double s) { return scalar_inplace("add_", BinaryOp::kAdd, self, s); }
+Tensor& mul_(Tensor& self, double s) { return scalar_inplace("mul_", BinaryOp::kMul, self, s); }
+
 Tensor& zero_(Tensor& self) { return fill_(self, 0.0); }
 
+// Under autograd, fill_ and copy_ write the new value itself (never `self*0 + value`: inf*0 and
+// NaN*0 are NaN) and record a node whose gradient to the overwritten values is zero, as PyTorch's
+// derivatives.yaml does for fill_ and copy_ (self: zeros_like(grad)).
 Tensor& fill_(Tensor& self, double value) {
     check_inplace_allowed("fill_", self);
-    if (needs_history("fill_", self, Tensor())) return commit(self, self * 0.0 + value);   // gradient 0 flows to the old value
+    if (needs_history("fill_", self, Tensor())) {
+        Tensor result = make_empty(self.sizes(), self.dtype(), self.device());
+        backend_of(result).fill(result, value);
+        return commit(self, record("fill_", result, {self}, {}, [](BackwardContext&, const tensor_list& g) {
+            return tensor_list{zeros_like(g[0])};
+        }));
+    }
     backend_of(self).fill(self, value);
     self.bump_version();
     return self;
@@ -84,8 +126,17 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
         throw ShapeError(fmt::format("copy_: source {} cannot be broadcast to destination {}", src.describe(),
                                      self.describe()));
     if (needs_history("copy_", self, src)) {
+        // value: src moved, cast and broadcast to self (differentiable, so its gradient returns to src)
         Tensor moved = src.device() == self.device() ? src : to_device(src, self.device());
-        return commit(self, self * 0.0 + expand(to_dtype(moved, self.dtype()), self.sizes()));
+        Tensor value = expand(to_dtype(moved, self.dtype()), self.sizes());
+        Tensor result = make_empty(self.sizes(), self.dtype(), self.device());
+        backend_of(result).copy(result, value);
+        return commit(self, record("copy_", result, {self, value}, {}, [](BackwardContext& ctx, const tensor_list& g) {
+            tensor_list d(2);
+            if (ctx.needs_input_grad(0)) d[0] = zeros_like(g[0]);
+            if (ctx.needs_input_grad(1)) d[1] = g[0];
+            return d;
+        }));
     }
     if (src.device() != self.device() && !self.device().is_cpu()) {
         backend_of(self).copy(self, ops::expand_raw(src, self.sizes()));      // H2D handled by the device backend
@@ -98,6 +149,8 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
 
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi) {
     check_inplace_allowed("clamp_", self);
+    for (std::optional<double> bound : {lo, hi})
+        if (bound) check_scalar_fits("clamp_", self, *bound);       // clamp(int, 1.5) would be f32
     if (needs_history("clamp_", self, Tensor())) return commit(self, clamp(clone(self), lo, hi));
     backend_of(self).clamp(self, self, lo, hi);
     self.bump_version();

@@ -140,6 +140,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});   // (*,K
 // ---- in place (autograd/ops/inplace.cpp); each bumps the version counter ----
 Tensor& add_(Tensor& self, const Tensor& other, double alpha = 1.0);
 Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& add_(Tensor& self, double s);   // floating self: s kept in the compute type, as x + s
+Tensor& mul_(Tensor& self, double s);
 Tensor& zero_(Tensor& self);
 Tensor& fill_(Tensor& self, double value);
 Tensor& copy_(Tensor& self, const Tensor& src);

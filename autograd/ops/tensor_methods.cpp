@@ -70,9 +70,9 @@ Tensor Tensor::mm(const Tensor& o) const { return ampgrad::mm(*this, o); }
 Tensor Tensor::bmm(const Tensor& o) const { return ampgrad::bmm(*this, o); }
 
 Tensor& Tensor::add_(const Tensor& o, double alpha) { return ampgrad::add_(*this, o, alpha); }
-Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, full({}, s, options()), 1.0); }
+Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, s); }
 Tensor& Tensor::mul_(const Tensor& o) { return ampgrad::mul_(*this, o); }
-Tensor& Tensor::mul_(double s) { return ampgrad::mul_(*this, full({}, s, options())); }
+Tensor& Tensor::mul_(double s) { return ampgrad::mul_(*this, s); }
 Tensor& Tensor::zero_() { return ampgrad::zero_(*this); }
 Tensor& Tensor::fill_(double v) { return ampgrad::fill_(*this, v); }
 Tensor& Tensor::copy_(const Tensor& src) { return ampgrad::copy_(*this, src); }
