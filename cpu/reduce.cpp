@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/bounds.hpp"
 #include "cpu/backend_cpu.hpp"
 #include "cpu/loops.hpp"
 
@@ -97,10 +98,10 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in, std::span<co
             return reduce_loop<T>(out, in, dims, Acc(0),
                                   [](Acc a, C x) { return a + static_cast<Acc>(x) * static_cast<Acc>(x); }, ident);
         case ReduceOp::kMax:
-            return reduce_loop<T>(out, in, dims, std::numeric_limits<C>::lowest(),
+            return reduce_loop<T>(out, in, dims, no_lower_bound<C>(),
                                   [](C a, C x) { return (x != x || x > a) ? x : a; }, [](C a, int64_t) { return a; });
         case ReduceOp::kMin:
-            return reduce_loop<T>(out, in, dims, std::numeric_limits<C>::max(),
+            return reduce_loop<T>(out, in, dims, no_upper_bound<C>(),
                                   [](C a, C x) { return (x != x || x < a) ? x : a; }, [](C a, int64_t) { return a; });
     }
 }

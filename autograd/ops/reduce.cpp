@@ -16,9 +16,15 @@ using autograd::record;
 
 namespace {
 
-// Normalise dims (negative, duplicates); empty means all dims.
+// Normalise dims (negative, duplicates); empty means all dims. Every reduction goes through
+// here. A 0-d tensor accepts dim 0 and -1 (as PyTorch's maybe_wrap_dim does) and has no dim to
+// reduce: the result is the element itself, so the list comes back empty.
 std::vector<int64_t> reduce_dims(std::string_view op, const Tensor& x, const Shape& dims) {
     std::vector<int64_t> out;
+    if (x.dim() == 0) {
+        for (int64_t d : dims) ops::wrap_dim(op, d, 0);            // range check only
+        return out;
+    }
     if (dims.empty()) {
         for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
         return out;
@@ -47,10 +53,16 @@ Shape squeezed_shape(const Tensor& x, const std::vector<int64_t>& dims) {
 }
 
 // Raw reduction into a fresh keepdim-shaped tensor, reshaped to the final shape (no autograd).
+// Empty input: sum 0, mean NaN (kernel), an empty result stays empty; max/min of an empty slice has
+// no identity and throws, as PyTorch's "Expected reduction dim ... to have non-zero size".
 Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
     Tensor in = ops::cast_raw(x, out_dtype);
     Tensor out = make_empty(keepdim_shape(in, dims), out_dtype, x.device());
-    backend_of(x).reduce(op, out, in, dims);
+    if (x.numel() == 0 && (op == ReduceOp::kMax || op == ReduceOp::kMin) && out.numel() > 0)
+        throw IndexError(fmt::format("{}: expected the reduced dims to have non-zero size, but the input is {} "
+                                     "(a max/min over no elements has no value); specify non-empty dims",
+                                     op == ReduceOp::kMax ? "amax" : "amin", x.describe()));
+    if (out.numel() > 0) backend_of(x).reduce(op, out, in, dims);
     return keepdim ? out : make_view(out, squeezed_shape(x, dims), contiguous_strides(squeezed_shape(x, dims)), 0);
 }
 
@@ -109,7 +121,19 @@ Tensor amax(const Tensor& x, const Shape& dims_in, bool keepdim) {
     });
 }
 
-Tensor max(const Tensor& x) { return amax(x, Shape{}, false); }
+// ---- max(): all elements. Its gradient differs from amax's only with a NaN: PyTorch's
+// evenly_distribute_backward (torch/csrc/autograd/FunctionsManual.cpp) shares it among the NaN
+// elements (the result is NaN), where amax's scale_grad_by_count gives NaN everywhere. ----
+Tensor max(const Tensor& x) {
+    ops::check_defined("max", x, "input");
+    Tensor out = reduce_raw(ReduceOp::kMax, x, reduce_dims("max", x, {}), false, x.dtype());
+    return record("max", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), y = ctx.saved(1);
+        Tensor winner = eq(xs, y) | (ne(xs, xs) & ne(y, y));             // NaN result: the NaN elements
+        Tensor mask = winner.to(g[0].dtype());
+        return tensor_list{mask * (g[0] / sum(mask))};
+    });
+}
 
 // ---- max(dim): values + indices; the gradient goes to the index that won ----
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
@@ -155,8 +179,14 @@ Tensor logsumexp(const Tensor& x_in, int64_t dim_in, bool keepdim) {
     Tensor m;
     {
         NoGradGuard no_grad;
-        m = amax(x, {dim}, true);
-        m = where(isfinite(m), m, 0.0);                   // all -inf rows: keep -inf, not nan
+        if (x.numel() == 0) {                              // empty: sum(exp) = 0, so the result is -inf
+            Shape kshape = x.sizes();
+            if (x.dim() > 0) kshape[static_cast<size_t>(dim)] = 1;
+            m = zeros(kshape, x.options());
+        } else {
+            m = amax(x, {dim}, true);
+            m = where(isfinite(m), m, 0.0);               // all -inf rows: keep -inf, not nan
+        }
     }
     Tensor out = log(sum(exp(x - m), {dim}, true)) + m;
     return keepdim ? out : squeeze(out, dim);
@@ -178,15 +208,17 @@ Tensor norm(const Tensor& x_in) {
     });
 }
 
-// ---- var = sum((x - mean)^2) / (n - unbiased) ----
+// ---- var = sum((x - mean)^2) / max(0, n - unbiased) ----
+// The max(0, .) is PyTorch's (aten/src/ATen/native/ReduceOps.cpp): n <= correction gives 0/0 = NaN,
+// or inf when the sum is positive, never a negative variance (an empty dim is NaN, not -0).
 Tensor var(const Tensor& x, int64_t dim_in, bool unbiased, bool keepdim) {
     ops::check_defined("var", x, "input");
     ops::check_floating("var", x);
     int64_t dim = ops::wrap_dim("var", dim_in, x.dim());
     int64_t n = x.dim() == 0 ? 1 : x.size(dim);
     Tensor centered = x - mean(x, {dim}, true);
-    double denom = static_cast<double>(n - (unbiased ? 1 : 0));
-    Tensor out = sum(centered * centered, {dim}, keepdim) / denom;   // n-1 == 0 gives inf/nan like torch
+    double denom = static_cast<double>(std::max<int64_t>(0, n - (unbiased ? 1 : 0)));
+    Tensor out = sum(centered * centered, {dim}, keepdim) / denom;
     return out;
 }
 
