@@ -65,7 +65,14 @@ Tensor copy_raw(const Tensor& t) {                             // a fresh contig
 }
 
 // t with its first `count` dims merged into one: a view when the strides allow it, else a copy.
+// An empty t has nothing to view: it gets a fresh empty tensor of the merged shape (its strides
+// need not merge, and copying would not make them, so recursing on a copy would never end).
 Tensor merge_leading_raw(const Tensor& t, int64_t count) {
+    if (t.numel() == 0) {
+        Shape sizes{shape_numel(Shape(t.sizes().begin(), t.sizes().begin() + count))};
+        sizes.insert(sizes.end(), t.sizes().begin() + count, t.sizes().end());
+        return make_empty(sizes, t.dtype(), t.device());
+    }
     int64_t merged = 1, stride = 1, expected = -1;                 // expected: stride the next-outer dim needs
     for (int64_t d = count - 1; d >= 0; --d) {                     // innermost of the merged dims first
         merged *= t.size(d);
@@ -109,6 +116,10 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b, const Shape& out_shape) {
 }
 
 Tensor mT(const Tensor& t) { return transpose(t, -1, -2); }
+
+// Rows of t seen as a matrix (prod of all dims but the last). Spelled out rather than reshape's
+// -1, which cannot be inferred when the last dim is 0 (PyTorch refuses it too).
+int64_t leading_rows(const Shape& s) { return shape_numel(Shape(s.begin(), s.end() - 1)); }
 
 // a (...,M,K) @ b (...,K,N), both at least 2-D, batch dims broadcast: one recorded node `op`.
 Tensor matmul_batched(std::string_view op, const Tensor& a, const Tensor& b) {
@@ -169,7 +180,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     if (b.dim() == 2) {       // (...,M,K) @ (K,N): fold the batch into rows, one GEMM both ways
         Shape out_shape = a.sizes();
         out_shape.back() = b.size(1);
-        return reshape(mm_unchecked(reshape(a, {-1, a.size(-1)}), b), out_shape);
+        return reshape(mm_unchecked(reshape(a, {leading_rows(a.sizes()), a.size(-1)}), b), out_shape);
     }
     return matmul_batched("matmul", a, b);
 }
@@ -220,13 +231,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     Shape y_shape = x.sizes();
     y_shape.back() = n;
     Tensor y = make_view(y2, y_shape, contiguous_strides(y_shape), 0);                      // (*,N)
+    const int64_t r = x2.size(0);
     return record("linear", y, {x, w, b}, {w.requires_grad() ? x : Tensor(), x.requires_grad() ? w : Tensor()},
-                  [k, n](BackwardContext& ctx, const tensor_list& g) {
+                  [r, k, n](BackwardContext& ctx, const tensor_list& g) {
                       tensor_list d(3);
-                      Tensor dy2 = reshape(g[0], {-1, n});                                  // (R,N)
+                      Tensor dy2 = reshape(g[0], {r, n});                                   // (R,N)
                       if (ctx.needs_input_grad(0))
                           d[0] = reshape(mm(dy2, ctx.saved(1)), ctx.input_meta(0).shape);  // (*,K)
-                      if (ctx.needs_input_grad(1)) d[1] = mm(dy2.t(), reshape(ctx.saved(0), {-1, k}));   // (N,K)
+                      if (ctx.needs_input_grad(1)) d[1] = mm(dy2.t(), reshape(ctx.saved(0), {r, k}));    // (N,K)
                       if (ctx.needs_input_grad(2)) d[2] = sum(dy2, {0});                    // (N)
                       return d;
                   });

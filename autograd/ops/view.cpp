@@ -134,11 +134,11 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
     ops::check_defined("transpose", x, "input");
-    if (x.dim() < 2 && x.dim() == 0) return x;
+    int64_t w0 = ops::wrap_dim("transpose", d0, x.dim()), w1 = ops::wrap_dim("transpose", d1, x.dim());
+    if (x.dim() == 0) return x;                            // dims 0/-1 only (checked above)
     Shape dims(static_cast<size_t>(x.dim()));
     std::iota(dims.begin(), dims.end(), 0);
-    std::swap(dims[static_cast<size_t>(ops::wrap_dim("transpose", d0, x.dim()))],
-              dims[static_cast<size_t>(ops::wrap_dim("transpose", d1, x.dim()))]);
+    std::swap(dims[static_cast<size_t>(w0)], dims[static_cast<size_t>(w1)]);
     return permute(x, dims);
 }
 
@@ -156,8 +156,8 @@ Tensor unsqueeze(const Tensor& x, int64_t d_in) {
 
 Tensor squeeze(const Tensor& x, int64_t d_in) {
     ops::check_defined("squeeze", x, "input");
-    if (x.dim() == 0) return x;
     int64_t d = ops::wrap_dim("squeeze", d_in, x.dim());
+    if (x.dim() == 0) return x;                            // dims 0/-1 only (checked above)
     if (x.sizes()[d] != 1) return x;                       // PyTorch: squeezing a non-1 dim is a no-op
     Shape sizes = x.sizes(), strides = x.strides();
     sizes.erase(sizes.begin() + d);
@@ -192,6 +192,7 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
 
 Tensor narrow(const Tensor& x, int64_t dim_in, int64_t start, int64_t length) {
     ops::check_defined("narrow", x, "input");
+    if (x.dim() == 0) throw IndexError("narrow: cannot be applied to a 0-dim tensor");
     int64_t dim = ops::wrap_dim("narrow", dim_in, x.dim());
     int64_t size = x.sizes()[dim];
     if (start < 0) start += size;
@@ -225,8 +226,10 @@ Tensor select(const Tensor& x, int64_t dim_in, int64_t index) {
 
 tensor_list split(const Tensor& x, int64_t split_size, int64_t dim_in) {
     ops::check_defined("split", x, "input");
+    if (x.dim() == 0) throw IndexError("split: expected at least a 1-dimensional tensor but got a 0-dim tensor");
     int64_t dim = ops::wrap_dim("split", dim_in, x.dim());
     if (split_size <= 0) throw ValueError(fmt::format("split: split_size must be positive, got {}", split_size));
+    if (x.sizes()[dim] == 0) return {narrow(x, dim, 0, 0)};  // one empty piece, as PyTorch
     tensor_list parts;
     for (int64_t start = 0; start < x.sizes()[dim]; start += split_size)
         parts.push_back(narrow(x, dim, start, std::min(split_size, x.sizes()[dim] - start)));
@@ -245,6 +248,9 @@ Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
         const Tensor& t = tensors[i];
         ops::check_defined("cat", t, "tensors");
         ops::check_same_device("cat", {&first, &t});
+        if (t.dim() == 0)
+            throw ShapeError(fmt::format("cat: zero-dimensional tensor (at position {}) cannot be concatenated ({})",
+                                         i, t.describe()));
         if (t.dim() != first.dim())
             throw ShapeError(fmt::format("cat: tensors must have the same number of dimensions: tensor 0 is {}, "
                                          "tensor {} is {}", first.describe(), i, t.describe()));
