@@ -3,6 +3,7 @@
 // The contiguous branch is a plain indexed loop so the compiler vectorises it.
 #include <cmath>
 
+#include "core/bounds.hpp"
 #include "cpu/backend_cpu.hpp"
 #include "cpu/loops.hpp"
 
@@ -236,8 +237,8 @@ void CpuBackend::clamp(const Tensor& out, const Tensor& in, std::optional<double
         if constexpr (std::is_same_v<T, bool>) {
             throw DTypeError(fmt::format("clamp: not supported for bool tensor {}", in.describe()));
         } else {
-            C l = lo ? static_cast<C>(*lo) : std::numeric_limits<C>::lowest();
-            C h = hi ? static_cast<C>(*hi) : std::numeric_limits<C>::max();
+            C l = lo ? static_cast<C>(*lo) : no_lower_bound<C>();   // a missing bound clamps nothing,
+            C h = hi ? static_cast<C>(*hi) : no_upper_bound<C>();   // not even +-inf
             map1<T, T>(out, in, [l, h](C x) {                 // min(max(x, l), h): all h if l > h
                 C above = x < l ? l : x;
                 return x != x ? x : (above > h ? h : above);
@@ -256,8 +257,8 @@ void CpuBackend::activation_backward(ActivationGrad op, const Tensor& dx, const 
                 return map2<T, T>(dx, x, dy, [](C v, C g) { C t = std::tanh(v); return g * (C(1) - t * t); });
             case ActivationGrad::kSigmoid:
                 return map2<T, T>(dx, x, dy, [](C v, C g) { C s = sigmoid_of(v); return g * s * (C(1) - s); });
-            case ActivationGrad::kRelu:
-                return map2<T, T>(dx, x, dy, [](C v, C g) { return v > C(0) ? g : C(0); });
+            case ActivationGrad::kRelu:                        // NaN passes g, as PyTorch
+                return map2<T, T>(dx, x, dy, [](C v, C g) { return v <= C(0) ? C(0) : g; });
             case ActivationGrad::kGeluTanh:
                 return map2<T, T>(dx, x, dy, [](C v, C g) {
                     C inner = C(kSqrt2OverPi) * (v + C(0.044715) * v * v * v);

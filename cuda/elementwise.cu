@@ -5,6 +5,7 @@
 // thread, so the branch costs nothing next to the memory traffic, and each dtype needs one kernel.
 #include <limits>
 
+#include "core/bounds.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -172,7 +173,7 @@ __device__ C activation_grad_value(ActivationGrad op, C v, C g) {
     switch (op) {
         case ActivationGrad::kTanh: { C t = tanh(v); return g * (C(1) - t * t); }
         case ActivationGrad::kSigmoid: { C s = sigmoid_of(v); return g * s * (C(1) - s); }
-        case ActivationGrad::kRelu: return v > C(0) ? g : C(0);
+        case ActivationGrad::kRelu: return v <= C(0) ? C(0) : g;   // NaN passes g, as PyTorch
         case ActivationGrad::kGeluTanh: {
             C inner = C(kSqrt2OverPi) * (v + C(0.044715) * v * v * v);
             C t = tanh(inner);
@@ -330,8 +331,8 @@ void CudaBackend::clamp(const Tensor& out, const Tensor& in, std::optional<doubl
         if constexpr (std::is_same_v<T, bool>) {
             throw DTypeError(fmt::format("clamp: not supported for bool tensor {}", in.describe()));
         } else {
-            C l = lo ? static_cast<C>(*lo) : std::numeric_limits<C>::lowest();
-            C h = hi ? static_cast<C>(*hi) : std::numeric_limits<C>::max();
+            C l = lo ? static_cast<C>(*lo) : no_lower_bound<C>();   // a missing bound clamps nothing,
+            C h = hi ? static_cast<C>(*hi) : no_upper_bound<C>();   // not even +-inf
             clamp_kernel<T><<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, calc, device_ptr<T>(out),
                                                                               device_ptr<const T>(in), l, h);
             CUDA_CHECK(cudaGetLastError());

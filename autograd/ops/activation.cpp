@@ -93,13 +93,14 @@ Tensor sigmoid(const Tensor& x_in) {
     });
 }
 
-// relu' = 1 where x > 0, else 0 (0 at x == 0, as in PyTorch). Integer tensors stay integer.
+// relu' = 0 where x <= 0, else 1: 0 at x == 0, and NaN passes the gradient (PyTorch's
+// threshold_backward). Integer tensors stay integer.
 Tensor relu(const Tensor& x) {
     ops::check_defined("relu", x, "input");
     if (x.dtype() != kBool && !is_floating(x.dtype())) return clamp(x, 0.0, std::nullopt);
     Tensor y = unary_forward("relu", UnaryOp::kRelu, x);
     return record_activation("relu", ActivationGrad::kRelu, x, y, [](const Tensor& v) {
-        return where(v > 0.0, ones_like(v), 0.0);
+        return where(logical_not(le(v, zeros_like(v))), ones_like(v), 0.0);   // 1 at NaN too
     });
 }
 

@@ -150,7 +150,8 @@ Tensor pow(const Tensor& a_in, double e) {
 }
 
 // d(a^e)/da = e * a^(e-1), taken as 0 where e == 0 (so 0^0 has no inf*0 = nan)
-// d(a^e)/de = a^e * log(a), taken as 0 where a == 0 and e >= 0 (PyTorch's convention)
+// d(a^e)/de = a^e * log(a), taken as 0 where a == 0 and e >= 0 (PyTorch's convention); log(a) is
+// taken in the result's dtype, so a bf16 base with an f64 exponent gets an f64 log, as in PyTorch.
 Tensor pow(const Tensor& a_in, const Tensor& e_in) {
     Tensor a = a_in, e = e_in;
     AMPGRAD_AUTOCAST("pow", &a, &e);
@@ -160,8 +161,9 @@ Tensor pow(const Tensor& a_in, const Tensor& e_in) {
         Tensor base = ctx.saved(0), expo = ctx.saved(1);
         if (ctx.needs_input_grad(0)) d[0] = where(ne(expo, ops::wrapped_scalar(0.0, expo)),
                                                     g[0] * expo * pow(base, expo - 1.0), 0.0);
-        if (ctx.needs_input_grad(1)) {
-            Tensor term = g[0] * ctx.saved(2) * log(base);
+        if (ctx.needs_input_grad(1)) {                     // log in the promoted dtype (pow_backward_exponent)
+            Tensor result = ctx.saved(2);
+            Tensor term = g[0] * result * log(base.dtype() == result.dtype() ? base : to_dtype(base, result.dtype()));
             d[1] = where(logical_not(eq(base, zeros_like(base))) | lt(expo, zeros_like(expo)), term, 0.0);
         }
         return d;
@@ -236,17 +238,24 @@ Tensor reciprocal(const Tensor& a_in) {
     });
 }
 
-// ---- clamp: min(max(x, lo), hi); gradient passes where lo <= x <= hi (so nowhere if lo > hi) ----
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
-    ops::check_defined("clamp", a, "input");
-    if (!lo && !hi) throw ValueError(fmt::format("clamp: at least one of min or max must be given ({})", a.describe()));
+// ---- clamp: min(max(x, lo), hi) ----
+// Gradient: g where lo < x < hi strictly, else 0; so 0 exactly at a bound, at NaN, and everywhere
+// if lo > hi. This is PyTorch 2.x's clamp_backward (tools/autograd/derivatives.yaml; checked
+// against torch 2.15 by tests/fixtures/edge_clamp_at_bound.json). The bounds are compared in x's
+// dtype, as a Python scalar would be. An integer x with a fractional bound computes in f32 (PyTorch's
+// result_type of an int tensor and a float scalar); a missing bound is +-inf, not +-FLT_MAX.
+Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double> hi) {
+    ops::check_defined("clamp", a_in, "input");
+    if (!lo && !hi) throw ValueError(fmt::format("clamp: at least one of min or max must be given ({})", a_in.describe()));
+    auto integral = [](std::optional<double> v) { return !v || *v == std::trunc(*v); };
+    Tensor a = is_floating(a_in.dtype()) || (integral(lo) && integral(hi)) ? a_in : to_dtype(a_in, kFloat32);
     Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
     backend_of(a).clamp(out, a, lo, hi);
     return record("clamp", out, {a}, {a}, [lo, hi](BackwardContext& ctx, const tensor_list& g) {
         Tensor x = ctx.saved(0);
         Tensor keep = ones_like(x, TensorOptions(kBool).device(x.device()));
-        if (lo) keep = keep & ge(x, ops::wrapped_scalar(*lo, x));
-        if (hi) keep = keep & le(x, ops::wrapped_scalar(*hi, x));
+        if (lo) keep = keep & gt(x, ops::wrapped_scalar(*lo, x));
+        if (hi) keep = keep & lt(x, ops::wrapped_scalar(*hi, x));
         return tensor_list{where(keep, g[0], 0.0)};
     });
 }

@@ -82,14 +82,16 @@ namespace {
 int category(DType t) { return t == kBool ? 0 : (is_floating(t) ? 2 : 1); }
 }  // namespace
 
+// PyTorch's rule (aten/src/ATen/native/TypeProperties.cpp, ResultTypeState): dimensioned tensors
+// promote among themselves; a 0-dim tensor takes part only when its category (bool < int < float)
+// is higher than theirs, and then with its own dtype: int64 tensor + f64 0-dim -> f64, int64 +
+// f16 0-dim -> f16. (A Python float is a 0-dim tensor of the default dtype, f32: wrapped_scalar.)
 DType result_type(const Tensor& a, const Tensor& b) {
     bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
     if (a_scalar != b_scalar) {
         const Tensor& dim_t = a_scalar ? b : a;
         const Tensor& zero_t = a_scalar ? a : b;
-        // A 0-dim operand only promotes if it is of a higher category (int tensor * float scalar).
-        if (category(zero_t.dtype()) <= category(dim_t.dtype())) return dim_t.dtype();
-        return category(zero_t.dtype()) == 2 && !is_floating(dim_t.dtype()) ? kFloat32 : zero_t.dtype();
+        return category(zero_t.dtype()) > category(dim_t.dtype()) ? zero_t.dtype() : dim_t.dtype();
     }
     return promote_types(a.dtype(), b.dtype());
 }
