@@ -32,6 +32,11 @@ void check_cross_entropy_args(const Tensor& logits, const Tensor& targets) {
                                      targets.describe()));
 }
 
+// The divisor for a gradient: count, or 1 when every row is ignored. Those rows get gradient 0
+// (PyTorch's nll_loss backward writes nothing there), and g/0 = inf would make their double
+// backward 0 * inf = NaN. The forward loss keeps 0/0 = NaN, as PyTorch's does.
+Tensor nonzero_count(const Tensor& count) { return clamp(count, 1.0, std::nullopt); }
+
 // dlogits = (softmax(logits) - onehot(targets)) * g / count, zero on ignored rows, as
 // differentiable ops (the create_graph path). logits (N,V), targets (N), g and count 0-dim.
 Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targets, const Tensor& g,
@@ -41,7 +46,7 @@ Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targ
     Tensor target_col = targets.view({N, 1});                                                       // (N,1)
     Tensor onehot = eq(classes, target_col).to(logits.dtype());                                     // (N,V)
     Tensor valid = ne(target_col, ops::wrapped_scalar(static_cast<double>(ignore_index), targets)); // (N,1)
-    Tensor scale = (g / count).to(logits.dtype());                                                  // ()
+    Tensor scale = (g / nonzero_count(count)).to(logits.dtype());                                   // ()
     return where(valid, (softmax(logits, 1) - onehot) * scale, 0.0);                               // (N,V)
 }
 
@@ -77,7 +82,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ign
         if (GradMode::is_enabled()) {                                         // create_graph
             dlogits = cross_entropy_backward_composite(logits, targets, g[0], count, ignore_index);
         } else {
-            Tensor dloss = ops::expand_raw((g[0].to(count.dtype()) / count).reshape({1}), {N});   // (N), stride 0
+            Tensor dloss = ops::expand_raw((g[0].to(count.dtype()) / nonzero_count(count)).reshape({1}), {N});  // (N)
             dlogits = make_empty({N, V}, logits.dtype(), logits.device());                       // (N,V)
             backend_of(logits).cross_entropy_backward(dlogits, dloss, logits.contiguous(), lse, targets, ignore_index);
         }
@@ -128,7 +133,7 @@ void check_binary_loss_args(std::string_view op, const Tensor& input, const Tens
 }
 }  // namespace
 
-// mean(max(x,0) - x*y + log(1 + exp(-|x|))): the stable form of -[y log s(x) + (1-y) log(1-s(x))]
+// mean((1-y) x - log_sigmoid(x)): the stable form of -[y log s(x) + (1-y) log(1-s(x))]
 //   dx = (sigmoid(x) - y) / n,  dy = -x / n
 Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in) {
     Tensor x = logits_in, y = target_in;
@@ -137,7 +142,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
     Tensor loss;
     {
         NoGradGuard no_grad;
-        loss = mean(clamp(x, 0.0, std::nullopt) - x * y + log(exp(-abs(x)) + 1.0));   // ()
+        // (1 - y) x - log_sigmoid(x), log_sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)): PyTorch 2.x's
+        // form (aten/src/ATen/native/Loss.cpp). x = inf gives inf for 0 <= y < 1, not inf - inf.
+        loss = mean((1.0 - y) * x - clamp(x, std::nullopt, 0.0) + log(exp(-abs(x)) + 1.0));   // ()
     }
     return record("binary_cross_entropy_with_logits", loss, {x, y}, {x, y},
                   [](BackwardContext& ctx, const tensor_list& g) {
@@ -159,9 +166,13 @@ Tensor binary_cross_entropy(const Tensor& probs_in, const Tensor& target_in) {
     Tensor loss;
     {
         NoGradGuard no_grad;
-        if (p.numel() > 0 && max(abs(p - 0.5)).item<double>() > 0.5)       // one host sync
+        // PyTorch checks 0 <= v <= 1 per element, so NaN fails too (NaN <= 0.5 is false). One host sync.
+        if (p.numel() > 0 && !(max(abs(p - 0.5)).item<double>() <= 0.5))
             throw ValueError(fmt::format("binary_cross_entropy: all elements of input should be between 0 and 1: "
                                          "input is {}", p.describe()));
+        if (y.numel() > 0 && !(max(abs(y - 0.5)).item<double>() <= 0.5))
+            throw ValueError(fmt::format("binary_cross_entropy: all elements of target should be between 0 and 1: "
+                                         "target is {}", y.describe()));
         Tensor log_p = clamp(log(p), -100.0, std::nullopt), log_1mp = clamp(log(1.0 - p), -100.0, std::nullopt);
         loss = mean(-(y * log_p + (1.0 - y) * log_1mp));                    // ()
     }
