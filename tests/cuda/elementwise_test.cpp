@@ -166,11 +166,15 @@ TEST_CASE("cuda where: selects exactly, with a broadcast condition and a scalar 
     }
 }
 
-TEST_CASE("cuda clamp: lower, upper and both bounds; NaN stays NaN" * skip_without_gpu()) {
+TEST_CASE("cuda clamp: lower, upper and both bounds; NaN stays NaN; a missing bound keeps +-inf" * skip_without_gpu()) {
     using Bounds = std::pair<std::optional<double>, std::optional<double>>;
     for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32}) {
         Tensor x = sample({4, 6}, dtype, 71);
-        if (is_floating(dtype)) backend_for(kHost).fill(make_view(x, {2}, {7}, 0), NAN);
+        if (is_floating(dtype)) {
+            backend_for(kHost).fill(make_view(x, {2}, {7}, 0), NAN);
+            backend_for(kHost).fill(make_view(x, {2}, {11}, 1), INFINITY);
+            backend_for(kHost).fill(make_view(x, {2}, {11}, 3), -INFINITY);
+        }
         for (Bounds bounds : {Bounds{-0.5, 0.75}, Bounds{-1.0, std::nullopt}, Bounds{std::nullopt, 2.0}}) {
             CAPTURE(dtype_name(dtype));
             Tensor expected = make_empty(x.sizes(), dtype, kHost);
