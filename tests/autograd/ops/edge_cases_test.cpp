@@ -241,3 +241,22 @@ TEST_CASE("cross_entropy double backward with every target ignored is 0, not NaN
     F::cross_entropy(l2, targets).backward();                        // the fused (first-order) path
     CHECK(values(l2.grad()) == std::vector<double>(12, 0.0));
 }
+
+TEST_CASE("other ops with empty dims: softmax, cross_entropy, cat, norm, mean, max(dim)") {
+    Tensor e = zeros({2, 0}, f64_grad());
+    CHECK(F::softmax(e, 1).sizes() == Shape{2, 0});
+    CHECK(F::log_softmax(zeros({0, 3}), 1).sizes() == Shape{0, 3});
+    Tensor logits = zeros({0, 3}, f64_grad());
+    Tensor ce = F::cross_entropy(logits, zeros({0}, TensorOptions(kInt64)));
+    CHECK(std::isnan(ce.item<double>()));                            // torch: nan (mean of nothing)
+    ce.backward();
+    CHECK(logits.grad().sizes() == Shape{0, 3});
+    CHECK(values(cat({zeros({2, 0}), ones({2, 3})}, 1)) == std::vector<double>(6, 1.0));
+    CHECK(norm(e).item<double>() == 0.0);
+    CHECK(std::isnan(mean(e).item<double>()));
+    CHECK(max(zeros({3, 0}), 0, false).first.sizes() == Shape{0});
+    CHECK_THROWS_AS(max(zeros({3, 0}), 1, false), IndexError);
+    Tensor s = scalar_tensor(2.0, f64_grad());
+    CHECK(max(s, 0, false).second.item<int64_t>() == 0);
+    CHECK(argmax(s, -1).item<int64_t>() == 0);
+}
