@@ -42,8 +42,20 @@ Tensor& commit(Tensor& self, const Tensor& result) {
     return self;
 }
 
+// PyTorch's canCast(result_type(self, other), self.dtype) for in-place arithmetic: the result may
+// not move to a higher category than self's (bool < integer < floating). int64 += f64 0-d throws.
+void check_can_cast(std::string_view op, const Tensor& self, const Tensor& other) {
+    auto category = [](DType t) { return t == kBool ? 0 : (is_floating(t) ? 2 : 1); };
+    DType result = ops::result_type(self, other);
+    if (category(result) > category(self.dtype()))
+        throw DTypeError(fmt::format("{}: result type {} can't be cast to the desired output type {} (self is {}, "
+                                     "other is {})", op, dtype_name(result), dtype_name(self.dtype()),
+                                     self.describe(), other.describe()));
+}
+
 void check_broadcasts_into(std::string_view op, const Tensor& self, const Tensor& other) {
     ops::check_same_device(op, {&self, &other});
+    check_can_cast(op, self, other);
     Shape s = ops::broadcast_shapes(op, self, other);
     if (s != self.sizes())
         throw ShapeError(fmt::format("{}: output with shape {} doesn't match the broadcast shape {} (self is {}, other "

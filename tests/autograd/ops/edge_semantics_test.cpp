@@ -115,3 +115,17 @@ TEST_CASE("binary_cross_entropy rejects a NaN input and a target outside [0, 1],
     CHECK_THROWS_AS(F::binary_cross_entropy(p, tensor<float>({-0.1f, 1.0f})), ValueError);
     CHECK_THROWS_AS(F::binary_cross_entropy(p, tensor<float>({NAN, 1.0f})), ValueError);
 }
+
+TEST_CASE("in-place arithmetic refuses a result of a higher category than self, as torch's canCast") {
+    Tensor i = tensor<int64_t>({1, 2});
+    CHECK_THROWS_AS(i.add_(scalar_tensor(0.5, TensorOptions(kFloat64))), DTypeError);   // Double -> Long
+    CHECK_THROWS_AS(i.add_(tensor<float>({0.5f, 1.0f})), DTypeError);
+    CHECK_THROWS_AS(i.mul_(tensor<float>({2.0f, 2.0f})), DTypeError);
+    CHECK_THROWS_AS(ones({2}, TensorOptions(kBool)).add_(tensor<int64_t>({1, 1})), DTypeError);
+    CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 2});                      // untouched
+    Tensor h = tensor<double>({1, 2}, {2}, TensorOptions(kFloat64)).to(kFloat16);
+    h.add_(tensor<double>({0.5, 1.0}));                                                // f64 into f16: same category
+    CHECK(h.to(kFloat64).to_vector<double>() == std::vector<double>{1.5, 3.0});
+    i.add_(tensor<int32_t>({1, 1}));
+    CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{2, 3});
+}
