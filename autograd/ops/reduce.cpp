@@ -21,10 +21,6 @@ namespace {
 // reduce: the result is the element itself, so the list comes back empty.
 std::vector<int64_t> reduce_dims(std::string_view op, const Tensor& x, const Shape& dims) {
     std::vector<int64_t> out;
-    if (x.dim() == 0) {
-        for (int64_t d : dims) ops::wrap_dim(op, d, 0);            // range check only
-        return out;
-    }
     if (dims.empty()) {
         for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
         return out;
@@ -35,6 +31,7 @@ std::vector<int64_t> reduce_dims(std::string_view op, const Tensor& x, const Sha
             throw ValueError(fmt::format("{}: dim {} appears multiple times in the list of dims", op, w));
         out.push_back(w);
     }
+    if (x.dim() == 0) out.clear();                                 // checked; nothing to reduce
     std::sort(out.begin(), out.end());
     return out;
 }

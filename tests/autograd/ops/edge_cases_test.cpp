@@ -85,6 +85,7 @@ TEST_CASE("reductions of a 0-d tensor over dim 0 or -1 return the element") {
     Tensor x = scalar_tensor(3.0, f64());
     CHECK_THROWS_AS(sum(x, {1}), IndexError);
     CHECK_THROWS_AS(amax(x, {-2}), IndexError);
+    CHECK_THROWS_AS(sum(x, {0, -1}), ValueError);                   // torch: dim 0 appears multiple times
 }
 
 TEST_CASE("softmax and log_softmax of a 0-d tensor: forward, backward and create_graph backward") {
