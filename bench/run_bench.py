@@ -22,7 +22,14 @@ BENCHMARKS = [
     ("autograd_overhead", "bench_autograd_overhead", "torch_autograd_overhead.py", ["--nodes", "100000", "--size", "4"]),
     ("mlp_step", "bench_mlp_step", "torch_mlp_step.py", ["--batch", "64", "--hidden", "256"]),
     ("engine_overhead", "bench_engine_overhead", "engine_overhead.py", ["--nodes", "100000", "--hook-nodes", "10000"]),
+] + [
+    (f"gpt_{preset}_{dtype}", "bench_gpt_step", "torch_gpt_step.py", ["--preset", preset, "--dtype", dtype])
+    for preset in ("tiny", "small") for dtype in ("f32", "bf16", "f16")
 ]
+
+# GPT step targets (issue 9, section 8): f32 at most 0.8x PyTorch's f32 step; bf16 and f16
+# autocast no slower than PyTorch's bf16 autocast step (the f16 row is compared with that too).
+GPT_TARGET = {"f32": 0.8, "bf16": 1.0, "f16": 1.0}
 
 # (benchmark, metric key, label, unit, target ratio ampgrad/pytorch or None)
 ROWS = [
@@ -37,7 +44,14 @@ ROWS = [
     ("engine_overhead", "backward_ns_per_node", "engine: backward per node, thread CPU", "ns", 1 / 3),
     ("engine_overhead", "tensor_hook_ns", "engine: per tensor hook, thread CPU", "ns", None),
     ("engine_overhead", "node_hook_ns", "engine: per node post-hook, thread CPU", "ns", None),
+] + [
+    row for preset in ("tiny", "small") for dtype in ("f32", "bf16", "f16") for row in (
+        (f"gpt_{preset}_{dtype}", "step_ms", f"GPT {preset} {dtype}: step, wall", "ms", GPT_TARGET[dtype]),
+        (f"gpt_{preset}_{dtype}", "step_cpu_ms", f"GPT {preset} {dtype}: step, CPU", "ms", GPT_TARGET[dtype]),
+        (f"gpt_{preset}_{dtype}", "peak_rss_growth_mib", f"GPT {preset} {dtype}: peak RSS growth", "MiB", None))
 ]
+# rows whose PyTorch side is another benchmark's: (benchmark, PyTorch benchmark)
+PEER_OVERRIDE = {f"gpt_{preset}_f16": f"gpt_{preset}_bf16" for preset in ("tiny", "small")}
 
 
 def run_json(cmd, env):
@@ -70,11 +84,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=None, help="timed repeats per benchmark (default: each one's own)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="run each pair this many times, alternating ampgrad and PyTorch; report the medians")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated benchmark-name prefixes to run (e.g. gpt_tiny,gpt_small_f32)")
     args = ap.parse_args()
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), PYTHONPATH=HERE)
     results = {}
+    only = args.only.split(",") if args.only else None
     for name, binary, script, common in BENCHMARKS:
+        if only and not any(name.startswith(prefix) for prefix in only):
+            continue
         exe = os.path.join(args.build_dir, "bench", binary)
         if not os.path.exists(exe):
             sys.exit(f"run_bench: {exe} not found; build first: ninja -C {args.build_dir}")
@@ -93,7 +112,12 @@ def main():
     print("| benchmark | ampgrad | PyTorch | ampgrad / PyTorch | target | met |")
     print("|---|---:|---:|---:|---:|:---:|")
     for bench, key, label, unit, target in ROWS:
-        ours, theirs = results[bench][0].get(key), results[bench][1].get(key)
+        peer = PEER_OVERRIDE.get(bench, bench) if key.startswith("step") else bench
+        if bench not in results or peer not in results:
+            continue
+        ours, theirs = results[bench][0].get(key), results[peer][1].get(key)
+        if peer != bench:
+            label += f" (PyTorch: {peer})"
         ratio = ours / theirs if ours is not None and theirs else None
         met = "-" if target is None or ratio is None else ("yes" if ratio <= target else "no")
         target_str = "-" if target is None else f"<= {target:.2f}"

@@ -6,6 +6,7 @@
 #include "core/bounds.hpp"
 #include "cpu/backend_cpu.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/vec_math.hpp"
 
 namespace ampgrad::cpu {
 
@@ -151,6 +152,7 @@ void CpuBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in) {
         });
         return;
     }
+    if (vectorised_unary(op, out, in)) return;         // SIMD exp/tanh on contiguous f32/f16/bf16
     dispatch_all(in.dtype(), "unary", [&](auto tag) {
         using T = decltype(tag);
         if constexpr (std::is_same_v<T, bool>) {
@@ -249,6 +251,7 @@ void CpuBackend::clamp(const Tensor& out, const Tensor& in, std::optional<double
 
 void CpuBackend::activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy) {
     if (dx.numel() == 0) return;
+    if (vectorised_activation_backward(op, dx, x, dy)) return;
     dispatch_float(x.dtype(), "activation_backward", [&](auto tag) {
         using T = decltype(tag);
         using C = compute_t<T>;

@@ -10,10 +10,13 @@
 #pragma GCC diagnostic ignored "-Wunused-variable"
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
+#include <cmath>
 #include <vector>
 
 #include "cpu/backend_cpu.hpp"
+#include "cpu/gemm_epilogue.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/vec_math.hpp"
 
 namespace ampgrad::cpu {
 
@@ -168,6 +171,109 @@ void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool 
             parallel_for(out.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
                 for (int64_t i = begin; i < end; ++i) o[i] = static_cast<T>(c_buf[i]);
             });
+        }
+    });
+}
+
+// ---- GEMM with a bias (+ tanh-GELU) epilogue ----
+
+namespace {
+
+constexpr int64_t kEpilogueRows = 256;      // rows per block: the product of a block is still in cache
+
+template <typename C>
+C gelu_tanh_scalar(C x) {
+    const C inner = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+}
+
+// One row of the epilogue in compute type C: row += bias; aux = row (pre-activation); row = gelu(row).
+template <typename C, typename T>
+void epilogue_row(C* row, int64_t n, const T* bias, bool gelu, T* aux) {
+    if (bias)
+        for (int64_t j = 0; j < n; ++j) row[j] += static_cast<C>(bias[j]);
+    if (!gelu) return;
+    if (aux)
+        for (int64_t j = 0; j < n; ++j) aux[j] = static_cast<T>(row[j]);
+    if constexpr (std::is_same_v<C, float>) gelu_tanh_inplace(row, n);
+    else for (int64_t j = 0; j < n; ++j) row[j] = gelu_tanh_scalar(row[j]);
+}
+
+// f32/f64: blocks of rows, each multiplied by Eigen (single-threaded inside the parallel region)
+// and finished by the epilogue while it is in cache.
+template <typename T>
+void epilogue_in_place(T* out, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a, const MatrixBatch<T>& b,
+                       bool trans_b, const T* bias, bool gelu, T* aux) {
+    const int64_t k = trans_a ? a.rows : a.cols;
+    const int64_t blocks = (m + kEpilogueRows - 1) / kEpilogueRows;
+    with_map(a, 0, trans_a, [&](const auto& ma) {
+        with_map(b, 0, trans_b, [&](const auto& mb) {
+            auto block = [&](int64_t blk) {
+                const int64_t r0 = blk * kEpilogueRows, rows = std::min(kEpilogueRows, m - r0);
+                OutMap<T> c(out + r0 * n, rows, n);
+                c.noalias() = ma.middleRows(r0, rows) * mb;
+                for (int64_t r = r0; r < r0 + rows; ++r)
+                    epilogue_row<T>(out + r * n, n, bias, gelu, aux ? aux + r * n : nullptr);
+            };
+            if (blocks == 1 || m * n * k < kMinParallelWork) {
+                for (int64_t blk = 0; blk < blocks; ++blk) block(blk);
+                return;
+            }
+#pragma omp parallel for schedule(static)
+            for (int64_t blk = 0; blk < blocks; ++blk) block(blk);
+        });
+    });
+}
+
+// f16/bf16: operands widened once, the product in an f32 buffer, the epilogue fused into the
+// rounding store.
+template <typename T>
+void epilogue_widened(T* out, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a, const MatrixBatch<T>& b,
+                      bool trans_b, const T* bias, bool gelu, T* aux) {
+    std::vector<float> a_buf, b_buf, c_buf(static_cast<size_t>(m * n));
+    gemm_batch<float>(c_buf.data(), 1, m, n, pack_batch<float>(a, 1, a_buf), trans_a, pack_batch<float>(b, 1, b_buf),
+                      trans_b, 1.0f, 0.0f);
+    parallel_for(m, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1)), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            float* row = c_buf.data() + r * n;
+            epilogue_row<float>(row, n, bias, gelu, aux ? aux + r * n : nullptr);
+            for (int64_t j = 0; j < n; ++j) out[r * n + j] = static_cast<T>(row[j]);
+        }
+    });
+}
+
+}  // namespace
+
+void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                   const Tensor& bias, GemmEpilogue epilogue) {
+    AMPGRAD_CHECK(out.is_contiguous() && out.dim() == 2 && a.dim() == 2 && b.dim() == 2,
+                  "gemm_epilogue: out {} a {} b {}", out.describe(), a.describe(), b.describe());
+    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm_epilogue: dtypes differ: {} {} {}",
+                  out.describe(), a.describe(), b.describe());
+    const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
+    AMPGRAD_CHECK((trans_a ? a.size(1) : a.size(0)) == m && (trans_b ? b.size(1) : b.size(0)) == k &&
+                      (trans_b ? b.size(0) : b.size(1)) == n,
+                  "gemm_epilogue: out {} = a {} (trans {}) @ b {} (trans {})", out.describe(), a.describe(), trans_a,
+                  b.describe(), trans_b);
+    const bool gelu = epilogue == GemmEpilogue::kBiasGeluTanh;
+    AMPGRAD_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == n && bias.dtype() == out.dtype()),
+                  "gemm_epilogue: bias {} for out {}", bias.defined() ? bias.describe() : "undefined", out.describe());
+    AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
+                                     aux.dtype() == out.dtype()),
+                  "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
+    if (out.numel() == 0) return;
+    dispatch_float(out.dtype(), "gemm_epilogue", [&](auto tag) {
+        using T = decltype(tag);
+        const T* bias_p = bias.defined() ? bias.data_ptr<T>() : nullptr;
+        T* aux_p = aux.defined() ? aux.data_ptr<T>() : nullptr;
+        auto ma = batch_of<T>(a, a.data_ptr<T>());
+        auto mb = batch_of<T>(b, b.data_ptr<T>());
+        if constexpr (std::is_same_v<T, compute_t<T>>) {
+            std::vector<T> a_buf, b_buf;
+            epilogue_in_place<T>(out.data_ptr<T>(), m, n, readable_or_packed(ma, 1, a_buf), trans_a,
+                                 readable_or_packed(mb, 1, b_buf), trans_b, bias_p, gelu, aux_p);
+        } else {
+            epilogue_widened<T>(out.data_ptr<T>(), m, n, ma, trans_a, mb, trans_b, bias_p, gelu, aux_p);
         }
     });
 }

@@ -5,6 +5,7 @@
 //   dv = P^T dO;  dP = dO v^T;  dS = P * (dP - rowsum(dP * P));  dq = dS k / sqrt(HS);  dk = dS^T q / sqrt(HS)
 #include <cmath>
 
+#include "autograd/ops/attention_fused.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
@@ -66,6 +67,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     check_attention_args(q, k, v);
     const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3), S = k.size(2), HSv = v.size(3);
     const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+    // Fast path: the fused kernel saves the log-sum-exp, not the probabilities, and builds no mask.
+    if (ops::fused_attention_supported(q, k)) return ops::fused_attention(q, k, v, is_causal, scale);
     Backend& be = backend_of(q);
 
     Tensor qf = fold_heads(q), kf = fold_heads(k), vf = fold_heads(v);         // (BH,T,HS) (BH,S,HS) (BH,S,HSv)

@@ -9,6 +9,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
+#include "cpu/gemm_epilogue.hpp"
 
 namespace ampgrad {
 
@@ -225,9 +226,13 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     Tensor x2 = x.dim() == 1 ? make_view(x, {1, k}, {k * x.stride(0), x.stride(0)}, x.storage_offset())
                              : merge_leading_raw(x, x.dim() - 1);                           // (R,K)
     Tensor y2 = make_empty({x2.size(0), n}, x.dtype(), x.device());                         // (R,N)
-    if (b.defined()) backend_of(y2).copy(y2, ops::expand_raw(b, y2.sizes()));
     GemmOperand gx = gemm_operand(x2), gw = gemm_operand(w);
-    backend_of(y2).gemm(y2, gx.tensor, gw.tensor, gx.trans, !gw.trans, 1.0, b.defined() ? 1.0 : 0.0);
+    if (b.defined() && y2.device().is_cpu() && b.is_contiguous()) {      // bias added in the GEMM's epilogue
+        cpu::gemm_epilogue(y2, Tensor(), gx.tensor, gw.tensor, gx.trans, !gw.trans, b, GemmEpilogue::kBias);
+    } else {
+        if (b.defined()) backend_of(y2).copy(y2, ops::expand_raw(b, y2.sizes()));
+        backend_of(y2).gemm(y2, gx.tensor, gw.tensor, gx.trans, !gw.trans, 1.0, b.defined() ? 1.0 : 0.0);
+    }
     Shape y_shape = x.sizes();
     y_shape.back() = n;
     Tensor y = make_view(y2, y_shape, contiguous_strides(y_shape), 0);                      // (*,N)

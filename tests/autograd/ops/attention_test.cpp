@@ -1,7 +1,7 @@
 // attention_test.cpp: F::scaled_dot_product_attention: PyTorch fixtures (plain, causal, T != S
 // with HSv != HS), f64 gradcheck, causal attention against a reference built from matmul +
 // softmax with a -inf mask (forward and backward), non-contiguous heads, f16/bf16 against f64,
-// double backward refused, and bad input.
+// double backward (gradgradcheck through the fused node), the heads-last output layout, and bad input.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -103,14 +103,24 @@ TEST_CASE("scaled_dot_product_attention in f16/bf16 stays within dtype tolerance
     }
 }
 
-TEST_CASE("scaled_dot_product_attention refuses double backward") {
+TEST_CASE("scaled_dot_product_attention double backward (fused node, create_graph) passes gradgradcheck") {
+    manual_seed(71);
     auto opts = TensorOptions(kFloat64).requires_grad(true);
-    Tensor q = randn({1, 1, 2, 2}, opts), k = randn({1, 1, 2, 2}, opts), v = randn({1, 1, 2, 2}, opts);
-    Tensor out = F::scaled_dot_product_attention(q, k, v);
-    CHECK_THROWS_WITH_AS(autograd::grad({out.sum()}, {q}, {}, true, true),
-                         doctest::Contains("scaled_dot_product_attention: double backward (create_graph=True) is not "
-                                           "supported"),
-                         AutogradError);
+    Tensor q = randn({1, 2, 3, 2}, opts), k = randn({1, 2, 4, 2}, opts), v = randn({1, 2, 4, 3}, opts);
+    for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        auto f = [causal](const tensor_list& in) {
+            return tensor_list{F::scaled_dot_product_attention(in[0], in[1], in[2], causal)};
+        };
+        CHECK(autograd::gradgradcheck(f, {q, k, v}));
+    }
+}
+
+TEST_CASE("scaled_dot_product_attention output is a heads-last view: merging heads copies nothing") {
+    Tensor q = randn({2, 3, 4, 5});
+    Tensor out = F::scaled_dot_product_attention(q, q, q, true);                  // (B,NH,T,HS)
+    CHECK(out.sizes() == Shape{2, 3, 4, 5});
+    CHECK(out.transpose(1, 2).is_contiguous());                                   // (B,T,NH,HS)
 }
 
 TEST_CASE("scaled_dot_product_attention rejects bad input") {

@@ -1,0 +1,171 @@
+// attention.cpp: fused scaled-dot-product attention on the CPU, flash-attention style: the
+// forward keeps only the row log-sum-exp (B,NH,T), never the (T,S) probabilities, and the
+// backward recomputes them from q, k and the lse. The causal mask is applied by index (key j is
+// hidden from query i when j > i, top-left aligned as PyTorch's is_causal), so no mask tensor
+// exists. Derivation: docs/ops/attention.md.
+//   forward:  S = scale * q k^T;  P = softmax(S) (causal: row i sees keys 0..i);  O = P v;
+//             lse_i = log sum_j exp(S_ij)
+//   backward: P = exp(S - lse);  D_i = sum_c dO_ic O_ic;  dv = P^T dO;  dP = dO v^T;
+//             dS = P * (dP - D);  dq = scale * dS k;  dk = scale * dS^T q
+// Work is split over the B*NH heads, one head per thread at a time; each head runs in a
+// per-thread (T,S) scratch of the compute type (fp32 for f16/bf16) with Eigen's GEMM, so the
+// scratch is O(T*S) per thread, not per head. Any strides are accepted (q, k, v are usually
+// strided views of one fused QKV projection): each head is loaded into dense buffers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+#include <cmath>
+
+#include "cpu/attention.hpp"
+#include "cpu/loops.hpp"
+
+namespace ampgrad::cpu {
+
+namespace {
+
+template <typename C>
+using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// One head (b, h) of a (B,NH,R,X) tensor, read into or written from a dense (R,X) matrix.
+template <typename T, typename C>
+void load_head(Mat<C>& dst, const Tensor& t, int64_t b, int64_t h) {
+    const int64_t R = t.size(2), X = t.size(3), sr = t.stride(2), sx = t.stride(3);
+    const T* src = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
+    dst.resize(R, X);
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t x = 0; x < X; ++x) dst(r, x) = static_cast<C>(src[r * sr + x * sx]);
+}
+
+template <typename T, typename C>
+void store_head(const Tensor& t, int64_t b, int64_t h, const Mat<C>& src) {
+    const int64_t R = t.size(2), X = t.size(3), sr = t.stride(2), sx = t.stride(3);
+    T* dst = static_cast<T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t x = 0; x < X; ++x) dst[r * sr + x * sx] = static_cast<T>(src(r, x));
+}
+
+// Keys row i may attend to: all S, or 0..i under the causal mask.
+inline int64_t visible_keys(int64_t i, int64_t S, bool causal) { return causal ? std::min(i + 1, S) : S; }
+
+// Scores (T,S) of one head: scale * q k^T.
+template <typename C>
+void head_scores(Mat<C>& s, const Mat<C>& q, const Mat<C>& k, C scale) {
+    s.resize(q.rows(), k.rows());
+    s.noalias() = scale * (q * k.transpose());
+}
+
+template <typename T, typename C>
+void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C>& k, Mat<C>& v, Mat<C>& s,
+                  Mat<C>& o) {
+    load_head<T>(q, a.q, b, h);
+    load_head<T>(k, a.k, b, h);
+    load_head<T>(v, a.v, b, h);
+    head_scores(s, q, k, static_cast<C>(a.scale));
+    const int64_t T_ = s.rows(), S = s.cols();
+    auto* lse = static_cast<compute_t<T>*>(a.lse.raw_data()) + (b * a.q.size(1) + h) * T_;
+    for (int64_t i = 0; i < T_; ++i) {
+        const int64_t n = visible_keys(i, S, a.causal);
+        auto row = s.row(i);
+        const C mx = row.head(n).maxCoeff();
+        row.head(n) = (row.head(n).array() - mx).exp();
+        const C sum = row.head(n).sum();
+        row.head(n) *= C(1) / sum;
+        row.tail(S - n).setZero();
+        lse[i] = static_cast<compute_t<T>>(mx + std::log(sum));
+    }
+    o.resize(T_, v.cols());
+    o.noalias() = s * v;
+    store_head<T>(a.out, b, h, o);
+}
+
+template <typename T>
+void forward_typed(const AttentionArgs& a) {
+    using C = compute_t<T>;
+    const int64_t B = a.q.size(0), NH = a.q.size(1);
+    const int64_t n = B * NH;
+#pragma omp parallel if (n > 1)
+    {
+        Mat<C> q, k, v, s, o;                                        // per-thread scratch
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; ++i) forward_head<T, C>(a, i / NH, i % NH, q, k, v, s, o);
+    }
+}
+
+// Per-thread buffers of the backward.
+template <typename C>
+struct BackwardScratch {
+    Mat<C> q, k, v, o, dout, p, dp, dq, dk, dv;
+    Eigen::Matrix<C, Eigen::Dynamic, 1> delta;
+};
+
+template <typename T, typename C>
+void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScratch<C>& w) {
+    const AttentionArgs& a = g.fwd;
+    load_head<T>(w.q, a.q, b, h);
+    load_head<T>(w.k, a.k, b, h);
+    load_head<T>(w.v, a.v, b, h);
+    load_head<T>(w.o, a.out, b, h);
+    load_head<T>(w.dout, g.dout, b, h);
+    const C scale = static_cast<C>(a.scale);
+    head_scores(w.p, w.q, w.k, scale);
+    const int64_t T_ = w.p.rows(), S = w.p.cols();
+    const auto* lse = static_cast<const compute_t<T>*>(a.lse.raw_data()) + (b * a.q.size(1) + h) * T_;
+    for (int64_t i = 0; i < T_; ++i) {                                   // P = exp(S - lse), 0 where masked
+        const int64_t n = visible_keys(i, S, a.causal);
+        auto row = w.p.row(i);
+        row.head(n) = (row.head(n).array() - static_cast<C>(lse[i])).exp();
+        row.tail(S - n).setZero();
+    }
+    w.delta = (w.dout.array() * w.o.array()).rowwise().sum();            // (T) D_i = dO_i . O_i
+    w.dv.noalias() = w.p.transpose() * w.dout;                           // (S,HSv)
+    w.dp.noalias() = w.dout * w.v.transpose();                           // (T,S)
+    w.dp = (w.p.array() * (w.dp.colwise() - w.delta).array()).matrix();  // dS (masked entries: P = 0)
+    w.dq.noalias() = scale * (w.dp * w.k);                               // (T,HS)
+    w.dk.noalias() = scale * (w.dp.transpose() * w.q);                   // (S,HS)
+    if (g.dq.defined()) store_head<T>(g.dq, b, h, w.dq);
+    if (g.dk.defined()) store_head<T>(g.dk, b, h, w.dk);
+    if (g.dv.defined()) store_head<T>(g.dv, b, h, w.dv);
+}
+
+template <typename T>
+void backward_typed(const AttentionGradArgs& g) {
+    using C = compute_t<T>;
+    const int64_t B = g.fwd.q.size(0), NH = g.fwd.q.size(1);
+    const int64_t n = B * NH;
+#pragma omp parallel if (n > 1)
+    {
+        BackwardScratch<C> w;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t i = 0; i < n; ++i) backward_head<T, C>(g, i / NH, i % NH, w);
+    }
+}
+
+void check_args(const AttentionArgs& a) {
+    const Tensor& q = a.q;
+    AMPGRAD_CHECK(q.dim() == 4 && a.k.dim() == 4 && a.v.dim() == 4 && a.out.dim() == 4,
+                  "attention: q {} k {} v {} out {}", q.describe(), a.k.describe(), a.v.describe(),
+                  a.out.describe());
+    AMPGRAD_CHECK(a.k.dtype() == q.dtype() && a.v.dtype() == q.dtype() && a.out.dtype() == q.dtype(),
+                  "attention: dtypes differ");
+    AMPGRAD_CHECK(a.lse.is_contiguous() && a.lse.numel() == q.size(0) * q.size(1) * q.size(2) &&
+                      a.lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
+                  "attention: lse is {}", a.lse.describe());
+    AMPGRAD_CHECK(a.k.size(2) > 0, "attention: no keys in {}", a.k.describe());
+}
+
+}  // namespace
+
+void attention_forward(const AttentionArgs& a) {
+    check_args(a);
+    if (a.q.numel() == 0) return;
+    dispatch_float(a.q.dtype(), "attention", [&](auto tag) { forward_typed<decltype(tag)>(a); });
+}
+
+void attention_backward(const AttentionGradArgs& g) {
+    check_args(g.fwd);
+    if (g.fwd.q.numel() == 0) return;
+    dispatch_float(g.fwd.q.dtype(), "attention_backward", [&](auto tag) { backward_typed<decltype(tag)>(g); });
+}
+
+}  // namespace ampgrad::cpu

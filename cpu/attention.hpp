@@ -1,0 +1,25 @@
+// attention.hpp: the fused (flash-style) attention kernel's arguments and entry points.
+// The forward saves the row log-sum-exp, never the probabilities; see cpu/attention.cpp.
+#pragma once
+#include "core/tensor.hpp"
+
+namespace ampgrad::cpu {
+
+struct AttentionArgs {
+    Tensor out;          // (B,NH,T,HSv) written; any strides
+    Tensor lse;          // (B,NH,T) contiguous, f32 (f64 for f64 inputs); written by the forward
+    Tensor q, k, v;      // (B,NH,T,HS) (B,NH,S,HS) (B,NH,S,HSv); any strides; one floating dtype
+    double scale = 1.0;  // scores = scale * q k^T
+    bool causal = false; // query i sees keys 0..i
+};
+
+struct AttentionGradArgs {
+    AttentionArgs fwd;   // the forward's tensors (out and lse as the forward wrote them)
+    Tensor dout;         // (B,NH,T,HSv)
+    Tensor dq, dk, dv;   // written when defined; shapes of q, k, v; any strides
+};
+
+void attention_forward(const AttentionArgs& a);
+void attention_backward(const AttentionGradArgs& g);
+
+}  // namespace ampgrad::cpu
