@@ -13,7 +13,8 @@ export AMPGRAD_ROOT AMPGRAD_BUILD_DIR
 
 # Debian package names (checked with apt-cache on Debian 12 "bookworm").
 AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev libfmt-dev
-                  nlohmann-json3-dev libcli11-dev gnuplot-nox python3)
+                  nlohmann-json3-dev libcli11-dev gnuplot-nox python3
+                  cmake libgloo-dev)   # cmake: Meson finds Debian's Gloo through its CMake files
 
 install_missing_packages() {
     local missing=() p

@@ -1,0 +1,99 @@
+// dist/process_group.hpp: ampgrad::dist, collectives across processes (API.md: `ampgrad::dist`).
+//
+//   dist::init_process_group("gloo");          // rendezvous from the environment (see below)
+//   dist::all_reduce(grad, dist::ReduceOp::kAvg);
+//   auto work = dist::all_reduce(t, dist::ReduceOp::kSum, /*async_op=*/true);
+//   work->wait(std::chrono::seconds(5));        // DistTimeoutError after 5 s
+//
+// Environment (as torchrun and Slurm set it): RANK (or SLURM_PROCID), WORLD_SIZE (or SLURM_NTASKS),
+// LOCAL_RANK (or SLURM_LOCALID), LOCAL_WORLD_SIZE, MASTER_ADDR (default 127.0.0.1), MASTER_PORT
+// (default 29500). Rank 0 hosts the TCP store (dist/store.hpp) that the ranks rendezvous through.
+// Backends: "gloo" (CPU tensors, dist/gloo_group.cpp); "nccl" is not built yet (throws DistError).
+// Every collective and every rendezvous wait has a timeout (default 60 s); when a rank dies or
+// never arrives, the others raise DistError / DistTimeoutError naming the op, the group and,
+// where Gloo's error says which peer it lost, the missing rank.
+#pragma once
+#include "core/tensor.hpp"
+#include "dist/error.hpp"
+#include "dist/store.hpp"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampgrad::dist {
+
+enum class ReduceOp { kSum, kAvg, kMax };
+const char* reduce_op_name(ReduceOp op);
+
+// Overrides for what the environment would give; unset fields come from the environment.
+struct InitOptions {
+    Millis timeout{60000};                 // every collective's and every rendezvous wait's limit
+    std::string group_name = "default";
+    std::optional<int> rank, world_size;
+    std::optional<std::string> master_addr;
+    std::optional<int> master_port;
+};
+
+// What rendezvous found: from InitOptions, else the environment, else the defaults.
+struct RendezvousInfo {
+    int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+    std::string master_addr = "127.0.0.1";
+    int master_port = 29500;
+};
+RendezvousInfo rendezvous_info_from_env(const InitOptions& options = {});
+
+// The handle of one collective. wait() rethrows its error; wait(timeout) also throws
+// DistTimeoutError when it is not done by then. Done handles are returned by synchronous calls.
+class Work {
+public:
+    virtual ~Work() = default;
+    virtual bool is_completed() = 0;
+    virtual void wait(std::optional<Millis> timeout = std::nullopt) = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+public:
+    virtual ~ProcessGroup() = default;
+    virtual int rank() const = 0;
+    virtual int world_size() const = 0;
+    virtual const std::string& name() const = 0;
+    virtual std::string backend() const = 0;
+    virtual Millis timeout() const = 0;
+
+    virtual WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op) = 0;
+    // input: world_size * output.numel() elements; output gets the reduction of chunk rank().
+    virtual WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op, bool async_op) = 0;
+    // output: world_size * input.numel() elements, rank r's input at chunk r.
+    virtual WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op) = 0;
+    virtual WorkPtr broadcast(Tensor& t, int src, bool async_op) = 0;
+    virtual WorkPtr barrier(bool async_op) = 0;
+};
+
+// The default group, made by init_process_group(backend) ("gloo"; "nccl" is not built yet).
+void init_process_group(const std::string& backend, const InitOptions& options = {});
+void destroy_process_group();
+bool is_initialized();
+ProcessGroup& default_group();       // DistError before init_process_group
+TCPStore& default_store();
+int rank();
+int world_size();
+int local_rank();
+int local_world_size();
+
+// Collectives on the default group. Tensors must be contiguous CPU tensors (gloo); all_reduce,
+// reduce_scatter and broadcast write their tensor in place. Synchronous unless async_op.
+WorkPtr all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum, bool async_op = false);
+WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum, bool async_op = false);
+WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op = false);
+WorkPtr broadcast(Tensor& t, int src = 0, bool async_op = false);
+WorkPtr barrier(bool async_op = false);
+
+// Backend constructors (dist/gloo_group.cpp). store is shared with the group.
+std::unique_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TCPStore> store, const RendezvousInfo& info,
+                                              const InitOptions& options);
+
+}  // namespace ampgrad::dist

@@ -1,0 +1,250 @@
+// tests/dist/dist_test.cpp: ampgrad::dist with real processes over loopback. Each case forks and
+// execs N copies of dist_worker (1, 2 or 4 ranks, OMP_NUM_THREADS=1) with the rendezvous
+// environment set, collects their output and exit status, and kills them all past a deadline, so a
+// hang fails the test instead of stalling the suite.
+#include "dist/store.hpp"
+#include "dist/error.hpp"
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RankResult {
+    int exit_code = -1;   // -1: killed by a signal (see signal)
+    int signal = 0;
+    std::string output;
+};
+
+std::string worker_path() {
+    const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
+    return std::string(root ? root : "build") + "/tests/dist_worker";
+}
+
+// A port that was free a moment ago (the kernel's pick for port 0).
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+struct Spawn {
+    int rank;
+    std::vector<std::pair<std::string, std::string>> env;   // on top of the rendezvous variables
+};
+
+// Runs one worker per entry of `ranks` with the given scenario; waits at most `deadline`.
+std::vector<RankResult> run_workers(const std::string& scenario, int world_size, int port,
+                                    const std::vector<Spawn>& ranks, std::chrono::seconds deadline) {
+    std::vector<pid_t> pids;
+    std::vector<int> pipes;
+    for (const Spawn& s : ranks) {
+        int fds[2];
+        REQUIRE(pipe(fds) == 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 1);
+            dup2(fds[1], 2);
+            close(fds[0]);
+            setenv("RANK", std::to_string(s.rank).c_str(), 1);
+            setenv("LOCAL_RANK", std::to_string(s.rank).c_str(), 1);
+            setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+            setenv("OMP_NUM_THREADS", "1", 1);
+            for (const auto& [k, v] : s.env) setenv(k.c_str(), v.c_str(), 1);
+            std::string path = worker_path();
+            execl(path.c_str(), path.c_str(), scenario.c_str(), static_cast<char*>(nullptr));
+            _exit(127);
+        }
+        close(fds[1]);
+        fcntl(fds[0], F_SETFL, O_NONBLOCK);
+        pids.push_back(pid);
+        pipes.push_back(fds[0]);
+    }
+    std::vector<RankResult> results(ranks.size());
+    std::vector<bool> done(ranks.size(), false);
+    auto end = Clock::now() + deadline;
+    size_t left = ranks.size();
+    while (left > 0) {
+        for (size_t i = 0; i < ranks.size(); ++i) {
+            char buf[4096];
+            ssize_t n;
+            while ((n = read(pipes[i], buf, sizeof buf)) > 0) results[i].output.append(buf, static_cast<size_t>(n));
+            int status;
+            if (!done[i] && waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+                done[i] = true;
+                --left;
+                if (WIFEXITED(status)) results[i].exit_code = WEXITSTATUS(status);
+                else results[i].signal = WTERMSIG(status);
+            }
+        }
+        if (Clock::now() > end) {
+            for (size_t i = 0; i < ranks.size(); ++i)
+                if (!done[i]) kill(pids[i], SIGKILL);
+            FAIL_CHECK("workers of scenario '" << scenario << "' still running after " << deadline.count() << " s");
+            end = Clock::now() + std::chrono::seconds(100);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(pipes[i], buf, sizeof buf)) > 0) results[i].output.append(buf, static_cast<size_t>(n));
+        close(pipes[i]);
+    }
+    return results;
+}
+
+std::vector<Spawn> all_ranks(int n, std::vector<std::pair<std::string, std::string>> env = {}) {
+    std::vector<Spawn> out;
+    for (int r = 0; r < n; ++r) out.push_back({r, env});
+    return out;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+long elapsed_ms(const std::string& out) {
+    auto at = out.find("ELAPSED_MS ");
+    return at == std::string::npos ? -1 : std::atol(out.c_str() + at + 11);
+}
+
+}  // namespace
+
+TEST_CASE("dist: every collective in every dtype, sync and async, with 1, 2 and 4 ranks") {
+    for (int n : {1, 2, 4}) {
+        CAPTURE(n);
+        auto results = run_workers("collectives", n, free_port(), all_ranks(n), std::chrono::seconds(60));
+        for (size_t r = 0; r < results.size(); ++r) {
+            CAPTURE(r);
+            CAPTURE(results[r].output);
+            CHECK(results[r].exit_code == 0);
+        }
+    }
+}
+
+TEST_CASE("dist: a rank killed during all_reduce gives the others an error within the timeout") {
+    for (int n : {2, 4}) {
+        CAPTURE(n);
+        auto results = run_workers("kill", n, free_port(), all_ranks(n, {{"AMPGRAD_TEST_TIMEOUT_MS", "3000"}}),
+                                   std::chrono::seconds(30));
+        CHECK(results.back().signal == SIGKILL);
+        for (int r = 0; r + 1 < n; ++r) {
+            const std::string& out = results[static_cast<size_t>(r)].output;
+            CAPTURE(r);
+            CAPTURE(out);
+            CHECK(results[static_cast<size_t>(r)].exit_code == 3);
+            CHECK(contains(out, "all_reduce"));
+            CHECK(contains(out, "group 'default'"));
+            CHECK(elapsed_ms(out) >= 0);
+            CHECK(elapsed_ms(out) < 3000 + 2500);
+            // Named from the peer address in Gloo's error, or from the store's record of closed connections.
+            // Rank 0 hosts the store, so it can always tell; another survivor may first see rank 0
+            // itself leave (after its own error), and then names rank 0.
+            CHECK(contains(out, r == 0 ? "lost rank " + std::to_string(n - 1) : std::string("lost rank ")));
+        }
+    }
+}
+
+TEST_CASE("dist: rendezvous errors are clear") {
+    SUBCASE("WORLD_SIZE larger than the processes started") {
+        auto results = run_workers("init", 3, free_port(), all_ranks(2, {{"AMPGRAD_TEST_TIMEOUT_MS", "1500"}}),
+                                   std::chrono::seconds(20));
+        CAPTURE(results[0].output);
+        CAPTURE(results[1].output);
+        CHECK(results[0].exit_code == 3);
+        CHECK(contains(results[0].output, "rank(s) 2 of world size 3 did not join within 1500 ms"));
+        // Rank 1 times out too, or sees rank 0 (the store's host) leave first.
+        CHECK(results[1].exit_code == 3);
+        CHECK((contains(results[1].output, "rank(s) 2 of world size 3 did not join") ||
+               contains(results[1].output, "rank 0, which hosts the store, left")));
+    }
+    SUBCASE("ranks disagree on WORLD_SIZE") {
+        int port = free_port();
+        auto results = run_workers("init", 2, port,
+                                   {{0, {{"AMPGRAD_TEST_TIMEOUT_MS", "1500"}}},
+                                    {1, {{"AMPGRAD_TEST_TIMEOUT_MS", "1500"}, {"WORLD_SIZE", "3"}}}},
+                                   std::chrono::seconds(20));
+        CAPTURE(results[1].output);
+        CHECK(results[1].exit_code == 3);
+        CHECK(contains(results[1].output, "WORLD_SIZE=3 on rank 1 but 2 on rank 0"));
+        CHECK(results[0].exit_code == 3);
+    }
+    SUBCASE("RANK outside WORLD_SIZE") {
+        auto results = run_workers("init", 2, free_port(), {{2, {}}}, std::chrono::seconds(20));
+        CHECK(results[0].exit_code == 3);
+        CHECK(contains(results[0].output, "RANK=2 is outside [0, WORLD_SIZE=2)"));
+    }
+    SUBCASE("MASTER_PORT already in use") {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        REQUIRE(listen(fd, 1) == 0);
+        socklen_t len = sizeof a;
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+        auto results = run_workers("init", 1, ntohs(a.sin_port), all_ranks(1), std::chrono::seconds(20));
+        close(fd);
+        CAPTURE(results[0].output);
+        CHECK(results[0].exit_code == 3);
+        CHECK(contains(results[0].output, "cannot listen on 127.0.0.1:"));
+        CHECK(contains(results[0].output, "Address already in use"));
+    }
+    SUBCASE("no master at MASTER_ADDR:MASTER_PORT") {
+        auto results = run_workers("init", 2, free_port(), {{1, {{"AMPGRAD_TEST_TIMEOUT_MS", "1000"}}}},
+                                   std::chrono::seconds(20));
+        CAPTURE(results[0].output);
+        CHECK(results[0].exit_code == 3);
+        CHECK(contains(results[0].output, "cannot reach the master at 127.0.0.1:"));
+        CHECK(contains(results[0].output, "within 1000 ms"));
+    }
+}
+
+TEST_CASE("dist: TCPStore set/get/add/wait and its timeout errors, in one process") {
+    using namespace ampgrad::dist;
+    TCPStore server("127.0.0.1", 0, true, Millis(2000));
+    TCPStore client("127.0.0.1", server.port(), false, Millis(2000));
+    server.set_string("a", "hello");
+    CHECK(client.get_string("a") == "hello");
+    CHECK(client.add("n", 3) == 3);
+    CHECK(server.add("n", -1) == 2);
+    CHECK(client.check({"a", "n"}));
+    CHECK_FALSE(client.check({"a", "missing"}));
+    std::thread later([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        server.set_string("b", "x");
+    });
+    client.wait({"a", "b"}, Millis(2000));
+    later.join();
+    auto t0 = Clock::now();
+    try {
+        client.get("never", Millis(300));
+        FAIL("get of a missing key returned");
+    } catch (const DistTimeoutError& e) {
+        CHECK(contains(e.what(), "get of key 'never' timed out after 300 ms"));
+    }
+    CHECK(Clock::now() - t0 < std::chrono::seconds(2));
+    CHECK(client.get_string("a") == "hello");   // the client reconnects after a timeout
+    CHECK_THROWS_AS(client.wait({"nope"}, Millis(100)), DistTimeoutError);
+}

@@ -1,0 +1,161 @@
+// tests/dist/dist_worker.cpp: one rank of the multi-process tests in dist_test.cpp. The test forks
+// and execs N copies with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set; argv[1] picks the scenario:
+//   collectives  every collective in f32/f64/f16/bf16/i64, sync and async, against a local computation
+//   kill         the last rank SIGKILLs itself during an all_reduce; the others must raise in time
+//   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
+// AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
+// ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
+#include "autograd/ops/ops.hpp"
+#include "dist/process_group.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+using namespace ampgrad;
+namespace dist = ampgrad::dist;
+
+namespace {
+
+int g_failures = 0;
+
+void expect_close(const std::string& what, const std::vector<double>& got, const std::vector<double>& want, double rtol) {
+    if (got.size() != want.size()) {
+        std::printf("FAIL %s: %zu elements, expected %zu\n", what.c_str(), got.size(), want.size());
+        ++g_failures;
+        return;
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (std::abs(got[i] - want[i]) > rtol * std::abs(want[i]) + 1e-12) {
+            std::printf("FAIL %s: element %zu is %.9g, expected %.9g\n", what.c_str(), i, got[i], want[i]);
+            ++g_failures;
+            return;
+        }
+    }
+}
+
+// Rank r's element i: small halves (exact in bf16), negative ones too; integers for int dtypes.
+double value(int r, int64_t i, DType dt) {
+    double v = (r + 1) * ((i % 5) - 1.5) + 0.5 * (i % 3);
+    return is_floating(dt) ? v : std::floor(v * 2);
+}
+
+Tensor make(int r, int64_t n, DType dt) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i, dt);
+    return tensor(v, {n}).to(dt);
+}
+
+std::vector<double> read(const Tensor& t) { return t.to(kFloat64).to_vector<double>(); }
+
+double tolerance(DType dt) {
+    switch (dt) {
+    case DType::kFloat16: return std::ldexp(1.0, -10);   // one rounding of the fp32 result
+    case DType::kBFloat16: return std::ldexp(1.0, -7);
+    case DType::kFloat32: return 1e-6;
+    default: return 1e-12;
+    }
+}
+
+// What every collective should give, computed locally from every rank's input.
+void check_dtype(DType dt, int64_t n, bool async_op) {
+    const int R = dist::rank(), W = dist::world_size();
+    const std::string tag = std::string(dtype_name(dt)) + (async_op ? " async" : " sync");
+    const double tol = tolerance(dt);
+    std::vector<dist::ReduceOp> ops{dist::ReduceOp::kSum, dist::ReduceOp::kMax};
+    if (is_floating(dt)) ops.push_back(dist::ReduceOp::kAvg);
+    for (auto op : ops) {
+        Tensor t = make(R, n, dt);
+        auto work = dist::all_reduce(t, op, async_op);
+        work->wait(std::chrono::seconds(20));
+        std::vector<double> want(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+            double acc = op == dist::ReduceOp::kMax ? -1e300 : 0;
+            for (int r = 0; r < W; ++r)
+                acc = op == dist::ReduceOp::kMax ? std::max(acc, value(r, i, dt)) : acc + value(r, i, dt);
+            want[static_cast<size_t>(i)] = op == dist::ReduceOp::kAvg ? acc / W : acc;
+        }
+        expect_close("all_reduce " + std::string(dist::reduce_op_name(op)) + " " + tag, read(t), want, tol);
+    }
+    // reduce_scatter: input of W*m elements, rank R keeps the summed chunk R.
+    const int64_t m = n;
+    Tensor in = make(R, W * m, dt), out = empty({m}, TensorOptions().dtype(dt));
+    dist::reduce_scatter(out, in, dist::ReduceOp::kSum, async_op)->wait();
+    std::vector<double> want(static_cast<size_t>(m), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+        for (int r = 0; r < W; ++r) want[static_cast<size_t>(i)] += value(r, R * m + i, dt);
+    expect_close("reduce_scatter " + tag, read(out), want, tol);
+    // all_gather: chunk r is rank r's input.
+    Tensor mine = make(R, n, dt), all = empty({W * n}, TensorOptions().dtype(dt));
+    dist::all_gather(all, mine, async_op)->wait();
+    want.assign(static_cast<size_t>(W * n), 0.0);
+    for (int r = 0; r < W; ++r)
+        for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(r * n + i)] = read(make(r, n, dt))[static_cast<size_t>(i)];
+    expect_close("all_gather " + tag, read(all), want, 0);
+    // broadcast from the last rank.
+    Tensor b = make(R, n, dt);
+    dist::broadcast(b, W - 1, async_op)->wait();
+    expect_close("broadcast " + tag, read(b), read(make(W - 1, n, dt)), 0);
+}
+
+int run_collectives() {
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64})
+        for (bool async_op : {false, true}) check_dtype(dt, 1003, async_op);
+    // Several async calls in flight at once complete in order.
+    std::vector<Tensor> ts;
+    std::vector<dist::WorkPtr> works;
+    for (int k = 0; k < 4; ++k) {
+        ts.push_back(full({257}, 1.0 + k));
+        works.push_back(dist::all_reduce(ts.back(), dist::ReduceOp::kSum, true));
+    }
+    for (int k = 0; k < 4; ++k) {
+        works[static_cast<size_t>(k)]->wait(std::chrono::seconds(20));
+        expect_close("async in flight", read(ts[static_cast<size_t>(k)]),
+                     std::vector<double>(257, (1.0 + k) * dist::world_size()), 0);
+    }
+    dist::barrier();
+    return g_failures ? 1 : 0;
+}
+
+// The last rank dies (SIGKILL) while its all_reduce is in flight; the others are in theirs.
+int run_kill() {
+    const int R = dist::rank(), W = dist::world_size();
+    Tensor big = full({1 << 22}, 1.0);
+    if (R == W - 1) {
+        auto work = dist::all_reduce(big, dist::ReduceOp::kSum, true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::raise(SIGKILL);
+    }
+    for (int k = 0; k < 1000; ++k) dist::all_reduce(big, dist::ReduceOp::kSum);
+    std::printf("FAIL: no error after the last rank died\n");
+    return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string scenario = argc > 1 ? argv[1] : "collectives";
+    dist::InitOptions opts;
+    if (const char* t = std::getenv("AMPGRAD_TEST_TIMEOUT_MS")) opts.timeout = dist::Millis(std::atoi(t));
+    auto start = std::chrono::steady_clock::now();
+    int rc = 0;
+    try {
+        dist::init_process_group("gloo", opts);
+        start = std::chrono::steady_clock::now();
+        if (scenario == "collectives") rc = run_collectives();
+        else if (scenario == "kill") rc = run_kill();
+        else if (scenario == "init") dist::barrier();
+        else { std::printf("unknown scenario %s\n", scenario.c_str()); rc = 2; }
+    } catch (const ampgrad::Error& e) {   // DistError, or ValueError for a bad RANK/WORLD_SIZE
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        std::printf("ERROR %s\nELAPSED_MS %lld\n", e.what(), static_cast<long long>(ms.count()));
+        rc = 3;
+    }
+    std::fflush(stdout);
+    dist::destroy_process_group();
+    return rc;
+}
