@@ -3,6 +3,7 @@
 //   collectives  every collective in f32/f64/f16/bf16/i64, sync and async, against a local computation
 //   kill         the last rank SIGKILLs itself during an all_reduce; the others must raise in time
 //   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
+//   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
 #include "autograd/ops/ops.hpp"
@@ -135,10 +136,28 @@ int run_kill() {
     return 1;
 }
 
+// Scenarios for the launcher's tests (tools/ampgrad_run.cpp), without a process group.
+int run_launcher_scenario(const std::string& scenario) {
+    const char* rank = std::getenv("RANK");
+    if (scenario == "env") {
+        for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                 "OMP_NUM_THREADS"})
+            std::printf("%s=%s\n", name, std::getenv(name) ? std::getenv(name) : "(unset)");
+        std::fprintf(stderr, "to stderr\n");
+        return 0;
+    }
+    if (scenario == "exit7" && rank && std::string(rank) == "1") return 7;
+    std::printf("sleeping\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(60));   // "exit7" (other ranks) and "sleep"
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const std::string scenario = argc > 1 ? argv[1] : "collectives";
+    if (scenario == "env" || scenario == "exit7" || scenario == "sleep") return run_launcher_scenario(scenario);
     dist::InitOptions opts;
     if (const char* t = std::getenv("AMPGRAD_TEST_TIMEOUT_MS")) opts.timeout = dist::Millis(std::atoi(t));
     auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,144 @@
+// tests/dist/launcher_test.cpp: ampgrad-run (tools/ampgrad_run.cpp) with real processes: the
+// environment it gives each rank, rank-prefixed output, a failing rank stopping the others with its
+// exit code, SIGTERM forwarding, and a real 2-rank job through it.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string build_root() {
+    const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
+    return root ? root : "build";
+}
+
+int some_free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+struct Launch {
+    int code = -1;          // exit code, or 128 + signal
+    std::string output;     // stdout and stderr together
+    double seconds = 0;
+};
+
+// Runs ampgrad-run with `args` then dist_worker `scenario`. If `signal_after` is set, the launcher
+// gets SIGTERM once its output holds `signal_after` ranks' "sleeping" lines.
+Launch launch(std::vector<std::string> args, const std::string& scenario, int signal_after = 0) {
+    const std::string launcher = build_root() + "/tools/ampgrad-run";
+    args.insert(args.begin(), launcher);
+    args.push_back(build_root() + "/tests/dist_worker");
+    args.push_back(scenario);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    auto t0 = Clock::now();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    close(fds[1]);
+    Launch out;
+    bool signalled = false;
+    auto deadline = t0 + std::chrono::seconds(40);
+    for (;;) {
+        pollfd p{fds[0], POLLIN, 0};
+        poll(&p, 1, 50);
+        char buf[4096];
+        ssize_t n = (p.revents & (POLLIN | POLLHUP)) ? read(fds[0], buf, sizeof buf) : -1;
+        if (n > 0) out.output.append(buf, static_cast<size_t>(n));
+        if (signal_after > 0 && !signalled) {
+            int seen = 0;
+            for (size_t at = 0; (at = out.output.find("sleeping", at)) != std::string::npos; ++at) ++seen;
+            if (seen >= signal_after) {
+                kill(pid, SIGTERM);
+                signalled = true;
+            }
+        }
+        if (n == 0) break;
+        if (Clock::now() > deadline) {
+            kill(pid, SIGKILL);
+            FAIL_CHECK("ampgrad-run still running after 40 s");
+            break;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    out.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    out.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return out;
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("ampgrad-run: each rank's environment, with rank-prefixed stdout and stderr") {
+    SUBCASE("one node") {
+        Launch r = launch({"--nproc-per-node", "2", "--master-port", "29611"}, "env");
+        CAPTURE(r.output);
+        CHECK(r.code == 0);
+        for (const char* line : {"[rank 0] RANK=0", "[rank 1] RANK=1", "[rank 0] LOCAL_RANK=0", "[rank 1] LOCAL_RANK=1",
+                                 "[rank 1] WORLD_SIZE=2", "[rank 1] LOCAL_WORLD_SIZE=2", "[rank 0] MASTER_ADDR=127.0.0.1",
+                                 "[rank 0] MASTER_PORT=29611", "[rank 0] OMP_NUM_THREADS=1", "[rank 1] to stderr"})
+            CHECK(has(r.output, line));
+    }
+    SUBCASE("second of two nodes") {
+        Launch r = launch({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node=2", "--master-addr", "10.1.2.3"}, "env");
+        CAPTURE(r.output);
+        CHECK(r.code == 0);
+        for (const char* line : {"[rank 2] RANK=2", "[rank 3] RANK=3", "[rank 3] LOCAL_RANK=1", "[rank 3] WORLD_SIZE=4",
+                                 "[rank 2] LOCAL_WORLD_SIZE=2", "[rank 2] MASTER_ADDR=10.1.2.3", "[rank 2] MASTER_PORT=29500"})
+            CHECK(has(r.output, line));
+    }
+}
+
+TEST_CASE("ampgrad-run: a failing rank stops the others and its exit code is returned") {
+    Launch r = launch({"--nproc-per-node", "3"}, "exit7");
+    CAPTURE(r.output);
+    CHECK(r.code == 7);
+    CHECK(has(r.output, "rank 1 exited with code 7; stopping the other ranks"));
+    CHECK(r.seconds < 10);   // the others sleep 60 s unless stopped
+}
+
+TEST_CASE("ampgrad-run: SIGTERM is forwarded to every rank") {
+    Launch r = launch({"--nproc-per-node", "2"}, "sleep", /*signal_after=*/2);
+    CAPTURE(r.output);
+    CHECK(r.code == 128 + SIGTERM);
+    CHECK(r.seconds < 10);
+}
+
+TEST_CASE("ampgrad-run: a 2-rank job runs every collective") {
+    Launch r = launch({"--nproc-per-node", "2", "--master-port", std::to_string(some_free_port())}, "collectives");
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+}

@@ -1,0 +1,215 @@
+// tools/ampgrad_run.cpp: `ampgrad-run`, the process launcher for ampgrad::dist (like torchrun).
+//
+//   ampgrad-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P] prog args...
+//
+// Starts N copies of prog on this node with the rendezvous environment that dist::init_process_group
+// reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
+// MASTER_PORT (and OMP_NUM_THREADS=1 unless set, as torchrun does). Each line a rank prints is
+// prefixed with "[rank R] " (stdout to stdout, stderr to stderr). SIGINT and SIGTERM are forwarded
+// to every rank. When a rank fails (non-zero exit or a signal), the others get SIGTERM (SIGKILL
+// after 5 s), and ampgrad-run exits with the failed rank's code (128 + signal for a signal).
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+struct Options {
+    int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 29500;
+    std::string master_addr = "127.0.0.1";
+    std::vector<std::string> command;
+};
+
+struct Rank {
+    int rank;
+    pid_t pid = -1;
+    int out = -1, err = -1;         // read ends of the child's stdout and stderr
+    std::string out_buf, err_buf;   // a partial last line
+    bool running = true;
+    int code = 0;                   // exit code, or 128 + signal
+};
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+    char c = static_cast<char>(sig);
+    (void)!write(g_signal_pipe[1], &c, 1);
+}
+
+[[noreturn]] void usage(const char* why) {
+    std::fprintf(stderr,
+                 "ampgrad-run: %s\nusage: ampgrad-run --nproc-per-node N [--nnodes M --node-rank K "
+                 "--master-addr A --master-port P] prog [args...]\n", why);
+    std::exit(2);
+}
+
+int parse_int(const char* flag, const char* v) {
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    if (!*v || *end) usage((std::string(flag) + " needs an integer, got '" + v + "'").c_str());
+    return static_cast<int>(x);
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    int i = 1;
+    for (; i < argc && std::strncmp(argv[i], "--", 2) == 0; ++i) {
+        std::string flag = argv[i];
+        std::string value;
+        if (auto eq = flag.find('='); eq != std::string::npos) {
+            value = flag.substr(eq + 1);
+            flag = flag.substr(0, eq);
+        } else if (flag == "--") {
+            ++i;
+            break;
+        } else {
+            if (i + 1 >= argc) usage((flag + " needs a value").c_str());
+            value = argv[++i];
+        }
+        if (flag == "--nproc-per-node" || flag == "--nproc_per_node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
+        else if (flag == "--nnodes") o.nnodes = parse_int("--nnodes", value.c_str());
+        else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str());
+        else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value;
+        else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
+        else usage(("unknown option " + flag).c_str());
+    }
+    for (; i < argc; ++i) o.command.push_back(argv[i]);
+    if (o.command.empty()) usage("no program to run");
+    if (o.nproc_per_node < 1 || o.nnodes < 1) usage("--nproc-per-node and --nnodes must be at least 1");
+    if (o.node_rank < 0 || o.node_rank >= o.nnodes) usage("--node-rank must be in [0, --nnodes)");
+    return o;
+}
+
+void start(Rank& r, int local_rank, const Options& o) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) { std::perror("ampgrad-run: pipe"); std::exit(1); }
+    r.pid = fork();
+    if (r.pid == 0) {
+        setpgid(0, 0);   // its own process group: a terminal's Ctrl-C reaches ranks only through us
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        setenv("RANK", std::to_string(r.rank).c_str(), 1);
+        setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node).c_str(), 1);
+        setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
+        setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
+        setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+        setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+        setenv("OMP_NUM_THREADS", "1", 0);
+        std::vector<char*> args;
+        for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        execvp(args[0], args.data());
+        std::fprintf(stderr, "ampgrad-run: cannot run %s: %s\n", args[0], std::strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    r.out = out[0];
+    r.err = err[0];
+    fcntl(r.out, F_SETFL, O_NONBLOCK);   // pump() reads what is there and never waits
+    fcntl(r.err, F_SETFL, O_NONBLOCK);
+}
+
+// Moves what a rank wrote into its buffer and prints each complete line with the rank's prefix.
+// Returns false at end of file.
+bool pump(int& fd, std::string& buf, int rank, FILE* to) {
+    char chunk[65536];
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+    if (n > 0) buf.append(chunk, static_cast<size_t>(n));
+    size_t start = 0, nl;
+    while ((nl = buf.find('\n', start)) != std::string::npos || (n <= 0 && start < buf.size())) {
+        size_t end = nl == std::string::npos ? buf.size() : nl;
+        std::fprintf(to, "[rank %d] %.*s\n", rank, static_cast<int>(end - start), buf.data() + start);
+        start = end + 1;
+    }
+    buf.erase(0, std::min(start, buf.size()));
+    std::fflush(to);
+    if (n <= 0) {
+        close(fd);
+        fd = -1;
+        return false;
+    }
+    return true;
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+    for (auto& r : ranks)
+        if (r.running) kill(r.pid, sig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return 1;
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+
+    std::vector<Rank> ranks;
+    for (int l = 0; l < o.nproc_per_node; ++l) ranks.push_back(Rank{o.node_rank * o.nproc_per_node + l});
+    for (int l = 0; l < o.nproc_per_node; ++l) start(ranks[static_cast<size_t>(l)], l, o);
+
+    int exit_code = 0;
+    bool stopping = false;
+    long kill_deadline_ms = -1, now_ms = 0;
+    for (;;) {
+        std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
+        for (auto& r : ranks) {
+            if (r.out >= 0) fds.push_back({r.out, POLLIN, 0});
+            if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
+        }
+        poll(fds.data(), fds.size(), 100);
+        now_ms += 100;   // coarse: only the SIGKILL grace period uses it
+        if (fds[0].revents & POLLIN) {
+            char sig;
+            if (read(g_signal_pipe[0], &sig, 1) == 1) {
+                signal_all(ranks, sig);
+                if (!stopping) { exit_code = 128 + sig; stopping = true; kill_deadline_ms = now_ms + 5000; }
+            }
+        }
+        for (auto& r : ranks) {
+            if (r.out >= 0) pump(r.out, r.out_buf, r.rank, stdout);
+            if (r.err >= 0) pump(r.err, r.err_buf, r.rank, stderr);
+        }
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            for (auto& r : ranks) {
+                if (r.pid != pid) continue;
+                r.running = false;
+                r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                if (r.code != 0 && !stopping) {
+                    std::fprintf(stderr, "ampgrad-run: rank %d %s %d; stopping the other ranks\n", r.rank,
+                                 WIFEXITED(status) ? "exited with code" : "was killed by signal",
+                                 WIFEXITED(status) ? r.code : WTERMSIG(status));
+                    exit_code = r.code;
+                    stopping = true;
+                    kill_deadline_ms = now_ms + 5000;
+                    signal_all(ranks, SIGTERM);
+                }
+            }
+        }
+        bool any_running = false, any_open = false;
+        for (auto& r : ranks) {
+            any_running |= r.running;
+            any_open |= r.out >= 0 || r.err >= 0;
+        }
+        if (!any_running && !any_open) break;
+        if (stopping && any_running && now_ms > kill_deadline_ms) signal_all(ranks, SIGKILL);
+    }
+    return exit_code;
+}
