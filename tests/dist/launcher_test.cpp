@@ -59,6 +59,7 @@ Launch launch(std::vector<std::string> args, const std::string& scenario, int si
         dup2(fds[1], 1);
         dup2(fds[1], 2);
         close(fds[0]);
+        unsetenv("OMP_NUM_THREADS");   // the launcher sets 1 when it is unset (meson's test env sets 2)
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
