@@ -109,10 +109,10 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
         throw DistError(fmt::format("init_process_group('{}'): the default group is already initialized", backend));
     if (backend != "gloo" && backend != "nccl")
         throw ValueError(fmt::format("init_process_group: unknown backend '{}' (expected \"gloo\" or \"nccl\")", backend));
-    if (backend == "nccl")
-        throw DistError("init_process_group('nccl'): the NCCL process group is not built yet (issue 13); "
-                        "use \"gloo\" for CPU tensors");
-    if (!AMPGRAD_WITH_GLOO)
+    if (backend == "nccl" && !AMPGRAD_WITH_NCCL)
+        throw DistError("init_process_group('nccl'): ampgrad was built without NCCL (it needs the CUDA toolkit's "
+                        "libnccl); use \"gloo\" for CPU tensors");
+    if (backend == "gloo" && !AMPGRAD_WITH_GLOO)
         throw DistError("init_process_group('gloo'): ampgrad was built without Gloo "
                         "(Debian: apt-get install libgloo-dev cmake, then reconfigure)");
     RendezvousInfo info = rendezvous_info_from_env(options);
@@ -120,7 +120,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
     check_membership(*store, info, options);
     // If this process dies, the store marks it gone: the others name it in their errors.
     store->set_on_disconnect("rdzv/" + options.group_name + "/gone/" + std::to_string(info.rank));
-    auto group = make_gloo_group(store, info, options);
+    auto group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
     s.store = std::move(store);
     s.group = std::move(group);
     s.info = info;

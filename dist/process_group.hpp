@@ -8,7 +8,8 @@
 // Environment (as torchrun and Slurm set it): RANK (or SLURM_PROCID), WORLD_SIZE (or SLURM_NTASKS),
 // LOCAL_RANK (or SLURM_LOCALID), LOCAL_WORLD_SIZE, MASTER_ADDR (default 127.0.0.1), MASTER_PORT
 // (default 29500). Rank 0 hosts the TCP store (dist/store.hpp) that the ranks rendezvous through.
-// Backends: "gloo" (CPU tensors, dist/gloo_group.cpp); "nccl" is not built yet (throws DistError).
+// Backends: "gloo" (CPU tensors, dist/gloo_group.cpp); "nccl" (CUDA tensors, dist/nccl_group.cpp;
+// compiled but not yet run on a GPU).
 // Every collective and every rendezvous wait has a timeout (default 60 s); when a rank dies or
 // never arrives, the others raise DistError / DistTimeoutError naming the op, the group and,
 // where Gloo's error says which peer it lost, the missing rank.
@@ -73,7 +74,7 @@ public:
     virtual WorkPtr barrier(bool async_op) = 0;
 };
 
-// The default group, made by init_process_group(backend) ("gloo"; "nccl" is not built yet).
+// The default group, made by init_process_group(backend): "gloo" or "nccl".
 void init_process_group(const std::string& backend, const InitOptions& options = {});
 void destroy_process_group();
 bool is_initialized();
@@ -92,8 +93,10 @@ WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op = false);
 WorkPtr broadcast(Tensor& t, int src = 0, bool async_op = false);
 WorkPtr barrier(bool async_op = false);
 
-// Backend constructors (dist/gloo_group.cpp). store is shared with the group.
+// Backend constructors (dist/gloo_group.cpp, dist/nccl_group.cpp). store is shared with the group.
 std::unique_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TCPStore> store, const RendezvousInfo& info,
+                                              const InitOptions& options);
+std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, const RendezvousInfo& info,
                                               const InitOptions& options);
 
 }  // namespace ampgrad::dist

@@ -221,6 +221,18 @@ TEST_CASE("dist: rendezvous errors are clear") {
     }
 }
 
+TEST_CASE("dist: the NCCL group runs on a GPU, or says clearly why not") {
+    auto results = run_workers("nccl", 1, free_port(), all_ranks(1), std::chrono::seconds(60));
+    CAPTURE(results[0].output);
+    if (results[0].exit_code == 0) {
+        CHECK(contains(results[0].output, "NCCL OK"));
+    } else {
+        CHECK(results[0].exit_code == 3);
+        CHECK((contains(results[0].output, "sees no CUDA device") ||
+               contains(results[0].output, "built without NCCL")));
+    }
+}
+
 TEST_CASE("dist: TCPStore set/get/add/wait and its timeout errors, in one process") {
     using namespace ampgrad::dist;
     TCPStore server("127.0.0.1", 0, true, Millis(2000));

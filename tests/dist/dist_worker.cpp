@@ -3,6 +3,7 @@
 //   collectives  every collective in f32/f64/f16/bf16/i64, sync and async, against a local computation
 //   kill         the last rank SIGKILLs itself during an all_reduce; the others must raise in time
 //   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
+//   nccl         the NCCL group on a CUDA tensor (a clear DistError without a GPU)
 //   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
@@ -136,6 +137,22 @@ int run_kill() {
     return 1;
 }
 
+// The NCCL group with CUDA tensors (world size 1 still runs NCCL's kernels). Without a GPU,
+// init_process_group("nccl") throws a DistError, which main() reports.
+int run_nccl() {
+    Tensor t = full({1000}, 2.0, TensorOptions().device(kCUDA));
+    dist::all_reduce(t, dist::ReduceOp::kSum);
+    Tensor all = empty({1000 * dist::world_size()}, TensorOptions().device(kCUDA));
+    dist::all_gather(all, t);
+    dist::broadcast(t, 0);
+    dist::barrier();
+    expect_close("nccl all_reduce", read(t.to(kCPU)), std::vector<double>(1000, 2.0 * dist::world_size()), 0);
+    expect_close("nccl all_gather", read(all.to(kCPU)),
+                 std::vector<double>(static_cast<size_t>(1000 * dist::world_size()), 2.0 * dist::world_size()), 0);
+    if (!g_failures) std::printf("NCCL OK\n");
+    return g_failures ? 1 : 0;
+}
+
 // Scenarios for the launcher's tests (tools/ampgrad_run.cpp), without a process group.
 int run_launcher_scenario(const std::string& scenario) {
     const char* rank = std::getenv("RANK");
@@ -163,10 +180,11 @@ int main(int argc, char** argv) {
     auto start = std::chrono::steady_clock::now();
     int rc = 0;
     try {
-        dist::init_process_group("gloo", opts);
+        dist::init_process_group(scenario == "nccl" ? "nccl" : "gloo", opts);
         start = std::chrono::steady_clock::now();
         if (scenario == "collectives") rc = run_collectives();
         else if (scenario == "kill") rc = run_kill();
+        else if (scenario == "nccl") rc = run_nccl();
         else if (scenario == "init") dist::barrier();
         else { std::printf("unknown scenario %s\n", scenario.c_str()); rc = 2; }
     } catch (const ampgrad::Error& e) {   // DistError, or ValueError for a bad RANK/WORLD_SIZE

@@ -1,0 +1,217 @@
+// dist/nccl_group.cpp: the NCCL process group (CUDA tensors). Built when Meson finds NCCL with the
+// CUDA toolkit (AMPGRAD_WITH_NCCL). Rank 0 makes NCCL's unique id and passes it to the others
+// through the TCP store (key "nccl/<group>/unique_id"); each rank uses GPU LOCAL_RANK % device count.
+// Collectives are enqueued on the group's own stream after the work already queued on the legacy
+// default stream; a Work is a CUDA event. wait(timeout) polls the event and NCCL's async error, and
+// past the timeout aborts the communicator (so no rank stays blocked in NCCL) and throws
+// DistTimeoutError naming the op and group. NCCL reduces f16/bf16, avg and reduce-scatter natively.
+// NOTE: compiled here, not yet run: the machine this was written on had no GPU.
+#include "ampgrad_config.h"
+#include "dist/process_group.hpp"
+
+#if AMPGRAD_WITH_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+
+namespace ampgrad::dist {
+
+namespace {
+
+void cuda_check(cudaError_t e, const char* what, const std::string& group) {
+    if (e != cudaSuccess)
+        throw DistError(fmt::format("{} on NCCL group '{}': CUDA error: {}", what, group, cudaGetErrorString(e)));
+}
+void nccl_check(ncclResult_t r, const char* what, const std::string& group) {
+    if (r != ncclSuccess && r != ncclInProgress)
+        throw DistError(fmt::format("{} on NCCL group '{}': NCCL error: {}", what, group, ncclGetErrorString(r)));
+}
+
+ncclDataType_t nccl_dtype(DType dt) {
+    switch (dt) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat64: return ncclFloat64;
+    case DType::kInt64: return ncclInt64;
+    case DType::kInt32: return ncclInt32;
+    case DType::kBool: return ncclUint8;
+    }
+    return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+    switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+    }
+    return ncclSum;
+}
+
+class NcclWork : public Work {
+public:
+    // keep: the tensors the collective reads and writes, alive until the Work is dropped.
+    NcclWork(std::string what, cudaEvent_t done, ncclComm_t comm, Millis timeout, std::vector<Tensor> keep)
+        : what_(std::move(what)), done_(done), comm_(comm), timeout_(timeout), keep_(std::move(keep)) {}
+    ~NcclWork() override { cudaEventDestroy(done_); }
+    bool is_completed() override { return cudaEventQuery(done_) == cudaSuccess; }
+    void wait(std::optional<Millis> timeout) override {
+        auto until = std::chrono::steady_clock::now() + timeout.value_or(timeout_);
+        for (;;) {
+            cudaError_t q = cudaEventQuery(done_);
+            if (q == cudaSuccess) return;
+            if (q != cudaErrorNotReady)
+                throw DistError(fmt::format("{} failed: CUDA error: {}", what_, cudaGetErrorString(q)));
+            ncclResult_t async_error = ncclSuccess;
+            ncclCommGetAsyncError(comm_, &async_error);
+            if (async_error != ncclSuccess && async_error != ncclInProgress)
+                throw DistError(fmt::format("{} failed: NCCL error: {} (a peer may have died)", what_,
+                                            ncclGetErrorString(async_error)));
+            if (std::chrono::steady_clock::now() > until) {
+                ncclCommAbort(comm_);   // frees the ranks blocked in this collective; the group is unusable after
+                throw DistTimeoutError(fmt::format("{} did not complete within {} ms; the communicator was aborted",
+                                                   what_, timeout.value_or(timeout_).count()));
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+    }
+
+private:
+    std::string what_;
+    cudaEvent_t done_;
+    ncclComm_t comm_;
+    Millis timeout_;
+    std::vector<Tensor> keep_;
+};
+
+class NcclGroup : public ProcessGroup {
+public:
+    NcclGroup(std::shared_ptr<TCPStore> store, const RendezvousInfo& info, const InitOptions& opt)
+        : store_(std::move(store)), name_(opt.group_name), rank_(info.rank), world_size_(info.world_size),
+          timeout_(opt.timeout) {
+        int devices = 0;
+        if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+            throw DistError(fmt::format("init_process_group('nccl'): rank {} sees no CUDA device", rank_));
+        device_ = info.local_rank % devices;
+        cuda_check(cudaSetDevice(device_), "init_process_group", name_);
+        ncclUniqueId id;
+        const std::string key = "nccl/" + name_ + "/unique_id";
+        if (rank_ == 0) {
+            nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", name_);
+            store_->set(key, std::vector<char>(id.internal, id.internal + sizeof id.internal));
+        } else {
+            std::vector<char> bytes = store_->get(key, timeout_);
+            std::memcpy(id.internal, bytes.data(), std::min(bytes.size(), sizeof id.internal));
+        }
+        nccl_check(ncclCommInitRank(&comm_, world_size_, id, rank_), "ncclCommInitRank", name_);
+        cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", name_);
+    }
+    ~NcclGroup() override {
+        cudaStreamSynchronize(stream_);
+        ncclCommDestroy(comm_);
+        cudaStreamDestroy(stream_);
+    }
+    int rank() const override { return rank_; }
+    int world_size() const override { return world_size_; }
+    const std::string& name() const override { return name_; }
+    std::string backend() const override { return "nccl"; }
+    Millis timeout() const override { return timeout_; }
+
+    WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op) override {
+        check("all_reduce", t);
+        return enqueue(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op, {t}, [&] {
+            return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op), comm_, stream_);
+        });
+    }
+    WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, bool async_op) override {
+        check("reduce_scatter", out);
+        check("reduce_scatter", in);
+        if (in.numel() != out.numel() * world_size_ || in.dtype() != out.dtype())
+            throw ShapeError(fmt::format("reduce_scatter: input {} must be world size {} x output {}", in.describe(),
+                                         world_size_, out.describe()));
+        return enqueue(fmt::format("reduce_scatter({}, {})", reduce_op_name(op), in.describe()), async_op, {out, in}, [&] {
+            return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), nccl_dtype(in.dtype()), nccl_op(op),
+                                     comm_, stream_);
+        });
+    }
+    WorkPtr all_gather(Tensor& out, const Tensor& in, bool async_op) override {
+        check("all_gather", out);
+        check("all_gather", in);
+        if (out.numel() != in.numel() * world_size_ || in.dtype() != out.dtype())
+            throw ShapeError(fmt::format("all_gather: output {} must be world size {} x input {}", out.describe(),
+                                         world_size_, in.describe()));
+        return enqueue(fmt::format("all_gather({})", in.describe()), async_op, {out, in}, [&] {
+            return ncclAllGather(in.raw_data(), out.raw_data(), in.numel(), nccl_dtype(in.dtype()), comm_, stream_);
+        });
+    }
+    WorkPtr broadcast(Tensor& t, int src, bool async_op) override {
+        check("broadcast", t);
+        if (src < 0 || src >= world_size_)
+            throw ValueError(fmt::format("broadcast: src={} is outside [0, world size {})", src, world_size_));
+        return enqueue(fmt::format("broadcast(src={}, {})", src, t.describe()), async_op, {t}, [&] {
+            return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), src, comm_, stream_);
+        });
+    }
+    // A one-element all-reduce on a scratch device buffer, as PyTorch's NCCL barrier does.
+    WorkPtr barrier(bool async_op) override {
+        if (!scratch_) cuda_check(cudaMalloc(&scratch_, sizeof(float)), "barrier", name_);
+        return enqueue("barrier", async_op, {}, [&] {
+            return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
+        });
+    }
+
+private:
+    void check(const char* op, const Tensor& t) const {
+        if (t.device().type != DeviceType::kCUDA)
+            throw DeviceError(fmt::format("{} on the NCCL group '{}': needs a CUDA tensor, got {}", op, name_, t.describe()));
+        if (!t.is_contiguous())
+            throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
+    }
+
+    template <typename Launch>
+    WorkPtr enqueue(const std::string& what, bool async_op, std::vector<Tensor> keep, Launch launch) {
+        std::string full = fmt::format("{} on group '{}' (rank {} of {})", what, name_, rank_, world_size_);
+        cudaEvent_t ready, done;
+        cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), full.c_str(), name_);
+        cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), full.c_str(), name_);
+        cudaEventRecord(ready, cudaStreamLegacy);     // after the kernels that produced the inputs
+        cudaStreamWaitEvent(stream_, ready, 0);
+        cudaEventDestroy(ready);
+        nccl_check(launch(), full.c_str(), name_);
+        cudaEventRecord(done, stream_);
+        auto work = std::make_shared<NcclWork>(full, done, comm_, timeout_, std::move(keep));
+        if (!async_op) work->wait(std::nullopt);
+        return work;
+    }
+
+    std::shared_ptr<TCPStore> store_;
+    std::string name_;
+    int rank_, world_size_, device_ = 0;
+    Millis timeout_;
+    ncclComm_t comm_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    void* scratch_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore> store, const RendezvousInfo& info,
+                                              const InitOptions& options) {
+    return std::make_unique<NcclGroup>(std::move(store), info, options);
+}
+
+}  // namespace ampgrad::dist
+
+#else  // no NCCL in this build
+
+namespace ampgrad::dist {
+std::unique_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TCPStore>, const RendezvousInfo&, const InitOptions&) {
+    throw DistError("init_process_group('nccl'): ampgrad was built without NCCL (it needs the CUDA toolkit's "
+                    "libnccl; configure with -Dnccl=enabled to require it)");
+}
+}  // namespace ampgrad::dist
+
+#endif  // AMPGRAD_WITH_NCCL
