@@ -1,4 +1,4 @@
-// autocast.hpp: automatic mixed precision for the forward pass (pytorch-semantics §6).
+// autocast.hpp: automatic mixed precision for the forward pass (docs/amp.md §2).
 // Inside an AutocastGuard, the ops in the policy table (autocast_policy.cpp) cast their floating
 // inputs first: matmul/linear run in f16/bf16, exp/log/losses in f32, softmax/sum return f32.
 // The state is per thread and per device type, and guards nest. Backward never autocasts (the
@@ -47,7 +47,7 @@ private:
     bool previous_cache_enabled_;
 };
 
-// ---- the cast cache (pytorch-semantics §6 "Cast cache", with its two bugs fixed) ----
+// ---- the cast cache (aten/src/ATen/autocast_mode.cpp's, with its two bugs fixed; docs/amp.md §2) ----
 // Casts of f32 leaf tensors that require grad (weights) to the lower-precision dtype are cached for
 // the outermost autocast region, so a weight used by several ops is cast once. The key is
 // (tensor, target dtype, grad mode) and each entry remembers the tensor's version counter:

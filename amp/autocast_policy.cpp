@@ -1,6 +1,6 @@
-// autocast_policy.cpp: THE autocast cast policy, one table keyed by op name (style-anchors §2.13),
+// autocast_policy.cpp: THE autocast cast policy, one table keyed by op name,
 // and the pure function that turns a policy plus input dtypes into casts. The categories and op
-// lists follow PyTorch's (pytorch-semantics §6), restricted to the ops ampgrad has; the same table
+// lists follow PyTorch's (aten/src/ATen/autocast_mode.h), restricted to the ops ampgrad has; the same table
 // serves the CPU and CUDA device types. Print it with `build/tools/amp_policy`.
 #include "amp/autocast_policy.hpp"
 

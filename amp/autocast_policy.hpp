@@ -48,7 +48,7 @@ struct AutocastState {
 };
 
 // An input is eligible for a cast when it is defined, floating but not f64, and on a device type
-// whose autocast is enabled (pytorch-semantics §6 "Eligibility").
+// whose autocast is enabled (PyTorch's aten/src/ATen/autocast_mode.h; docs/amp.md §2).
 bool is_eligible(const CastInput& in, std::span<const AutocastState, 2> state);
 
 // The dtype each input is cast to under `policy` (nullopt: left as it is). Pure: no tensors.

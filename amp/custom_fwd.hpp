@@ -1,5 +1,5 @@
 // custom_fwd.hpp: torch.amp.custom_fwd / custom_bwd for custom autograd Functions
-// (pytorch-semantics §6). A custom Function's forward runs under whatever autocast state the caller
+// (torch/amp/autocast_mode.py; docs/amp.md §2). A custom Function's forward runs under whatever autocast state the caller
 // has, but its backward runs with autocast suspended (the engine does that); these two scopes make
 // the backward see the forward's autocast state, and can cast the inputs for the forward.
 //

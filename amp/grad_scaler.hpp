@@ -1,5 +1,5 @@
 // grad_scaler.hpp: dynamic loss scaling for autocast training with f32 parameters, exactly
-// PyTorch's torch.amp.GradScaler (pytorch-semantics §5), plus the fixes of §8:
+// PyTorch's torch.amp.GradScaler (torch/amp/grad_scaler.py; docs/amp.md §4), plus these fixes:
 //  - step() says whether it skipped and why (the first parameter with a non-finite gradient);
 //  - optional min_scale / max_scale;
 //  - growth uses `tracker >= interval`, so lowering the interval cannot freeze the scale;

@@ -1,5 +1,5 @@
 // loss_scaler.cpp: DeepSpeed's StaticLossScaler/DynamicLossScaler update rules, line for line
-// (deepspeed-semantics §3), and the one-pass overflow check the master-weights optimizer uses.
+// (deepspeed/runtime/fp16/loss_scaler.py; docs/amp.md §6), and the one-pass overflow check the master-weights optimizer uses.
 #include "amp/loss_scaler.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// loss_scaler.hpp: DeepSpeed's loss scalers (deepspeed-semantics §3), used by the master-weights
+// loss_scaler.hpp: DeepSpeed's loss scalers (deepspeed/runtime/fp16/loss_scaler.py; docs/amp.md §6), used by the master-weights
 // optimizer (master_weights.hpp) and later by ZeRO. Unlike GradScaler, the state is a few host
 // numbers: DeepSpeed decides on the host anyway, once per optimizer step.
 //   DynamicLossScaler: halve on overflow (after `delayed_shift` overflows: hysteresis), double after

@@ -11,7 +11,7 @@
 //   amp::StepResult r = opt.step();     // check, unscale by S, update S, step f32 masters, copy back
 //
 // step() unscales with the scale the backward used, *before* updating it: DeepSpeed unscales
-// after update_scale, dividing by 2S right after a growth (deepspeed-semantics §2 [bug?]).
+// after update_scale, dividing by 2S right after a growth (docs/amp.md §7).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,4 +1,4 @@
-// autograd.cpp: the user-facing backward() and grad() (pytorch-semantics §1.2-1.4): argument
+// autograd.cpp: the user-facing backward() and grad() (PyTorch's torch/autograd/__init__.py): argument
 // checks, seeding scalar roots with ones, then one call into the engine.
 #include "autograd/autograd.hpp"
 

@@ -30,7 +30,7 @@ tensor_list grad(const tensor_list& outputs, const tensor_list& inputs, const te
                  std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
                  bool allow_unused = false, bool materialize_grads = false);
 
-// Deduplicated hook registration (pytorch-semantics §8.8): registering again under the same
+// Deduplicated hook registration (docs/autograd.md §3): registering again under the same
 // key replaces the earlier hook instead of adding one, so code that re-registers every step
 // (e.g. in forward) keeps one hook. The key also names the hook in error messages.
 RemovableHandle register_hook(const Tensor& t, std::string_view key, TensorHook hook);

@@ -1,5 +1,5 @@
 // checkpoint.cpp: activation checkpointing, reentrant and non-reentrant (checkpoint.hpp;
-// pytorch-semantics §4). Both replay the forward's RNG state and autocast state while
+// docs/autograd.md §7; PyTorch's torch/utils/checkpoint.py). Both replay the forward's RNG state and autocast state while
 // recomputing.
 #include "autograd/checkpoint.hpp"
 

@@ -3,7 +3,7 @@
 //
 //   tensor_list h = checkpoint([&](const tensor_list& in) { return tensor_list{block(in[0])}; }, {x});
 //
-// Two variants (pytorch-semantics §4; docs/autograd.md compares them):
+// Two variants (PyTorch's torch/utils/checkpoint.py; docs/autograd.md §7 compares them):
 //   non-reentrant (default): fn runs normally, but every tensor its ops save is replaced by a
 //     placeholder through saved-tensor hooks. The first unpack in a graph task recomputes fn
 //     (stopping as soon as every saved tensor is back) and fills the placeholders for that task.

@@ -1,4 +1,4 @@
-// engine.cpp: the backward engine (pytorch-semantics §1, §3).
+// engine.cpp: the backward engine (docs/autograd.md §2-5; PyTorch's torch/csrc/autograd/engine.cpp).
 //
 //   execute_graph()
 //     1. make a GraphTask (new id; parent = the task already running on this thread, if any)
@@ -129,7 +129,7 @@ GraphTask* outermost_task() {
 }
 
 // Makes `task` current for the scope and restores the previous one, also when backward throws.
-// Grad mode equals create_graph inside backward (§1.8); backward never autocasts.
+// Grad mode equals create_graph inside backward, as in PyTorch; backward never autocasts.
 struct TaskScope {
     GraphTask* saved;
     AutoGradMode grad_mode;
@@ -191,7 +191,7 @@ void compute_dependencies(GraphTask& task, Node* root) {
     }
 }
 
-// grad()/backward(inputs=) (§1.6): the requested edges' nodes are captured (grad) or needed
+// grad()/backward(inputs=) (PyTorch's exec_info): the requested edges' nodes are captured (grad) or needed
 // (backward); then every node from which such a node can be reached is needed too
 // (iterative post-order DFS).
 void init_exec_info(GraphTask& task, Node* root, const edge_list& outputs, bool accumulate_grad) {
@@ -238,7 +238,7 @@ void init_exec_info(GraphTask& task, Node* root, const edge_list& outputs, bool 
 
 // grad(): record the requested incoming gradients of `node`. If the node will not run, its tensor
 // pre-hooks run here (so a hook on an input still sees and may change its gradient); if it
-// will run, the raw value is captured and the hooks run later, in call_function (§1.6).
+// will run, the raw value is captured and the hooks run later, in call_function (as PyTorch's engine does).
 void capture_gradients(GraphTask& task, Node& node, const tensor_list& inputs, bool will_run) {
     tensor_list hooked;
     const tensor_list* source = &inputs;
@@ -362,7 +362,7 @@ tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads,
                                     : t_forward_depth > 0;
     task.captured.resize(opts.accumulate_grad ? 0 : opts.outputs.size());
 
-    // Seeds are validated like any node's results (§1.7): e.g. an f64 seed for an f32 root is cast.
+    // Seeds are validated like any node's results (validate_grads): e.g. an f64 seed for an f32 root is cast.
     root->input_meta.reserve(roots.size());
     for (size_t i = 0; i < roots.size(); ++i) {
         const Edge& e = roots[i];
@@ -377,7 +377,7 @@ tensor_list execute_graph(const edge_list& roots, const tensor_list& root_grads,
         TaskScope scope(&task);
         run_ready_queue(task, root.get());
         // Nodes go back before the callbacks run (a callback may start a backward over this graph).
-        // §1.12: a node that got some gradient but never all of them means the graph changed under us.
+        // As in PyTorch: a node that got some gradient but never all of them means the graph changed under us.
         if (task.release_nodes()) throw AutogradError("backward: could not compute gradients for some functions");
         run_final_callbacks(task);
     }

@@ -1,5 +1,6 @@
 // engine_hooks.cpp: running hooks around Node::apply and checking what they and apply return
-// (pytorch-semantics §1.7 and §2). See engine_hooks.hpp for the order.
+// (PyTorch's validate_outputs in torch/csrc/autograd/engine.cpp; docs/autograd.md §3). See engine_hooks.hpp
+// for the order.
 #include "autograd/engine_hooks.hpp"
 
 #include "autograd/ops/ops.hpp"

@@ -1,5 +1,5 @@
 // engine_hooks.hpp: the per-node steps the engine runs around Node::apply (internal to
-// engine.cpp). Order per node (pytorch-semantics §2): tensor pre-hooks (registration order) ->
+// engine.cpp). Order per node (docs/autograd.md §3): tensor pre-hooks (registration order) ->
 // retains_grad -> node pre-hooks -> apply -> validate the gradients -> post-hooks. A hook's bad
 // return value (other size, dtype, device, or count) is an AutogradError naming the hook.
 #pragma once
@@ -13,7 +13,7 @@ void run_tensor_pre_hooks(Node& node, tensor_list& grads);
 void run_pre_hooks(Node& node, tensor_list& grads);
 // Node post-hooks: each sees (grad_inputs, grad_outputs) and may replace grad_inputs.
 void run_post_hooks(Node& node, tensor_list& grad_inputs, const tensor_list& grad_outputs);
-// validate_outputs (§1.7): count; shape (summed down when it broadcasts); device; dtype (cast).
+// PyTorch's validate_outputs (torch/csrc/autograd/engine.cpp): count; shape (summed down when it broadcasts); device; dtype (cast).
 void validate_grads(Node& node, tensor_list& grads);
 
 }  // namespace ampgrad::autograd

@@ -1,5 +1,5 @@
 // grad_mode.hpp: the thread-local switch that decides whether ops record the graph.
-// Inside backward it equals create_graph (pytorch-semantics §1.8).
+// Inside backward it equals create_graph, as in PyTorch's engine (docs/autograd.md §2).
 #pragma once
 
 namespace ampgrad {

@@ -1,7 +1,7 @@
 // hooks.hpp: hook signatures, the hook list every registration goes into, and the handle whose
 // remove() takes a hook out again. Lists are shared_ptr-owned so a handle that outlives its
 // tensor or node is harmless: remove() then does nothing. remove() erases the entry (PyTorch
-// leaves a null slot behind, so add/remove in a loop grows the list forever: semantics §8.8),
+// leaves a null slot behind, so add/remove in a loop grows the list forever),
 // and a registration with a key replaces the earlier hook with that key instead of adding one.
 #pragma once
 #include <algorithm>

@@ -157,7 +157,7 @@ std::shared_ptr<HookList<TensorHook>> AccumulateGrad::tensor_pre_hooks(uint32_t)
     return m ? m->leaf_hooks : nullptr;
 }
 
-// pytorch-semantics §1.11
+// PyTorch's AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): steal, copy or add.
 tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
     Tensor& incoming = grad_outputs[0];
     if (!incoming.defined()) return {};

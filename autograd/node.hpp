@@ -83,7 +83,7 @@ public:
     // Whether the engine needs the gradient for next_edges()[i] in the current graph task.
     bool needs_input_grad(size_t i) const;
 
-    // ---- hooks (pytorch-semantics §2; run order: tensor pre -> retains_grad -> pre -> apply -> post) ----
+    // ---- hooks (docs/autograd.md §3; run order: tensor pre -> retains_grad -> pre -> apply -> post) ----
     // A non-empty key replaces the hook registered earlier under the same key (hooks.hpp).
     RemovableHandle register_prehook(NodePreHook hook, std::string_view key = {});
     RemovableHandle register_hook(NodePostHook hook, std::string_view key = {});

@@ -1,5 +1,5 @@
 // saved_variable.cpp: saving, version checking, releasing and pack/unpack hooks for tensors
-// kept for backward (pytorch-semantics §1.9, §1.10, §2).
+// kept for backward (docs/autograd.md §1; PyTorch's torch/csrc/autograd/saved_variable.cpp).
 #include "autograd/saved_variable.hpp"
 
 #include <vector>

@@ -45,7 +45,7 @@ Edge gradient_edge(const Tensor& t) {
 
 void set_history(const Tensor& t, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
     AutogradMeta& m = meta_of(t);
-    // An in-place op rebases t onto a new node: its retain_grad() hook moves along (§2).
+    // An in-place op rebases t onto a new node: its retain_grad() hook moves along (docs/autograd.md §3).
     if (m.retains_grad && m.grad_fn && fn && (m.grad_fn != fn || m.output_nr != output_nr)) {
         if (const auto* hook = m.grad_fn->retains_grad_hook(m.output_nr)) {
             fn->set_retains_grad_hook(output_nr, *hook);

@@ -1,4 +1,4 @@
-// view_history.hpp: in-place writes through views (pytorch-semantics §1.10).
+// view_history.hpp: in-place writes through views (docs/autograd.md §1, "In-place ops and views").
 //
 // A view shares memory with its base, so `base.narrow(0, 1, 2).mul_(w)` changes the base too, and
 // the base's gradient must now flow through that multiply. As in PyTorch:

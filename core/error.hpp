@@ -1,4 +1,4 @@
-// error.hpp: the three tiers of errors (style-anchors §2.7).
+// error.hpp: the three tiers of errors (each described below; docs/architecture.md shows the messages).
 //   (a) user errors: typed exceptions naming the op and each operand's shape, dtype and device;
 //   (b) internal invariants: AMPGRAD_CHECK(cond, fmt, ...) reporting file:line and the expression;
 //   (c) vendor status codes: CUDA_CHECK and friends live in cuda/common.cuh.

@@ -1,5 +1,5 @@
 // common.cuh: what every cuda/*.cu file shares: the vendor status checks (CUDA_CHECK,
-// CUBLAS_CHECK: style-anchors §2.7c), launch sizing for grid-stride loops, the stream kernels
+// CUBLAS_CHECK: the vendor tier of core/error.hpp), launch sizing for grid-stride loops, the stream kernels
 // run on, and the device-side fp16/bf16 load/store that mirrors compute_t<T> in cpu/loops.hpp.
 // Not here: strided indexing and dtype dispatch (cuda/loops.cuh), the backend class (backend_cuda.hpp).
 #pragma once

@@ -2,6 +2,8 @@
 // Each op's backward sits beside its forward. Broadcasting backward needs no code here: the
 // engine sums a gradient down to its input's shape (and casts to its dtype) in validate_grads.
 // Derivations: docs/ops/elementwise.md.
+// Shapes: every op here returns the broadcast shape of its inputs, (*) op (*) -> (*), so lines carry
+// no shape comments (docs/notation.md).
 #include <cmath>
 
 #include "autograd/ops/autocast_hook.hpp"

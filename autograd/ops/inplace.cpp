@@ -3,7 +3,7 @@
 //
 // With grad mode off (optimizer steps, initialisation) these are plain kernels. With grad mode
 // on and autograd involved, the op runs out of place on a clone of self, the result is copied
-// into self, and self's history is rebased onto the result's node (pytorch-semantics §1.10).
+// into self, and self's history is rebased onto the result's node (docs/autograd.md §1).
 // If self is a view, its base's history is rebased instead (CopySlices, view_history.hpp).
 #include <cmath>
 

@@ -1,6 +1,7 @@
 // reduce.cpp: sum, mean, max, amax, argmax, logsumexp, norm, var and sum_to, with backward.
 // Reductions produce the keepdim shape first (what the kernel writes), then drop the reduced
 // dims if !keepdim. Integer/bool sums return int64, as in PyTorch.
+// Shapes: (*) -> (*) without the reduced dims, or with 1 there when keepdim (docs/notation.md).
 #include <algorithm>
 #include <cmath>
 

@@ -3,6 +3,8 @@
 // clone and the differentiable dtype/device casts. Backward of a view maps the gradient back
 // to the input's shape: reshape for reshape-like views, inverse permutation for permute, a
 // sum for expand, zero padding (via cat) for narrow/select.
+// Shapes: each op's output shape is what its arguments spell out (sizes, dims, lengths), so lines
+// carry no shape comments (docs/notation.md).
 #include <numeric>
 
 #include "autograd/autograd_meta.hpp"

@@ -1,6 +1,6 @@
 // loss_scaler_test.cpp: DeepSpeed's DynamicLossScaler (window, hysteresis, consecutive_hysteresis,
 // min_scale and the error at the minimum) against golden traces derived by hand from
-// deepspeed-semantics §3, the static scaler, state_dict, and the fused overflow check.
+// DeepSpeed's deepspeed/runtime/fp16/loss_scaler.py (docs/amp.md §6), the static scaler, state_dict, and the fused overflow check.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// callbacks_test.cpp: queue_callback (pytorch-semantics §3): error outside backward, once and
+// callbacks_test.cpp: queue_callback (docs/autograd.md §5): error outside backward, once and
 // FIFO after every node, callbacks queueing callbacks, current vs outermost task scope.
 #include <doctest/doctest.h>
 

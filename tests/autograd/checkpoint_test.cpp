@@ -1,4 +1,4 @@
-// checkpoint_test.cpp: activation checkpointing, both variants (pytorch-semantics §4): same
+// checkpoint_test.cpp: activation checkpointing, both variants (docs/autograd.md §7): same
 // gradients as without it (and as PyTorch), RNG and registered-state replay, early stop, the
 // determinism check, the double-unpack and reentrant-with-grad() errors, nesting, grad() and
 // backward inside the region.

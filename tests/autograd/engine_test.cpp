@@ -1,4 +1,4 @@
-// engine_test.cpp: the backward engine itself (pytorch-semantics §1): graph task ids, scheduling,
+// engine_test.cpp: the backward engine itself (docs/autograd.md §2): graph task ids, scheduling,
 // gradient accumulation, grad() and backward(inputs=), output validation and error messages.
 #include <doctest/doctest.h>
 

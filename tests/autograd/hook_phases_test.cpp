@@ -1,4 +1,4 @@
-// hook_phases_test.cpp: the ZeRO seed scenario (deepspeed-semantics §1). With reentrant
+// hook_phases_test.cpp: the ZeRO seed scenario (docs/autograd.md §5). With reentrant
 // checkpointing, post-accumulate-grad hooks fire in phases (one per nested graph task); an
 // epilogue queued on the outermost task runs once after all of them; a backward called inside a
 // forward (a tiled loss) is told apart from the user's backward.

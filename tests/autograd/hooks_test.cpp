@@ -1,4 +1,4 @@
-// hooks_test.cpp: every hook kind (pytorch-semantics §2): tensor hooks, retain_grad, node pre- and
+// hooks_test.cpp: every hook kind (docs/autograd.md §3): tensor hooks, retain_grad, node pre- and
 // post-hooks, post-accumulate-grad hooks, saved-tensor pack/unpack hooks; the order per node;
 // bad return values; handles, deduplication and bounded hook lists.
 #include <doctest/doctest.h>

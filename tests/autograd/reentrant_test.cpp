@@ -1,5 +1,5 @@
 // reentrant_test.cpp: backward()/grad() called from inside a node, a hook or a custom Function
-// (pytorch-semantics §3): nested ids, the parent's id restored, 100-deep nesting.
+// (docs/autograd.md §4): nested ids, the parent's id restored, 100-deep nesting.
 #include <doctest/doctest.h>
 
 #include "tests/support/check_close.hpp"
