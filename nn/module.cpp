@@ -65,7 +65,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
         throw ValueError(fmt::format("{}: cannot register non-leaf tensor {} as parameter \"{}\"; register "
                                      "t.detach() instead", type_name_, t.describe(), name));
     t.requires_grad_(requires_grad);
-    if (t.name().empty()) t.set_name(name);   // a tied tensor keeps the name it was first given
+    if (t.name().empty()) t.set_name(path_prefix_ + name);   // a tied tensor keeps the name it was first given
     params_.emplace_back(name, std::move(t));
     return params_.back().second;
 }
@@ -79,13 +79,15 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
     check_new_name("module", name);
     if (!child) throw ValueError(fmt::format("{}: submodule \"{}\" is null", type_name_, name));
-    child->rename_parameters(name + ".");
+    child->rename_parameters(path_prefix_ + name + ".");
     children_.emplace_back(name, std::move(child));
 }
 
 // Sets every parameter's tensor name to prefix + its path below this module. A parent calls
-// this when it adopts the module, so the last registration (the root's) gives the full path.
+// this when it adopts the module, so the last registration (the root's) gives the full path;
+// the prefix is remembered, so modules added later (ModuleList::push_back) get it too.
 void Module::rename_parameters(const std::string& prefix) {
+    path_prefix_ = prefix;
     for (auto& [name, p] : params_) p.set_name(prefix + name);
     for (auto& [name, child] : children_) child->rename_parameters(prefix + name + ".");
 }
@@ -123,6 +125,39 @@ std::vector<Tensor> Module::buffers(bool recurse) const { return named_buffers(r
 std::vector<std::shared_ptr<Module>> Module::children() const {
     std::vector<std::shared_ptr<Module>> out;
     for (const auto& [name, child] : children_) out.push_back(child);
+    return out;
+}
+
+void Module::collect_modules(const std::string& prefix,
+                             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+                             std::vector<const Module*>& seen) const {
+    for (const auto& [name, child] : children_) {
+        if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
+        seen.push_back(child.get());
+        std::string path = prefix.empty() ? name : prefix + "." + name;
+        out.emplace_back(path, child);
+        child->collect_modules(path, out, seen);
+    }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(const std::string& prefix,
+                                                                                   bool include_self) const {
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+    std::vector<const Module*> seen{this};
+    if (include_self) {
+        auto self = std::const_pointer_cast<Module>(weak_from_this().lock());
+        if (!self)
+            throw ValueError(fmt::format("{}: named_modules(include_self=true) needs the module to be owned by a "
+                                         "std::shared_ptr (make it with std::make_shared)", type_name_));
+        out.emplace_back(prefix, std::move(self));
+    }
+    collect_modules(prefix, out, seen);
+    return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) const {
+    std::vector<std::shared_ptr<Module>> out;
+    for (auto& [name, m] : named_modules("", include_self)) out.push_back(std::move(m));
     return out;
 }
 

@@ -77,6 +77,12 @@ public:
     NamedTensors named_buffers(bool recurse = true) const;
     std::vector<std::shared_ptr<Module>> children() const;
     const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+    // This module (named `prefix`, "" by default) and every descendant, depth first in registration
+    // order, keyed by dotted path ("h.0.attn"); a module reachable twice is listed once, as in
+    // PyTorch. include_self needs the module to be owned by a std::shared_ptr (ValueError if not).
+    std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "",
+                                                                               bool include_self = true) const;
+    std::vector<std::shared_ptr<Module>> modules(bool include_self = true) const;
 
     // ---- mode, placement, gradients ----
     virtual void train(bool on = true);          // recursive; Dropout reads is_training()
@@ -104,10 +110,13 @@ private:
     void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,
                  std::vector<const TensorImpl*>& seen) const;
     void collect_state(const std::string& prefix, NamedTensors& out) const;
+    void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+                         std::vector<const Module*>& seen) const;
     void rename_parameters(const std::string& prefix);
     void check_new_name(const std::string& kind, const std::string& name) const;
 
     std::string type_name_;
+    std::string path_prefix_;          // this module's dotted path from the root plus ".", or ""
     bool training_ = true;
     std::vector<std::pair<std::string, Tensor>> params_;
     std::vector<std::pair<std::string, Tensor>> buffers_;

@@ -26,6 +26,17 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
     return groups;
 }
 
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
+    std::vector<ParamGroup> groups(2);
+    for (const Tensor& p : params) {
+        if (!p.requires_grad()) continue;
+        groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+    }
+    groups[0].options["weight_decay"] = weight_decay;
+    groups[1].options["weight_decay"] = 0.0;
+    return groups;
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), {}, "Optimizer") {}
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name)

@@ -79,4 +79,9 @@ protected:
 // Wraps a flat parameter list as one group (what `SGD(model->parameters(), ...)` builds).
 std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 
+// GPT-2's split (nanoGPT's configure_optimizers): group 0 holds every parameter with dim() >= 2
+// (matmul weights, embeddings) with "weight_decay" = weight_decay; group 1 the rest (biases,
+// LayerNorm gains) with "weight_decay" = 0. Parameters that do not require grad are left out.
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+
 }  // namespace ampgrad::optim

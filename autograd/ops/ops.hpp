@@ -150,6 +150,16 @@ Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi)
 // ---- RNG (core/generator.cpp) ----
 void manual_seed(uint64_t seed);
 
+// ---- selection and sampling (sampling.cpp; computed on the host) ----
+// The k largest (or smallest) entries along dim, best first: (values, int64 indices), each with
+// size k at dim. Values are differentiable. NaN ranks above every number; ties keep index order.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// Draws category indices from each row of non-negative weights probs (V) or (B,V) -> int64
+// (num_samples) or (B,num_samples), from the default generator (manual_seed reproduces it).
+// ValueError for a negative / non-finite weight, a zero row sum, or too few non-zero categories
+// for a draw without replacement.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+
 namespace nn::functional {
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
@@ -167,6 +177,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);
+// One token per row from logits (B,V) or (V) -> int64 (B,1) or (1): divide by temperature, keep
+// the top_k largest (others -inf), softmax, multinomial. temperature 0 means greedy (argmax).
+Tensor sample_from_logits(const Tensor& logits, double temperature = 1.0, std::optional<int64_t> top_k = std::nullopt);
 }  // namespace nn::functional
 namespace F = nn::functional;
 
