@@ -5,9 +5,12 @@
 // Every exception derives from ampgrad::Error (itself a std::runtime_error).
 #pragma once
 #include <fmt/format.h>
-#include <source_location>
 #include <stdexcept>
 #include <string>
+#include <version>
+#if defined(__cpp_lib_source_location)
+#include <source_location>
+#endif
 
 namespace ampgrad {
 
@@ -20,10 +23,15 @@ struct IndexError : Error { using Error::Error; };          // out-of-range inde
 struct AutogradError : Error { using Error::Error; };       // graph misuse: second backward, version mismatch...
 struct AmpError : Error { using Error::Error; };            // scaler/autocast misuse
 struct LossScaleError : AmpError { using AmpError::AmpError; };  // dynamic loss scale hit its minimum
-struct IOError : Error { using Error::Error; };             // unreadable / corrupt files
+struct IOError : Error { using Error::Error; };             // unreadable / unwritable files
+struct FormatError : IOError { using IOError::IOError; };   // a file whose content breaks its format's rules
 struct InternalError : Error { using Error::Error; };       // a broken invariant: a bug in ampgrad
 
+// (Only the library's compilers need it: clang 14 with libstdc++ 12, which builds the fuzz target in
+// tools/fuzz/ from the error types alone, has no std::source_location.)
+#if defined(__cpp_lib_source_location)
 [[noreturn]] void throw_internal(const char* expr, const std::string& msg, std::source_location loc);
+#endif
 
 }  // namespace ampgrad
 

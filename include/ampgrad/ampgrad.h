@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "core/tensor.hpp"
+#include "io/safetensors.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
