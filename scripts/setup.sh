@@ -3,7 +3,11 @@
 # On Debian 12 (as root) it apt-installs whatever build dependency is missing, puts the CUDA
 # toolkit on PATH when /usr/local/cuda exists (Meson's `cuda` feature is auto: no nvcc, no CUDA),
 # then configures and builds a release build in $AMPGRAD_BUILD_DIR (default: build/).
-# Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=disabled).
+# It also prepares the Python used by tests/io's interop test: a venv in
+# $AMPGRAD_BUILD_DIR/python-venv made from Debian's python3 (with python3-numpy from Debian via
+# --system-site-packages) plus the `safetensors` package from PyPI, and exports AMPGRAD_PYTHON.
+# Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=disabled),
+# AMPGRAD_PYTHON (an interpreter that already has numpy and safetensors: no venv is made).
 set -euo pipefail
 
 AMPGRAD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,7 +18,8 @@ export AMPGRAD_ROOT AMPGRAD_BUILD_DIR
 # Debian package names (checked with apt-cache on Debian 12 "bookworm").
 AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev libfmt-dev
                   nlohmann-json3-dev libcli11-dev gnuplot-nox python3
-                  cmake libgloo-dev)   # cmake: Meson finds Debian's Gloo through its CMake files
+                  cmake libgloo-dev    # cmake: Meson finds Debian's Gloo through its CMake files
+                  python3-numpy python3-venv)   # tests/io's interop test (see prepare_test_python)
 
 install_missing_packages() {
     local missing=() p
@@ -59,6 +64,29 @@ configure_and_build() {
     ninja -C "$AMPGRAD_BUILD_DIR" -j "$(nproc)"
 }
 
+# The interop test's interpreter. Debian 12's python is "externally managed" (PEP 668), so the
+# PyPI package goes into a venv; --system-site-packages lets it use Debian's numpy. A failure
+# here is reported but does not stop the build: the interop test then fails, saying why.
+prepare_test_python() {
+    if [ -n "${AMPGRAD_PYTHON:-}" ] && "$AMPGRAD_PYTHON" -c 'import numpy, safetensors' 2>/dev/null; then
+        echo "setup: test python $AMPGRAD_PYTHON has numpy and safetensors"
+        export AMPGRAD_PYTHON
+        return
+    fi
+    local base=/usr/bin/python3 venv="$AMPGRAD_BUILD_DIR/python-venv"
+    [ -x "$base" ] || base="$(command -v python3)"
+    if ! "$venv/bin/python3" -c 'import numpy, safetensors' 2>/dev/null; then
+        echo "setup: making $venv (numpy from Debian, safetensors from PyPI)"
+        mkdir -p "$AMPGRAD_BUILD_DIR"
+        "$base" -m venv --system-site-packages "$venv" &&
+            "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check safetensors ||
+            echo "setup: WARNING: could not install safetensors into $venv; tests/io's interop test will fail" >&2
+    fi
+    export AMPGRAD_PYTHON="$venv/bin/python3"
+    echo "setup: test python $AMPGRAD_PYTHON"
+}
+
 install_missing_packages
 put_cuda_on_path
+prepare_test_python
 configure_and_build
