@@ -38,6 +38,7 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"softmax",                           kFp32OutputDtype, "exp-normalise; f32 result (PyTorch: dtype=f32)"},
     PolicyEntry{"log_softmax",                       kFp32OutputDtype, "exp-normalise; f32 result (PyTorch: dtype=f32)"},
     PolicyEntry{"sum",                               kFp32OutputDtype, "long sums lose f16 precision; f32 result"},
+    PolicyEntry{"prod",                              kFp32OutputDtype, "long products overflow f16; f32 result"},
     // ---- widest type: mixed inputs meet in the widest floating dtype ----
     PolicyEntry{"cat",                               kPromote, "joins tensors: widest floating dtype wins"},
     PolicyEntry{"stack",                             kPromote, "joins tensors: widest floating dtype wins"},

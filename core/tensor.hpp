@@ -177,6 +177,16 @@ public:
     Tensor norm() const;                                                       // L2 over all
     Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
     Tensor argmax(int64_t dim, bool keepdim = false) const;
+    std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+    Tensor min() const;
+    Tensor amin(const Shape& dims, bool keepdim = false) const;
+    Tensor argmin(int64_t dim, bool keepdim = false) const;
+    Tensor prod() const;
+    Tensor prod(int64_t dim, bool keepdim = false) const;
+    Tensor var(const Shape& dims, double correction, bool keepdim = false) const;
+    Tensor std(const Shape& dims = {}, double correction = 1.0, bool keepdim = false) const;
+    Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
+    Tensor norm(double p, const Shape& dims = {}, bool keepdim = false) const;
 
     // ---- linear algebra ----
     Tensor matmul(const Tensor& o) const;

@@ -1,8 +1,13 @@
-// attention.cpp: scaled dot-product attention as one graph node (the "math" path: the (T,S)
-// probabilities are stored, unlike flash attention). Forward and backward are batched GEMMs and
-// the softmax kernels over B*NH heads. Derivation: docs/ops/attention.md.
-//   S = q k^T / sqrt(HS) (+ causal mask);  P = softmax(S);  O = P v
-//   dv = P^T dO;  dP = dO v^T;  dS = P * (dP - rowsum(dP * P));  dq = dS k / sqrt(HS);  dk = dS^T q / sqrt(HS)
+// attention.cpp: F.scaled_dot_product_attention. Two paths, one API:
+//  - the fused path (no attn_mask, no dropout, 4-d q/k/v with equal (B,NH)): one graph node whose
+//    forward and backward are batched GEMMs around the softmax kernels, storing the (T,S)
+//    probabilities (the "math" path, unlike flash attention). Under create_graph its backward is
+//    rebuilt from differentiable ops, so double backward works.
+//  - the general path (attn_mask bool/additive, dropout_p, any leading rank with broadcasting):
+//    composed of differentiable ops, as PyTorch's _scaled_dot_product_attention_math.
+// Derivation: docs/ops/attention.md.
+//   S = q k^T * scale (+ mask);  P = softmax(S);  O = dropout(P) v
+//   dv = P^T dO;  dP = dO v^T;  dS = P * (dP - rowsum(dP * P));  dq = dS k * scale;  dk = dS^T q * scale
 #include <cmath>
 
 #include "autograd/ops/attention_fused.hpp"
@@ -18,22 +23,41 @@ using autograd::record;
 
 namespace {
 
-void check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v) {
-    const char* op = "scaled_dot_product_attention";
-    ops::check_defined(op, q, "query");
-    ops::check_defined(op, k, "key");
-    ops::check_defined(op, v, "value");
-    ops::check_same_device(op, {&q, &k, &v});
-    ops::check_floating(op, q);
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+void check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
+                          double dropout_p) {
+    ops::check_defined(kOp, q, "query");
+    ops::check_defined(kOp, k, "key");
+    ops::check_defined(kOp, v, "value");
+    ops::check_same_device(kOp, {&q, &k, &v, &mask});
+    ops::check_floating(kOp, q);
     if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
-        throw DTypeError(fmt::format("{}: dtypes differ: q is {}, k is {}, v is {}; expected one dtype", op,
+        throw DTypeError(fmt::format("{}: dtypes differ: q is {}, k is {}, v is {}; expected one dtype", kOp,
                                      q.describe(), k.describe(), v.describe()));
-    bool ok = q.dim() == 4 && k.dim() == 4 && v.dim() == 4;
-    ok = ok && k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1);
-    ok = ok && k.size(3) == q.size(3) && v.size(2) == k.size(2);
+    bool ok = q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && k.size(-1) == q.size(-1) && v.size(-2) == k.size(-2);
     if (!ok)
-        throw ShapeError(fmt::format("{}: shapes do not fit: q is {}, k is {}, v is {}; expected q (B,NH,T,HS), "
-                                     "k (B,NH,S,HS), v (B,NH,S,HSv)", op, q.describe(), k.describe(), v.describe()));
+        throw ShapeError(fmt::format("{}: shapes do not fit: q is {}, k is {}, v is {}; expected q (*,T,HS), "
+                                     "k (*,S,HS), v (*,S,HSv)", kOp, q.describe(), k.describe(), v.describe()));
+    Shape qlead(q.sizes().begin(), q.sizes().end() - 2), klead(k.sizes().begin(), k.sizes().end() - 2),
+        vlead(v.sizes().begin(), v.sizes().end() - 2);
+    ops::broadcast_shapes(kOp, ops::broadcast_shapes(kOp, qlead, klead), vlead);
+    if (mask.defined()) {
+        if (is_causal)
+            throw ValueError(fmt::format("{}: explicit attn_mask should not be set when is_causal=true (mask is {})",
+                                         kOp, mask.describe()));
+        if (mask.dtype() != kBool && mask.dtype() != q.dtype())
+            throw DTypeError(fmt::format("{}: attn_mask must be bool or match the query dtype: mask is {}, q is {}",
+                                         kOp, mask.describe(), q.describe()));
+        Shape scores = ops::broadcast_shapes(kOp, qlead, klead);
+        scores.push_back(q.size(-2));
+        scores.push_back(k.size(-2));
+        if (ops::broadcast_shapes(kOp, mask.sizes(), scores) != scores)
+            throw ShapeError(fmt::format("{}: attn_mask {} does not broadcast to the scores' shape {}", kOp,
+                                         mask.describe(), shape_str(scores)));
+    }
+    if (!(dropout_p >= 0.0 && dropout_p <= 1.0))
+        throw ValueError(fmt::format("{}: dropout_p has to be between 0 and 1, but got {}", kOp, dropout_p));
 }
 
 // (B,NH,T,X) -> contiguous (B*NH,T,X), no autograd
@@ -42,38 +66,63 @@ Tensor fold_heads(const Tensor& t) {
     return t.contiguous().view({t.size(0) * t.size(1), t.size(2), t.size(3)});
 }
 
-// scores (BH,T,S) = -inf where key j comes after query i (the top-left aligned causal mask)
-void apply_causal_mask(const Tensor& scores) {
-    const int64_t T = scores.size(1), S = scores.size(2);
-    Tensor future = make_empty({T, S}, kBool, Device(kCPU));                    // (T,S)
-    bool* f = future.data_ptr<bool>();
-    for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = 0; j < S; ++j) f[i * S + j] = j > i;
-    if (!scores.device().is_cpu()) {
-        NoGradGuard no_grad;
-        future = future.to(scores.device());
-    }
-    Tensor minus_inf = ops::wrapped_scalar(-INFINITY, scores);
-    backend_of(scores).where(scores, ops::expand_raw(future, scores.sizes()),
-                             ops::expand_raw(minus_inf, scores.sizes()), scores);
+// (T,S) bool: true where key j may be seen by query i (j <= i, top-left aligned)
+Tensor causal_keep(int64_t T, int64_t S, Device device) {
+    NoGradGuard no_grad;
+    Tensor rows = arange(T, TensorOptions(kInt64).device(device)).view({T, 1});
+    Tensor cols = arange(S, TensorOptions(kInt64).device(device)).view({1, S});
+    return le(cols, rows);
 }
 
-}  // namespace
+// scores (BH,T,S) = -inf where key j comes after query i
+void apply_causal_mask(const Tensor& scores) {
+    Tensor keep = causal_keep(scores.size(1), scores.size(2), scores.device());
+    Tensor minus_inf = ops::wrapped_scalar(-INFINITY, scores);
+    backend_of(scores).where(scores, ops::expand_raw(keep, scores.sizes()), scores,
+                             ops::expand_raw(minus_inf, scores.sizes()));
+}
 
-// q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv) -> (B,NH,T,HSv)
-Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal) {
-    Tensor q = q_in, k = k_in, v = v_in;
-    AMPGRAD_AUTOCAST("scaled_dot_product_attention", &q, &k, &v);
-    check_attention_args(q, k, v);
-    const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3), S = k.size(2), HSv = v.size(3);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-    // Fast path: the fused kernel saves the log-sum-exp, not the probabilities, and builds no mask.
-    if (ops::fused_attention_supported(q, k)) return ops::fused_attention(q, k, v, is_causal, scale);
+// softmax over the last dim where rows with every score -inf give 0 (PyTorch's _safe_softmax)
+Tensor safe_softmax(const Tensor& scores) {
+    Tensor probs = softmax(scores, -1);
+    if (scores.numel() == 0) return probs;
+    Tensor dead;
+    {
+        NoGradGuard no_grad;
+        dead = eq(amax(scores, {-1}, true), ops::wrapped_scalar(-INFINITY, scores));
+    }
+    return where(dead, zeros_like(probs), probs);
+}
+
+// softmax(q k^T * scale + causal) as differentiable ops (the math node's create_graph backward)
+Tensor attention_probs(const Tensor& q, const Tensor& k, double scale, bool is_causal) {
+    Tensor scores = matmul(q, transpose(k, -2, -1)) * scale;                  // (*,T,S)
+    if (is_causal) scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, -INFINITY);
+    return is_causal ? safe_softmax(scores) : softmax(scores, -1);
+}
+
+// dq, dk, dv from differentiable ops; q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv), dout (B,NH,T,HSv)
+tensor_list attention_backward_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                         double scale, bool is_causal, BackwardContext& ctx) {
+    Tensor probs = attention_probs(q, k, scale, is_causal);                   // (B,NH,T,S)
+    tensor_list d(3);
+    if (ctx.needs_input_grad(2)) d[2] = matmul(transpose(probs, -2, -1), dout);
+    if (ctx.needs_input_grad(0) || ctx.needs_input_grad(1)) {
+        Tensor dprobs = matmul(dout, transpose(v, -2, -1));                   // (B,NH,T,S)
+        Tensor dscores = probs * (dprobs - sum(dprobs * probs, {-1}, true));
+        if (ctx.needs_input_grad(0)) d[0] = matmul(dscores, k) * scale;
+        if (ctx.needs_input_grad(1)) d[1] = matmul(transpose(dscores, -2, -1), q) * scale;
+    }
+    return d;
+}
+
+// the math node: q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv) -> (B,NH,T,HSv)
+Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
+    const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), S = k.size(2), HSv = v.size(3);
     Backend& be = backend_of(q);
-
     Tensor qf = fold_heads(q), kf = fold_heads(k), vf = fold_heads(v);         // (BH,T,HS) (BH,S,HS) (BH,S,HSv)
     Tensor scores = make_empty({B * NH, T, S}, q.dtype(), q.device());          // (BH,T,S)
-    be.gemm(scores, qf, kf, false, true, scale, 0.0);                          // q k^T / sqrt(HS)
+    be.gemm(scores, qf, kf, false, true, scale, 0.0);                          // q k^T * scale
     if (is_causal) apply_causal_mask(scores);
     Tensor probs = make_empty(scores.sizes(), q.dtype(), q.device());           // (BH,T,S)
     be.softmax(probs, scores, false);
@@ -84,10 +133,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
         out = out.view({B, NH, T, HSv});                                        // (B,NH,T,HSv)
     }
 
-    return record("scaled_dot_product_attention", out, {q, k, v}, {q, k, v, probs},
-                  [scale](BackwardContext& ctx, const tensor_list& g) {
-        if (GradMode::is_enabled())
-            throw AutogradError("scaled_dot_product_attention: double backward (create_graph=True) is not supported");
+    return record(kOp, out, {q, k, v}, {q, k, v, probs}, [scale, is_causal](BackwardContext& ctx, const tensor_list& g) {
+        if (GradMode::is_enabled())                                             // create_graph
+            return attention_backward_composite(ctx.saved(0), ctx.saved(1), ctx.saved(2),
+                                                g[0].to(ctx.saved(0).dtype()), scale, is_causal, ctx);
         Tensor qf = fold_heads(ctx.saved(0)), kf = fold_heads(ctx.saved(1)), vf = fold_heads(ctx.saved(2));
         Tensor probs = ctx.saved(3);                                            // (BH,T,S)
         Tensor dout = fold_heads(g[0].dtype() == qf.dtype() ? g[0] : g[0].to(qf.dtype()));   // (BH,T,HSv)
@@ -104,17 +153,58 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
             be.softmax_backward(dscores, probs, dprobs, false);                 // dS
             if (ctx.needs_input_grad(0)) {
                 d[0] = make_empty(qf.sizes(), qf.dtype(), qf.device());         // (BH,T,HS)
-                be.gemm(d[0], dscores, kf, false, false, scale, 0.0);           // dq = dS k / sqrt(HS)
+                be.gemm(d[0], dscores, kf, false, false, scale, 0.0);           // dq = dS k * scale
             }
             if (ctx.needs_input_grad(1)) {
                 d[1] = make_empty(kf.sizes(), kf.dtype(), kf.device());         // (BH,S,HS)
-                be.gemm(d[1], dscores, qf, true, false, scale, 0.0);            // dk = dS^T q / sqrt(HS)
+                be.gemm(d[1], dscores, qf, true, false, scale, 0.0);            // dk = dS^T q * scale
             }
         }
         for (size_t i = 0; i < 3; ++i)                                          // (BH,X,Y) -> (B,NH,X,Y)
             if (d[i].defined()) d[i] = d[i].view(ctx.input_meta(i).shape);
         return d;
     });
+}
+
+// the general path, as PyTorch's math path: q and k each scaled by sqrt(|scale|) before the GEMM
+Tensor attention_general(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                         bool is_causal, double scale) {
+    const double root = std::sqrt(std::abs(scale));
+    Tensor scores = matmul(q * (scale < 0 ? -root : root), transpose(k, -2, -1) * root);   // (*,T,S)
+    bool masked = is_causal || mask.defined();
+    if (is_causal) {
+        scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, -INFINITY);
+    } else if (mask.defined() && mask.dtype() == kBool) {
+        Tensor additive = where(mask, zeros(mask.sizes(), scores.options()), -INFINITY);    // true = attend
+        scores = scores + additive;
+    } else if (mask.defined()) {
+        scores = scores + mask;
+    }
+    Tensor probs = masked ? safe_softmax(scores) : softmax(scores, -1);       // (*,T,S)
+    if (dropout_p > 0.0) probs = dropout(probs, dropout_p, true);
+    return matmul(probs, v);                                                  // (*,T,HSv)
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                   const Tensor& attn_mask_in, double dropout_p, bool is_causal,
+                                   std::optional<double> scale_opt) {
+    Tensor q = q_in, k = k_in, v = v_in, mask = attn_mask_in;
+    if (mask.defined() && mask.dtype() != kBool) AMPGRAD_AUTOCAST(kOp, &q, &k, &v, &mask);
+    else AMPGRAD_AUTOCAST(kOp, &q, &k, &v);
+    check_attention_args(q, k, v, mask, is_causal, dropout_p);
+    const double scale = scale_opt ? *scale_opt : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    bool fused = !mask.defined() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
+                 k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+                 v.size(1) == q.size(1) && q.numel() > 0 && k.numel() > 0;
+    if (fused && ops::fused_attention_supported(q, k)) return ops::fused_attention(q, k, v, is_causal, scale);
+    if (fused) return attention_math(q, k, v, is_causal, scale);
+    return attention_general(q, k, v, mask, dropout_p, is_causal, scale);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
+    return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, is_causal, std::nullopt);
 }
 
 }  // namespace ampgrad::nn::functional

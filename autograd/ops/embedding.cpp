@@ -29,8 +29,9 @@ Tensor embedding_backward(const Tensor& dout, const Tensor& indices, int64_t V) 
 
 }  // namespace
 
-// indices (*) int64/int32, weight (V,C) -> (*,C)
-Tensor embedding(const Tensor& indices, const Tensor& weight) {
+// indices (*) int64/int32, weight (V,C) -> (*,C); no gradient reaches row padding_idx (PyTorch's
+// padding_idx: the forward still reads that row)
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
     ops::check_defined("embedding", indices, "indices");
     ops::check_defined("embedding", weight, "weight");
     ops::check_same_device("embedding", {&indices, &weight});
@@ -41,6 +42,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
         throw ShapeError(fmt::format("embedding: weight must be 2-d (V,C) but got {}", weight.describe()));
     ops::check_floating("embedding", weight);
     const int64_t V = weight.size(0), C = weight.size(1);
+    if (padding_idx && (*padding_idx >= V || *padding_idx < -V))
+        throw ValueError(fmt::format("embedding: padding_idx {} must be within num_embeddings {} (weight is {})",
+                                     *padding_idx, V, weight.describe()));
+    const int64_t pad = padding_idx ? (*padding_idx < 0 ? *padding_idx + V : *padding_idx) : -1;
 
     Shape out_shape = indices.sizes();
     out_shape.push_back(C);
@@ -52,8 +57,12 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
         backend_of(weight).embedding(rows, idx, weight.contiguous());
         out = rows.view(out_shape);                                           // (*,C)
     }
-    return record("embedding", out, {weight}, {indices}, [V](BackwardContext& ctx, const tensor_list& g) {
-        return tensor_list{embedding_backward(g[0], ctx.saved(0), V)};       // (V,C)
+    return record("embedding", out, {weight}, {indices}, [V, pad](BackwardContext& ctx, const tensor_list& g) {
+        Tensor dweight = embedding_backward(g[0], ctx.saved(0), V);           // (V,C)
+        if (pad < 0) return tensor_list{dweight};
+        Tensor is_pad = eq(arange(V, TensorOptions(kInt64).device(dweight.device())).view({V, 1}),
+                           full({}, static_cast<double>(pad), TensorOptions(kInt64).device(dweight.device())));
+        return tensor_list{where(is_pad, zeros_like(dweight), dweight)};      // (V,C), row pad zero
     });
 }
 

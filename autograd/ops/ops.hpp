@@ -110,6 +110,19 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor norm(const Tensor& x);                                   // L2 over all elements
 Tensor var(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+// (autograd/ops/reduce_stats.cpp) min/amin mirror max/amax; an empty dims list means all dims.
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+Tensor min(const Tensor& x);
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor prod(const Tensor& x);                                   // integer/bool inputs give int64
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+// sum((x - mean)^2) / max(0, n - correction); std = sqrt(var). torch.var(x, dims, correction=...)
+Tensor var(const Tensor& x, const Shape& dims, double correction, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, double correction = 1.0, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+// vector p-norm over dims (torch.linalg.vector_norm): p = 0, 1, 2, any real, +/-inf
+Tensor norm(const Tensor& x, double p, const Shape& dims = {}, bool keepdim = false);
 // Sum a broadcast gradient back down to `shape` (used by every broadcasting backward).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
@@ -166,14 +179,33 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
-Tensor embedding(const Tensor& indices, const Tensor& weight);       // (*) , (V,C) -> (*,C)
-// logits (N,V) or (V); targets (N) int64; mean over non-ignored rows
+// (*) , (V,C) -> (*,C); the row at padding_idx (may be negative) gets no gradient
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// logits (N,V) or (V); targets (N) int64; mean over non-ignored rows (the fused kernel path)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+enum class Reduction { kNone, kMean, kSum };
+// F.cross_entropy's keyword arguments, e.g. cross_entropy(x, t, {.weight = w, .label_smoothing = 0.1})
+struct CrossEntropyOptions {
+    Tensor weight;                           // (C) per-class weights, or undefined
+    int64_t ignore_index = -100;             // index targets only
+    Reduction reduction = Reduction::kMean;
+    double label_smoothing = 0.0;            // in [0, 1]
+};
+// (autograd/ops/cross_entropy.cpp) logits (N,C,*) or (C); targets either class indices (N,*) or ()
+// int64, or class probabilities shaped like logits. kNone returns (N,*).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options);
 Tensor mse_loss(const Tensor& input, const Tensor& target);           // mean reduction
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target);   // mean
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target);                // mean
-// q,k,v: (B,NH,T,HS) -> (B,NH,T,HS); softmax(q k^T / sqrt(HS) [+ causal mask]) v
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal = false);
+// q (*,T,HS), k (*,S,HS), v (*,S,HSv) -> (*,T,HSv), leading dims broadcast:
+//   dropout(softmax(q k^T * scale + mask), dropout_p) v,  scale defaulting to 1/sqrt(HS).
+// attn_mask (broadcastable to (*,T,S)) is bool (true = may attend) or additive in q's dtype;
+// is_causal is the top-left aligned lower-triangular mask and excludes attn_mask, as in PyTorch.
+// dropout_p > 0 always drops (F.scaled_dot_product_attention has no training flag).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+                                   double dropout_p = 0.0, bool is_causal = false,
+                                   std::optional<double> scale = std::nullopt);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor silu(const Tensor& x);

@@ -64,6 +64,16 @@ Tensor Tensor::logsumexp(int64_t d, bool k) const { return ampgrad::logsumexp(*t
 Tensor Tensor::norm() const { return ampgrad::norm(*this); }
 Tensor Tensor::var(int64_t d, bool unbiased, bool k) const { return ampgrad::var(*this, d, unbiased, k); }
 Tensor Tensor::argmax(int64_t d, bool k) const { return ampgrad::argmax(*this, d, k); }
+std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool k) const { return ampgrad::min(*this, d, k); }
+Tensor Tensor::min() const { return ampgrad::min(*this); }
+Tensor Tensor::amin(const Shape& d, bool k) const { return ampgrad::amin(*this, d, k); }
+Tensor Tensor::argmin(int64_t d, bool k) const { return ampgrad::argmin(*this, d, k); }
+Tensor Tensor::prod() const { return ampgrad::prod(*this); }
+Tensor Tensor::prod(int64_t d, bool k) const { return ampgrad::prod(*this, d, k); }
+Tensor Tensor::var(const Shape& d, double c, bool k) const { return ampgrad::var(*this, d, c, k); }
+Tensor Tensor::std(const Shape& d, double c, bool k) const { return ampgrad::std(*this, d, c, k); }
+Tensor Tensor::logsumexp(const Shape& d, bool k) const { return ampgrad::logsumexp(*this, d, k); }
+Tensor Tensor::norm(double p, const Shape& d, bool k) const { return ampgrad::norm(*this, p, d, k); }
 
 Tensor Tensor::matmul(const Tensor& o) const { return ampgrad::matmul(*this, o); }
 Tensor Tensor::mm(const Tensor& o) const { return ampgrad::mm(*this, o); }

@@ -83,3 +83,35 @@ TEST_CASE("embedding rejects bad input") {
                          doctest::Contains("embedding: weight must be 2-d (V,C) but got (5) f32 cpu"), ShapeError);
     CHECK_THROWS_AS(F::embedding(tensor<int64_t>({1}), zeros({5, 3}, TensorOptions(kInt64))), DTypeError);
 }
+
+TEST_CASE("embedding with padding_idx: PyTorch fixture, no gradient to the padding row, gradcheck, f16/bf16") {
+    for (const char* name : {"nnf_embedding_padding", "nnf_embedding_padding_neg"}) {
+        CAPTURE(name);
+        Fixture fx = load_fixture(name);
+        auto pad = static_cast<int64_t>(fx.param("padding_idx"));
+        Tensor weight = fx.at("weight").clone().requires_grad_(true);
+        Tensor out = F::embedding(fx.at("idx"), weight, pad);
+        CHECK_CLOSE(out, fx.at("out"), tol_for(kFloat32));                      // the row is still read
+        out.backward(fx.at("dout"));
+        CHECK_CLOSE(weight.grad(), fx.at("dweight"), tol_for(kFloat32));
+    }
+    manual_seed(31);
+    Tensor weight = randn({6, 3}, TensorOptions(kFloat64).requires_grad(true));
+    Tensor idx = tensor<int64_t>({5, 0, 5, 2, 2, 2}, {3, 2});
+    auto f = [&](const tensor_list& in) { return tensor_list{F::embedding(idx, in[0], 2)}; };
+    CHECK(autograd::gradcheck(f, {weight}));
+    CHECK(autograd::gradgradcheck(f, {weight}));
+    Tensor g = autograd::grad({F::embedding(idx, weight, -1).sum()}, {weight})[0];
+    CHECK(g.select(0, 5).to_vector<double>() == std::vector<double>{0, 0, 0});   // -1 wraps to row 5
+    CHECK(g.select(0, 2).to_vector<double>() == std::vector<double>{3, 3, 3});
+    for (DType dt : {kFloat16, kBFloat16}) {
+        Tensor w = randn({6, 3}).to(dt).requires_grad_(true);
+        F::embedding(idx, w, 0).sum().backward();
+        CHECK(w.grad().dtype() == dt);
+        CHECK(w.grad().select(0, 0).to(kFloat32).to_vector<float>() == std::vector<float>{0, 0, 0});
+        CHECK(w.grad().select(0, 2).to(kFloat32).to_vector<float>() == std::vector<float>{3, 3, 3});
+    }
+    CHECK_THROWS_WITH_AS(F::embedding(idx, weight, 6), doctest::Contains("padding_idx 6 must be within"),
+                         ValueError);
+    CHECK_THROWS_AS(F::embedding(idx, weight, -7), ValueError);
+}

@@ -1,0 +1,302 @@
+// reduce_stats.cpp: the reductions PyTorch-trained models reach for beyond sum/mean/max:
+// amin/min(dim)/argmin, prod, var/std with a correction over several dims, logsumexp over several
+// dims and the vector p-norm. Each backward is written in differentiable ops (double backward
+// works); the formulas follow PyTorch's derivatives (tools/autograd/derivatives.yaml and
+// FunctionsManual.cpp: prod_backward, std_backward, linalg_vector_norm_backward).
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/ops/autocast_hook.hpp"
+#include "autograd/ops/op_utils.hpp"
+#include "autograd/ops/ops.hpp"
+#include "autograd/record.hpp"
+
+namespace ampgrad {
+
+using autograd::BackwardContext;
+using autograd::record;
+
+namespace {
+
+// Sorted, wrapped, duplicate-free dims; an empty list means every dim. A 0-dim tensor accepts
+// dim 0 / -1 (as PyTorch) and reduces over nothing.
+std::vector<int64_t> stat_dims(std::string_view op, const Tensor& x, const Shape& dims) {
+    std::vector<int64_t> out;
+    for (int64_t d : dims) {
+        int64_t w = ops::wrap_dim(op, d, x.dim());
+        if (std::find(out.begin(), out.end(), w) != out.end())
+            throw ValueError(fmt::format("{}: dim {} appears multiple times in the list of dims", op, w));
+        out.push_back(w);
+    }
+    if (x.dim() == 0) return {};
+    if (dims.empty())
+        for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+Shape kept_shape(const Tensor& x, const std::vector<int64_t>& dims) {
+    Shape s = x.sizes();
+    for (int64_t d : dims) s[static_cast<size_t>(d)] = 1;
+    return s;
+}
+
+Shape dropped_shape(const Tensor& x, const std::vector<int64_t>& dims) {
+    Shape s;
+    for (int64_t d = 0; d < x.dim(); ++d)
+        if (std::find(dims.begin(), dims.end(), d) == dims.end()) s.push_back(x.size(d));
+    return s;
+}
+
+int64_t reduced_count(const Tensor& x, const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= x.size(d);
+    return n;
+}
+
+// Raw reduction (no autograd) into the keepdim shape, then the final shape.
+Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
+    Tensor in = ops::cast_raw(x, dtype);
+    Tensor out = make_empty(kept_shape(in, dims), dtype, x.device());
+    backend_of(x).reduce(op, out, in, dims);
+    if (keepdim) return out;
+    Shape s = dropped_shape(x, dims);
+    return make_view(out, s, contiguous_strides(s), 0);
+}
+
+// g reduced with !keepdim -> the keepdim shape (differentiable)
+Tensor restore_dims(Tensor g, const std::vector<int64_t>& dims, bool keepdim) {
+    if (!keepdim) for (int64_t d : dims) g = unsqueeze(g, d);
+    return g;
+}
+
+// The compute dtype of the statistics: f16/bf16 are computed in f32 and rounded once (PyTorch's
+// kernels accumulate half types in f32 too).
+DType stat_dtype(DType d) { return d == kFloat16 || d == kBFloat16 ? kFloat32 : d; }
+
+// sign of x (0 at 0, nan at nan) as a constant of x (its derivative is 0)
+Tensor sgn(const Tensor& x) {
+    NoGradGuard no_grad;
+    return where(gt(x, zeros_like(x)), ones_like(x), where(lt(x, zeros_like(x)), -ones_like(x), x * 0.0));
+}
+
+}  // namespace
+
+// ---- amin: the gradient is shared equally by all minimal elements (as amax) ----
+Tensor amin(const Tensor& x, const Shape& dims_in, bool keepdim) {
+    ops::check_defined("amin", x, "input");
+    std::vector<int64_t> dims = stat_dims("amin", x, dims_in);
+    Tensor out = reduce_kernel(ReduceOp::kMin, x, dims, keepdim, x.dtype());
+    return record("amin", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), y = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        Tensor is_min = eq(xs, y).to(g[0].dtype());
+        Tensor count = sum(is_min, Shape(dims.begin(), dims.end()), true);
+        return tensor_list{gk * is_min / count};
+    });
+}
+
+Tensor min(const Tensor& x) { return amin(x, Shape{}, false); }
+
+// ---- min(dim): values + the first index holding the minimum (the first nan, if any) ----
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim_in, bool keepdim) {
+    ops::check_defined("min", x, "input");
+    int64_t dim = ops::wrap_dim("min", dim_in, x.dim());
+    if (x.dim() == 0) return {amin(x, Shape{}, keepdim), zeros({}, TensorOptions(kInt64).device(x.device()))};
+    if (x.size(dim) == 0)
+        throw IndexError(fmt::format("min: cannot take the min over empty dimension {} of {}", dim, x.describe()));
+    const int64_t n = x.size(dim);
+    std::vector<int64_t> dims{dim};
+    Tensor values, indices;
+    {
+        NoGradGuard no_grad;
+        values = reduce_kernel(ReduceOp::kMin, x, dims, true, x.dtype());                // keepdim
+        Shape pos_shape(static_cast<size_t>(x.dim()), 1);
+        pos_shape[static_cast<size_t>(dim)] = n;
+        Tensor positions = arange(n, TensorOptions(kInt64).device(x.device())).view(pos_shape);
+        Tensor hit = eq(x, values);
+        if (is_floating(x.dtype())) hit = hit | (ne(x, x) & ne(values, values));
+        Tensor candidates = where(hit, positions, ops::wrapped_scalar(static_cast<double>(n), positions));
+        indices = reduce_kernel(ReduceOp::kMin, candidates.contiguous(), dims, keepdim, kInt64);
+        if (!keepdim) values = squeeze(values, dim);
+    }
+    Shape in_shape = x.sizes();
+    values = record("min", values, {x}, {indices}, [dim, keepdim, in_shape](BackwardContext& ctx, const tensor_list& g) {
+        Tensor idx = ctx.saved(0), gk = g[0];
+        if (!keepdim) { idx = unsqueeze(idx, dim); gk = unsqueeze(gk, dim); }
+        Shape pos_shape(in_shape.size(), 1);
+        pos_shape[static_cast<size_t>(dim)] = in_shape[static_cast<size_t>(dim)];
+        Tensor positions = arange(in_shape[static_cast<size_t>(dim)], TensorOptions(kInt64).device(g[0].device()))
+                               .view(pos_shape);
+        return tensor_list{where(eq(positions, idx), expand(gk, in_shape), 0.0)};
+    });
+    return {values, indices};
+}
+
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+    NoGradGuard no_grad;
+    return min(x, dim, keepdim).second;
+}
+
+// ---- prod over one dim. d/dx_i = product of the others: result / x_i without zeros; with one
+// zero only that element gets the product of the non-zeros; with two or more, all get 0. Under
+// create_graph the products of the others are formed exactly (an (n,n) table per row) so that
+// second derivatives at zeros are right too.
+namespace {
+Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      // x (..., n at dim, ...)
+    const int64_t n = x.size(dim);
+    Tensor xt = transpose(x, dim, -1);                                        // (*,n)
+    Shape table = xt.sizes();
+    table.insert(table.end() - 1, n);                                         // (*,n,n)
+    Tensor rows = expand(unsqueeze(xt, -2), table);                           // rows[i][j] = x_j
+    Tensor eye = eq(arange(n).view({n, 1}), arange(n).view({1, n})).to(x.device());   // (n,n)
+    Tensor others = prod(where(logical_not(eye), rows, 1.0), -1);              // (*,n)
+    return transpose(others, dim, -1);
+}
+
+Tensor prod_others_fast(const Tensor& x, const Tensor& result, int64_t dim) {   // result keepdim
+    NoGradGuard no_grad;
+    Tensor is_zero = eq(x, zeros_like(x));
+    Tensor zero_count = sum(is_zero.to(kInt64), {dim}, true);
+    Tensor nonzero_prod = prod(where(is_zero, ones_like(x), x), dim, true);
+    Tensor one_zero = eq(zero_count, ops::wrapped_scalar(1.0, zero_count));
+    Tensor no_zero = eq(zero_count, ops::wrapped_scalar(0.0, zero_count));
+    return where(no_zero, result / x, where(one_zero & is_zero, expand(nonzero_prod, x.sizes()), zeros_like(x)));
+}
+}  // namespace
+
+Tensor prod(const Tensor& x_in, int64_t dim_in, bool keepdim) {
+    Tensor x = x_in;
+    AMPGRAD_AUTOCAST("prod", &x);
+    ops::check_defined("prod", x, "input");
+    int64_t dim = ops::wrap_dim("prod", dim_in, x.dim());
+    DType out_dtype = is_floating(x.dtype()) ? x.dtype() : kInt64;
+    if (x.dim() == 0) return x.dtype() == out_dtype ? x.clone() : x.to(out_dtype);
+    std::vector<int64_t> dims{dim};
+    Tensor out = reduce_kernel(ReduceOp::kProd, x, dims, keepdim, out_dtype);
+    return record("prod", out, {x}, {x, out}, [dim, keepdim](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), gk = g[0];
+        if (!keepdim) gk = unsqueeze(gk, dim);
+        if (xs.numel() == 0) return tensor_list{zeros_like(xs)};
+        if (GradMode::is_enabled()) return tensor_list{gk * prod_others_exact(xs, dim)};
+        Tensor y = ctx.saved(1);
+        if (!keepdim) y = unsqueeze(y, dim);
+        return tensor_list{gk * prod_others_fast(xs, y, dim)};
+    });
+}
+
+Tensor prod(const Tensor& x) {
+    if (x.dim() == 0) return prod(x, 0, false);
+    return reshape(prod(reshape(x, {-1}), 0, false), {});
+}
+
+// ---- var / std: sum((x - mean)^2) / max(0, n - correction), over several dims ----
+Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
+    ops::check_defined("var", x, "input");
+    ops::check_floating("var", x);
+    std::vector<int64_t> dims = stat_dims("var", x, dims_in);
+    Shape d(dims.begin(), dims.end());
+    const double divisor = std::max(0.0, static_cast<double>(reduced_count(x, dims)) - correction);
+    Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
+    Tensor centered = d.empty() ? xc - xc : xc - mean(xc, d, true);
+    Tensor out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
+    return to_dtype(out, x.dtype());
+}
+
+// std: backward (g / 2 std, 0 where std == 0) times var's gradient, as PyTorch's std_backward
+Tensor std(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
+    ops::check_defined("std", x, "input");
+    ops::check_floating("std", x);
+    std::vector<int64_t> dims = stat_dims("std", x, dims_in);
+    const double divisor = std::max(0.0, static_cast<double>(reduced_count(x, dims)) - correction);
+    Tensor out;
+    {
+        NoGradGuard no_grad;
+        out = to_dtype(sqrt(var(to_dtype(x, stat_dtype(x.dtype())), dims_in, correction, keepdim)), x.dtype());
+    }
+    return record("std", out, {x}, {x, out}, [dims, keepdim, divisor](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), s = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        Tensor is_zero = eq(s, zeros_like(s));
+        Tensor dvar = where(is_zero, zeros_like(gk), gk / (s * 2.0));
+        Shape d(dims.begin(), dims.end());
+        Tensor centered = d.empty() ? xs - xs : xs - mean(xs, d, true);
+        return tensor_list{dvar * centered * (2.0 / divisor)};
+    });
+}
+
+// ---- logsumexp over several dims: m + log(sum(exp(x - m))), m = max (detached), -inf if empty ----
+Tensor logsumexp(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
+    Tensor x = x_in;
+    AMPGRAD_AUTOCAST("logsumexp", &x);
+    ops::check_defined("logsumexp", x, "input");
+    ops::check_floating("logsumexp", x);
+    std::vector<int64_t> dims = stat_dims("logsumexp", x, dims_in);
+    Shape d(dims.begin(), dims.end());
+    if (d.empty()) return x.clone();                       // 0-dim input: logsumexp(x) = x
+    Tensor m;
+    {
+        NoGradGuard no_grad;
+        if (x.numel() == 0) {
+            m = zeros(kept_shape(x, dims), x.options());
+        } else {
+            m = amax(x, d, true);
+            m = where(isfinite(m), m, 0.0);                // all -inf rows: keep -inf, not nan
+        }
+    }
+    Tensor out = log(sum(exp(x - m), d, true)) + m;
+    return keepdim ? out : reshape(out, dropped_shape(x, dims));
+}
+
+// ---- vector p-norm: (sum |x|^p)^(1/p); max|x| for inf, min|x| for -inf, count of non-zeros for 0 ----
+namespace {
+Tensor norm_forward(const Tensor& x, double p, const Shape& d, bool keepdim) {
+    NoGradGuard no_grad;
+    Tensor a = abs(to_dtype(x, stat_dtype(x.dtype())));
+    Tensor out;
+    if (std::isinf(p)) out = p > 0 ? amax(a, d, keepdim) : amin(a, d, keepdim);
+    else if (p == 0.0) out = sum(ne(a, zeros_like(a)).to(a.dtype()), d, keepdim);
+    else if (p == 1.0) out = sum(a, d, keepdim);
+    else if (p == 2.0) out = sqrt(sum(a * a, d, keepdim));
+    else out = pow(sum(pow(a, p), d, keepdim), 1.0 / p);
+    return to_dtype(out, x.dtype());
+}
+
+// PyTorch's linalg_vector_norm_backward; x (*), n and g in the keepdim shape
+Tensor norm_backward(const Tensor& x, const Tensor& n, const Tensor& g, double p, const Shape& d) {
+    Tensor n_zero = eq(n, zeros_like(n));
+    if (p == 0.0) return zeros_like(x);
+    if (p == 1.0) return sgn(x) * g;
+    if (p == 2.0) return where(n_zero, zeros_like(x), x / n) * g;
+    if (std::isinf(p)) {
+        Tensor a = abs(x);
+        Tensor mask = (eq(a, n) | ne(a, a)).to(x.dtype());
+        return sgn(x) * (g / sum(mask, d, true) * mask);
+    }
+    if (p < 1.0) {
+        Tensor scaled = where(eq(x, zeros_like(x)), zeros_like(x), sgn(x) * pow(abs(x), p - 1.0));
+        return scaled * g * pow(n, 1.0 - p);
+    }
+    Tensor scale = where(n_zero, zeros_like(g), g / pow(n, p - 1.0));
+    Tensor scaled = p < 2.0 ? sgn(x) * pow(abs(x), p - 1.0) : x * pow(abs(x), p - 2.0);
+    return scaled * scale;
+}
+}  // namespace
+
+Tensor norm(const Tensor& x_in, double p, const Shape& dims_in, bool keepdim) {
+    Tensor x = x_in;
+    AMPGRAD_AUTOCAST("norm", &x);
+    ops::check_defined("norm", x, "input");
+    ops::check_floating("norm", x);
+    if (std::isnan(p)) throw ValueError(fmt::format("norm: the order p must not be nan (input is {})", x.describe()));
+    std::vector<int64_t> dims = stat_dims("norm", x, dims_in);
+    Shape d(dims.begin(), dims.end());
+    if (std::isinf(p) && x.numel() == 0 && reduced_count(x, dims) == 0)
+        throw ValueError(fmt::format("norm: the {}-norm of an empty reduction is undefined (input is {})", p,
+                                     x.describe()));
+    Tensor out = norm_forward(x, p, d, keepdim);
+    return record("norm", out, {x}, {x, out}, [dims, d, keepdim, p](BackwardContext& ctx, const tensor_list& g) {
+        Tensor n = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        return tensor_list{norm_backward(ctx.saved(0), n, gk, p, d)};
+    });
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,169 @@
+// reduce_stats_test.cpp: amin/min/argmin, prod (with zeros), var/std with a correction over
+// several dims, logsumexp over several dims, and the vector p-norm: PyTorch fixtures (forward,
+// backward and double backward), f64 gradcheck and gradgradcheck, f16/bf16 against f64, edge
+// cases and bad input.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/support/check_close.hpp"
+#include "tests/support/fixtures.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+namespace {
+using UnaryFn = std::function<Tensor(const Tensor&)>;
+
+// forward, backward, and ddx = d(sum(dx * v))/dx through create_graph, against PyTorch
+void check_fixture(const std::string& name, const UnaryFn& fn) {
+    CAPTURE(name);
+    Fixture fx = load_fixture(name);
+    Tensor x = fx.at("x").clone().requires_grad_(true);
+    Tensor y = fn(x);
+    CHECK_CLOSE(y, fx.at("y"), tol_for(kFloat32));
+    Tensor dx = autograd::grad({y}, {x}, {fx.at("dy")}, true, true)[0];
+    CHECK_CLOSE(dx, fx.at("dx"), tol_for(kFloat32));
+    if (!dx.requires_grad()) {
+        CHECK(equal(fx.at("ddx"), zeros_like(fx.at("ddx"))));
+        return;
+    }
+    Tensor ddx = autograd::grad({(dx * fx.at("v")).sum()}, {x}, {}, std::nullopt, false, true)[0];
+    if (!ddx.defined()) ddx = zeros_like(x);
+    CHECK_CLOSE(ddx, fx.at("ddx"), tol_for(kFloat32, 16));
+}
+
+void check_grads(const UnaryFn& fn, const Tensor& x) {
+    auto f = [&](const tensor_list& in) { return tensor_list{fn(in[0])}; };
+    CHECK(autograd::gradcheck(f, {x}));
+    CHECK(autograd::gradgradcheck(f, {x}));
+}
+
+Tensor random64(const Shape& shape, uint64_t seed) {
+    manual_seed(seed);
+    return randn(shape, TensorOptions(kFloat64).requires_grad(true));
+}
+
+void check_low_precision(const UnaryFn& fn, const Shape& shape, double ops = 8) {
+    manual_seed(11);
+    for (DType dt : {kFloat16, kBFloat16}) {
+        CAPTURE(dtype_name(dt));
+        Tensor x = (randn(shape) * 0.5 + 1.0).to(dt);
+        Tensor ref = fn(x.to(kFloat64));
+        Tensor got = fn(x);
+        CHECK(got.dtype() == dt);
+        CHECK_CLOSE(got, ref, tol_for(dt, ops));
+    }
+}
+}  // namespace
+
+TEST_CASE("amin, min, prod, var, std, logsumexp and norm match PyTorch to second order") {
+    check_fixture("reduce_amin_dims", [](const Tensor& t) { return t.amin({0, 2}); });
+    check_fixture("reduce_min_dim", [](const Tensor& t) { return t.min(1).first; });
+    check_fixture("reduce_amin_ties", [](const Tensor& t) { return t.amin({1}); });
+    check_fixture("reduce_prod_dim", [](const Tensor& t) { return t.prod(1); });
+    check_fixture("reduce_prod_zeros", [](const Tensor& t) { return t.prod(1); });
+    check_fixture("reduce_prod_all", [](const Tensor& t) { return t.prod().reshape({1}); });
+    check_fixture("reduce_var_dims", [](const Tensor& t) { return t.var(Shape{0, 2}, 0.0); });
+    check_fixture("reduce_var_keepdim", [](const Tensor& t) { return t.var(Shape{1}, 2.0, true); });
+    check_fixture("reduce_std_dims", [](const Tensor& t) { return t.std({1, 2}); });
+    check_fixture("reduce_std_all", [](const Tensor& t) { return t.std().reshape({1}); });
+    check_fixture("reduce_logsumexp_dims", [](const Tensor& t) { return t.logsumexp(Shape{0, 2}); });
+    for (auto [p, tag] : {std::pair{2.0, "2"}, {1.0, "1"}, {3.0, "3"}, {1.5, "1p5"}, {0.5, "0p5"},
+                          {INFINITY, "inf"}, {-INFINITY, "ninf"}}) {
+        double order = p;
+        check_fixture(std::string("reduce_norm_p") + tag, [order](const Tensor& t) { return t.norm(order, {1, 2}); });
+    }
+    check_fixture("reduce_norm_keepdim", [](const Tensor& t) { return t.norm(2.0, {0}, true); });
+}
+
+TEST_CASE("the new reductions pass float64 gradcheck and gradgradcheck") {
+    Tensor x = random64({3, 4}, 5);
+    check_grads([](const Tensor& t) { return t.amin({1}); }, x);
+    check_grads([](const Tensor& t) { return t.min(0, true).first; }, x);
+    check_grads([](const Tensor& t) { return t.prod(1); }, x);
+    check_grads([](const Tensor& t) { return t.prod(); }, x);
+    check_grads([](const Tensor& t) { return t.var(Shape{0, 1}, 1.0); }, x);
+    check_grads([](const Tensor& t) { return t.std({1}, 0.0, true); }, x);
+    check_grads([](const Tensor& t) { return t.logsumexp(Shape{0, 1}, true); }, x);
+    for (double p : {1.0, 2.0, 3.0, 1.5, 0.7, static_cast<double>(INFINITY), -static_cast<double>(INFINITY)}) {
+        CAPTURE(p);
+        check_grads([p](const Tensor& t) { return t.norm(p, {0}); }, x);
+    }
+}
+
+TEST_CASE("prod's gradient with zeros: one zero gets the product of the others, two zeros give 0") {
+    Tensor x = tensor<double>({2, 0, 3, 0, 0, 5}, {2, 3}).requires_grad_(true);
+    x.prod(1).sum().backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 6, 0, 0, 0, 0});
+    // second order at a zero: d/dx_j (prod of the others of x_i) is exact under create_graph
+    Tensor z = tensor<double>({0, 2, 3}).requires_grad_(true);
+    Tensor g = autograd::grad({z.prod()}, {z}, {}, true, true)[0];          // (6, 0, 0)
+    CHECK(g.to_vector<double>() == std::vector<double>{6, 0, 0});
+    Tensor h = autograd::grad({g.select(0, 1)}, {z})[0];                    // d(x0*x2)/dz = (3, 0, 0)
+    CHECK(h.to_vector<double>() == std::vector<double>{3, 0, 0});
+    CHECK(tensor<int32_t>({2, 3, 4}).prod().dtype() == kInt64);
+    CHECK(tensor<int32_t>({2, 3, 4}).prod().item<int64_t>() == 24);
+    CHECK(zeros({0, 3}).prod().item<float>() == 1.0f);
+}
+
+TEST_CASE("min(dim) picks the first minimum and the first nan; argmin agrees") {
+    Tensor x = tensor<float>({3, 1, 1, 2, 5, NAN, 0, NAN}, {2, 4});
+    auto [v, i] = x.min(1);
+    CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+    CHECK(v.to_vector<float>()[0] == 1.0f);
+    CHECK(std::isnan(v.to_vector<float>()[1]));
+    CHECK(tensor<int64_t>({4, std::numeric_limits<int64_t>::min(), 7}).argmin(0).item<int64_t>() == 1);
+    CHECK(x.amin({0}).sizes() == Shape{4});
+}
+
+TEST_CASE("std is 0 with a zero gradient on constant rows; var with correction >= n is inf or nan") {
+    Tensor x = full({2, 3}, 4.0, TensorOptions(kFloat64).requires_grad(true));
+    Tensor s = x.std({1});
+    CHECK(s.to_vector<double>() == std::vector<double>{0, 0});
+    s.sum().backward();
+    CHECK(equal(x.grad(), zeros({2, 3}, TensorOptions(kFloat64))));
+    CHECK(std::isnan(tensor<double>({1.0}).var(Shape{0}, 1.0).item<double>()));
+    CHECK(std::isinf(tensor<double>({1.0, 2.0}).var(Shape{0}, 2.0).item<double>()));
+}
+
+TEST_CASE("norm: p = 0 counts non-zeros with a zero gradient; p = 2 of zeros has a zero gradient") {
+    Tensor x = tensor<double>({0, 2, -3, 0}).requires_grad_(true);
+    Tensor n0 = x.norm(0.0);
+    CHECK(n0.item<double>() == 2.0);
+    n0.backward();
+    CHECK(equal(x.grad(), zeros({4}, TensorOptions(kFloat64))));
+    Tensor z = zeros({3}, TensorOptions(kFloat64).requires_grad(true));
+    z.norm(2.0).backward();
+    CHECK(equal(z.grad(), zeros({3}, TensorOptions(kFloat64))));
+    CHECK(x.norm(INFINITY).item<double>() == 3.0);
+    CHECK(x.norm(-INFINITY).item<double>() == 0.0);
+}
+
+TEST_CASE("logsumexp over several dims: empty reductions give -inf, -inf rows stay -inf") {
+    CHECK(zeros({2, 0, 3}).logsumexp(Shape{1, 2}).to_vector<float>() == std::vector<float>{-INFINITY, -INFINITY});
+    for (float v : full({2, 3, 2}, -INFINITY).logsumexp(Shape{0, 2}).to_vector<float>()) CHECK(v == -INFINITY);
+}
+
+TEST_CASE("the new reductions in f16/bf16 stay within dtype tolerance of f64") {
+    check_low_precision([](const Tensor& t) { return t.amin({1}); }, {8, 64}, 1);
+    check_low_precision([](const Tensor& t) { return t.prod(1); }, {8, 8}, 16);
+    check_low_precision([](const Tensor& t) { return t.var(Shape{0, 1}, 1.0); }, {8, 64}, 16);
+    check_low_precision([](const Tensor& t) { return t.std({1}); }, {8, 64}, 16);
+    check_low_precision([](const Tensor& t) { return t.logsumexp(Shape{0, 1}); }, {8, 64}, 16);
+    check_low_precision([](const Tensor& t) { return t.norm(3.0, {1}); }, {8, 64}, 16);
+    check_low_precision([](const Tensor& t) { return t.norm(INFINITY, {0}); }, {8, 64}, 1);
+}
+
+TEST_CASE("the new reductions reject bad input with the op's name") {
+    Tensor x = zeros({2, 3});
+    CHECK_THROWS_WITH_AS(x.amin({2}), doctest::Contains("amin: dimension 2 is out of range"), IndexError);
+    CHECK_THROWS_WITH_AS(x.std({1, -1}), doctest::Contains("std: dim 1 appears multiple times"), ValueError);
+    CHECK_THROWS_WITH_AS(tensor<int64_t>({1, 2}).var(Shape{0}, 1.0), doctest::Contains("var:"), DTypeError);
+    CHECK_THROWS_WITH_AS(tensor<int64_t>({1, 2}).norm(2.0), doctest::Contains("norm:"), DTypeError);
+    CHECK_THROWS_WITH_AS(zeros({2, 0}).min(1), doctest::Contains("min: cannot take the min over empty dimension"),
+                         IndexError);
+    CHECK_THROWS_AS(zeros({0}).amin({0}), ValueError);
+    CHECK_THROWS_AS(x.norm(NAN), ValueError);
+}

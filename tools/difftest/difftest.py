@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""difftest.py: randomized differential testing of ampgrad against PyTorch (docs/testing.md).
+
+    python3 tools/difftest/difftest.py --cases 20000 --seed 1 [--ops sum,prod] [--replay build/tools/difftest_replay]
+
+Generates seeded random cases over every op (tools/difftest/cases.py), runs each in PyTorch
+(forward, backward, double backward; torch_ops.py) and in ampgrad (the replay program,
+tools/difftest/replay.cpp, fed JSON lines), and compares: errors by class (both raise, or one
+does), then dtypes, shapes and values within dtype-derived tolerances. Each mismatch class (op,
+kind) is shrunk to a small reproducer (smaller sizes, no special values, contiguous, f64, no double
+backward) and printed as JSON. PyTorch is needed only here, never by the test suite.
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import pathlib
+import random
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import warnings  # noqa: E402
+
+import torch  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+import torch_ops  # noqa: E402
+from cases import GENERATORS, make_case  # noqa: E402
+from gen import _encode  # noqa: E402
+
+EPS = {"f64": 2.2e-16, "f32": 1.2e-7, "f16": 9.8e-4, "bf16": 7.8e-3}
+# tolerance = K * eps (relative, and absolute relative to the tensor's largest finite value)
+K = {"outputs": {"f64": 1e4, "f32": 64, "f16": 8, "bf16": 4},
+     "grads": {"f64": 1e5, "f32": 512, "f16": 32, "bf16": 16},
+     "grads2": {"f64": 1e6, "f32": 4096, "f16": 64, "bf16": 32}}
+
+
+class Replay:
+    """the ampgrad replay program, kept running: one JSON line in, one out"""
+
+    def __init__(self, path):
+        self.path = path
+        self.proc = None
+
+    def run(self, case):
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+        wire = {k: case[k] for k in ("inputs", "prog", "outputs", "douts", "vs", "double")}
+        wire["id"] = case["seed"]
+        try:
+            self.proc.stdin.write(json.dumps(wire) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            rc = self.proc.wait()
+            self.proc = None
+            return {"stage": "crash", "error": f"replay died (exit {rc})"}
+        return json.loads(line)
+
+
+def make_douts_fn(seed):
+    rng = torch.Generator().manual_seed(seed)
+
+    def make(outs, leaves):
+        douts = [_encode(torch.randn(o.shape, generator=rng, dtype=torch.float64).to(o.dtype))
+                 if o.is_floating_point() and o.requires_grad else None for o in outs]
+        vs = [_encode(torch.randn(l.shape, generator=rng, dtype=torch.float64)) if l.requires_grad else None
+              for l in leaves]
+        return douts, vs
+    return make
+
+
+def values_close(got, want, dtype_name, k):
+    """got, want: float64 torch tensors of one shape -> None or a description"""
+    gn, wn = torch.isnan(got), torch.isnan(want)
+    if not torch.equal(gn, wn):
+        i = (gn != wn).nonzero()[0].tolist()
+        return f"nan mismatch at {i}: ampgrad {got[tuple(i)].item()} torch {want[tuple(i)].item()}"
+    gi, wi = torch.isinf(got), torch.isinf(want)
+    finite = ~(gn | wn | gi | wi)
+    if not torch.equal(got[gi | wi], want[gi | wi]) or not torch.equal(gi, wi):
+        i = ((gi != wi) | ((gi | wi) & (got != want))).nonzero()[0].tolist()
+        return f"inf mismatch at {i}: ampgrad {got[tuple(i)].item()} torch {want[tuple(i)].item()}"
+    if not finite.any():
+        return None
+    tol = k * EPS.get(dtype_name, EPS["f32"])
+    scale = max(1.0, want[finite].abs().max().item())
+    err = (got - want).abs()
+    bad = finite & (err > tol * scale + tol * want.abs())
+    if bad.any():
+        i = bad.nonzero()[0].tolist()
+        return f"value at {i}: ampgrad {got[tuple(i)].item()!r} torch {want[tuple(i)].item()!r} (tol {tol:.3g})"
+    return None
+
+
+def compare_tensor(got_json, want, kind):
+    if want is None and got_json is None:
+        return None
+    if want is None or got_json is None:                 # an unused input: None and zeros agree
+        t = want if want is not None else torch_ops.decode(got_json)
+        return None if not t.is_floating_point() or bool((t == 0).all()) else f"{kind}: one side has no gradient"
+    got = torch_ops.decode(got_json)
+    want_name = torch_ops.NAMES[want.dtype]
+    if got_json["dtype"] != want_name:
+        return f"{kind} dtype: ampgrad {got_json['dtype']} torch {want_name}"
+    if list(got.shape) != list(want.shape):
+        return f"{kind} shape: ampgrad {list(got.shape)} torch {list(want.shape)}"
+    if not want.is_floating_point():
+        return None if torch.equal(got, want) else f"{kind} values differ (exact dtype {want_name})"
+    return values_close(got.to(torch.float64), want.detach().to(torch.float64), want_name, K[kind][want_name])
+
+
+def compare(mine, ref):
+    """-> (kind, detail) or None"""
+    if "error" in ref or "error" in mine:
+        if "error" in ref and "error" in mine:
+            return None
+        if mine.get("stage") == "crash":
+            return "crash", mine["error"]
+        if "error" in mine:
+            return f"ampgrad_raises_{mine['stage']}", f"ampgrad: {mine['error'][:300]} | torch ok"
+        return f"torch_raises_{ref['stage']}", f"torch: {ref['error'][:300]} | ampgrad ok"
+    for kind in ("outputs", "grads", "grads2"):
+        want, got = ref.get(kind), mine.get(kind)
+        if want is None and got is None:
+            continue
+        if want is None or got is None or len(want) != len(got):
+            return kind, f"{kind}: present on one side only"
+        for i, (g, w) in enumerate(zip(got, want)):
+            d = compare_tensor(g, w, kind)
+            if d:
+                return kind, f"[{i}] {d}"
+    return None
+
+
+def run_one(op, seed, replay, limits=None):
+    case = make_case(op, seed, limits)
+    ref = torch_ops.run_case(case, make_douts_fn(seed))
+    if "douts" not in case or "vs" not in case:
+        case["douts"], case["vs"] = [], []
+    mine = replay.run(case)
+    return case, compare(mine, ref)
+
+
+SHRINKS = [{"double": False}, {"layouts": False}, {"special": False}, {"dtype": "f64"}, {"dtype": "f32"},
+           {"max_size": 1}, {"max_size": 2}, {"max_size": 3}, {"max_rank": 1}, {"max_rank": 2}]
+
+
+def shrink(op, seed, kind, replay, tries=60):
+    """a smaller case with the same mismatch kind: lower limits, and other seeds under them"""
+    limits, best = {}, None
+    case, res = run_one(op, seed, replay, limits)
+    best = (case, res)
+    for extra in SHRINKS:
+        trial = dict(limits, **extra)
+        for s in [seed] + [seed * 1000 + j for j in range(tries // len(SHRINKS))]:
+            c, r = run_one(op, s, replay, trial)
+            if r and r[0] == kind:
+                limits, best = trial, (c, r)
+                break
+    return limits, best
+
+
+def short_case(case):
+    def tensor(t):
+        data = t["data"] if len(t["data"]) <= 24 else t["data"][:24] + ["..."]
+        return {"dtype": t["dtype"], "shape": t["shape"], "layout": t.get("layout", "c"),
+                "requires_grad": t.get("requires_grad", False), "data": data}
+    return {"op": case["op"], "seed": case["seed"], "double": case.get("double"), "prog": case["prog"],
+            "inputs": [tensor(t) for t in case["inputs"]], "outputs": case["outputs"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ops", default="", help="comma-separated op names (default: all)")
+    ap.add_argument("--replay", default=str(HERE.parent.parent / "build" / "tools" / "difftest_replay"))
+    ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--json", default="", help="write the summary here")
+    args = ap.parse_args()
+    ops = [o for o in args.ops.split(",") if o] or sorted(GENERATORS)
+    torch.set_num_threads(1)
+    rng = random.Random(args.seed)
+    replay = Replay(args.replay)
+    counts = collections.Counter()
+    classes = collections.defaultdict(list)
+    errors_both = 0
+    for i in range(args.cases):
+        op = ops[i % len(ops)] if i < len(ops) else rng.choice(ops)
+        seed = rng.randrange(1 << 31)
+        try:
+            case, res = run_one(op, seed, replay)
+        except Exception as e:  # noqa: BLE001 -- a generator bug must not stop the run
+            counts[(op, "harness_error")] += 1
+            classes[(op, "harness_error")].append((seed, repr(e)))
+            continue
+        counts[(op, "cases")] += 1
+        if res is None:
+            continue
+        counts[(op, res[0])] += 1
+        classes[(op, res[0])].append((seed, res[1]))
+        if (i + 1) % 2000 == 0:
+            print(f"... {i + 1} cases", file=sys.stderr)
+    total = sum(v for (o, k), v in counts.items() if k == "cases")
+    mism = {f"{o}:{k}": v for (o, k), v in sorted(counts.items()) if k != "cases"}
+    print(f"cases run: {total}; mismatches: {sum(mism.values())} in {len(mism)} classes")
+    for key, v in mism.items():
+        print(f"  {key}: {v}")
+    for (op, kind), hits in sorted(classes.items()):
+        print(f"\n=== {op}:{kind} ({len(hits)} cases) e.g. seed {hits[0][0]}: {hits[0][1]}")
+        if kind == "harness_error" or args.no_shrink:
+            continue
+        limits, (case, res) = shrink(op, hits[0][0], kind, replay)
+        print(f"minimal reproducer (limits {limits}): {res[1] if res else 'did not reproduce'}")
+        print(json.dumps(short_case(case)))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps({"cases": total, "mismatches": mism}, indent=1))
+    return 1 if mism else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
