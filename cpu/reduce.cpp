@@ -154,6 +154,7 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::s
     AMPGRAD_CHECK(out.is_contiguous() && out.dtype() == in.dtype(), "reduce: out {} in {}", out.describe(),
                   in.describe());
     if (in.numel() == 0) {                       // empty reductions: sum 0, prod 1, mean nan; max is an error
+        if (out.numel() == 0) return;            // nothing to write (a kept dim is empty)
         if (op == ReduceOp::kMax || op == ReduceOp::kMin)
             throw ValueError(fmt::format("max/min: cannot reduce an empty tensor {} (no identity)", in.describe()));
         fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));

@@ -82,15 +82,16 @@ void apply_causal_mask(const Tensor& scores) {
                              ops::expand_raw(minus_inf, scores.sizes()));
 }
 
-// softmax over the last dim where rows with every score -inf give 0 (PyTorch's _safe_softmax)
+// softmax over the last dim where rows with every score -inf give 0 (PyTorch's _safe_softmax);
+// those rows are zeroed before the softmax too, so no nan reaches the backward
 Tensor safe_softmax(const Tensor& scores) {
-    Tensor probs = softmax(scores, -1);
-    if (scores.numel() == 0) return probs;
+    if (scores.numel() == 0) return softmax(scores, -1);
     Tensor dead;
     {
         NoGradGuard no_grad;
         dead = eq(amax(scores, {-1}, true), ops::wrapped_scalar(-INFINITY, scores));
     }
+    Tensor probs = softmax(where(dead, zeros_like(scores), scores), -1);
     return where(dead, zeros_like(probs), probs);
 }
 

@@ -117,7 +117,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, const Cr
     ops::check_defined(kOp, logits, "input");
     ops::check_defined(kOp, targets, "target");
     bool fused = !o.weight.defined() && o.label_smoothing == 0.0 && o.reduction == Reduction::kMean &&
-                 targets.dtype() == kInt64 && (logits.dim() == 2 || logits.dim() == 1);
+                 targets.dtype() == kInt64 && (logits.dim() == 2 || logits.dim() == 1) &&
+                 targets.sizes() != logits.sizes();
     if (fused) return cross_entropy(logits, targets, o.ignore_index);
     if (is_floating(targets.dtype())) AMPGRAD_AUTOCAST("cross_entropy", &logits, &targets, &o.weight);
     else AMPGRAD_AUTOCAST("cross_entropy", &logits, &o.weight);

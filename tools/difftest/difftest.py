@@ -40,6 +40,13 @@ K = {"outputs": {"f64": 1e4, "f32": 64, "f16": 8, "bf16": 4},
      "grads2": {"f64": 1e6, "f32": 4096, "f16": 64, "bf16": 32}}
 
 
+def _finite_json(v):
+    """JSON has no nan/inf: send them as strings (replay_ops.cpp's num() reads them back)"""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if v != v else ("inf" if v > 0 else "-inf")
+    return v
+
+
 class Replay:
     """the ampgrad replay program, kept running: one JSON line in, one out"""
 
@@ -52,6 +59,7 @@ class Replay:
             self.proc = subprocess.Popen([self.path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                          env=dict(os.environ, OMP_NUM_THREADS="1"))
         wire = {k: case[k] for k in ("inputs", "prog", "outputs", "douts", "vs", "double")}
+        wire["prog"] = [dict(s, kw={k: _finite_json(v) for k, v in s["kw"].items()}) for s in wire["prog"]]
         wire["id"] = case["seed"]
         try:
             self.proc.stdin.write(json.dumps(wire) + "\n")

@@ -3,6 +3,7 @@
 // names with the PyTorch calls they must agree with.
 #include "tools/difftest/replay_ops.hpp"
 
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -13,9 +14,16 @@ namespace {
 using json = nlohmann::json;
 using OpFn = std::function<tensor_list(tensor_list&, const json&)>;
 
+// a number, or "nan" / "inf" / "-inf" (JSON has no literals for them)
+double num(const json& v) {
+    if (!v.is_string()) return v.get<double>();
+    std::string s = v.get<std::string>();
+    return s == "nan" ? NAN : (s == "inf" ? INFINITY : -INFINITY);
+}
+
 std::optional<double> opt_double(const json& kw, const char* key) {
     if (!kw.contains(key) || kw.at(key).is_null()) return std::nullopt;
-    return kw.at(key).get<double>();
+    return num(kw.at(key));
 }
 
 Shape dims_of(const json& kw, const char* key = "dims") {
@@ -32,8 +40,8 @@ DType dtype_of(const std::string& s) {
     return kFloat32;
 }
 
-Reduction reduction_of(const std::string& r) {
-    return r == "none" ? Reduction::kNone : (r == "sum" ? Reduction::kSum : Reduction::kMean);
+F::Reduction reduction_of(const std::string& r) {
+    return r == "none" ? F::Reduction::kNone : (r == "sum" ? F::Reduction::kSum : F::Reduction::kMean);
 }
 
 #define UNARY(name, expr) {name, [](tensor_list& a, const json&) { return tensor_list{expr}; }}
@@ -55,14 +63,14 @@ const std::map<std::string, OpFn>& table() {
         BINARY("ne", ne(a[0], a[1])), BINARY("lt", lt(a[0], a[1])), BINARY("le", le(a[0], a[1])),
         BINARY("gt", gt(a[0], a[1])), BINARY("ge", ge(a[0], a[1])), BINARY("logical_and", a[0] & a[1]),
         BINARY("logical_or", a[0] | a[1]), BINARY("where", where(a[0], a[1], a[2])),
-        {"where_s", [](tensor_list& a, const json& k) { return tensor_list{where(a[0], a[1], k.at("s").get<double>())}; }},
-        {"add_s", [](tensor_list& a, const json& k) { return tensor_list{add(a[0], k.at("s").get<double>())}; }},
-        {"mul_s", [](tensor_list& a, const json& k) { return tensor_list{mul(a[0], k.at("s").get<double>())}; }},
-        {"div_s", [](tensor_list& a, const json& k) { return tensor_list{div(a[0], k.at("s").get<double>())}; }},
-        {"rdiv_s", [](tensor_list& a, const json& k) { return tensor_list{div(k.at("s").get<double>(), a[0])}; }},
-        {"rsub_s", [](tensor_list& a, const json& k) { return tensor_list{rsub(a[0], k.at("s").get<double>())}; }},
-        {"pow_s", [](tensor_list& a, const json& k) { return tensor_list{pow(a[0], k.at("s").get<double>())}; }},
-        {"rpow_s", [](tensor_list& a, const json& k) { return tensor_list{pow(k.at("s").get<double>(), a[0])}; }},
+        {"where_s", [](tensor_list& a, const json& k) { return tensor_list{where(a[0], a[1], num(k.at("s")))}; }},
+        {"add_s", [](tensor_list& a, const json& k) { return tensor_list{add(a[0], num(k.at("s")))}; }},
+        {"mul_s", [](tensor_list& a, const json& k) { return tensor_list{mul(a[0], num(k.at("s")))}; }},
+        {"div_s", [](tensor_list& a, const json& k) { return tensor_list{div(a[0], num(k.at("s")))}; }},
+        {"rdiv_s", [](tensor_list& a, const json& k) { return tensor_list{div(num(k.at("s")), a[0])}; }},
+        {"rsub_s", [](tensor_list& a, const json& k) { return tensor_list{rsub(a[0], num(k.at("s")))}; }},
+        {"pow_s", [](tensor_list& a, const json& k) { return tensor_list{pow(a[0], num(k.at("s")))}; }},
+        {"rpow_s", [](tensor_list& a, const json& k) { return tensor_list{pow(num(k.at("s")), a[0])}; }},
         // reductions
         {"sum", [](tensor_list& a, const json& k) {
              return tensor_list{k.at("dims").is_null() ? sum(a[0]) : sum(a[0], dims_of(k), k.value("keepdim", false))}; }},
@@ -80,11 +88,11 @@ const std::map<std::string, OpFn>& table() {
         {"logsumexp", [](tensor_list& a, const json& k) { return tensor_list{logsumexp(a[0], k.at("dim").get<int64_t>(), k.value("keepdim", false))}; }},
         {"logsumexp_dims", [](tensor_list& a, const json& k) { return tensor_list{logsumexp(a[0], dims_of(k), k.value("keepdim", false))}; }},
         UNARY("norm_all", norm(a[0])),
-        {"norm", [](tensor_list& a, const json& k) { return tensor_list{norm(a[0], k.at("p").get<double>(), dims_of(k), k.value("keepdim", false))}; }},
+        {"norm", [](tensor_list& a, const json& k) { return tensor_list{norm(a[0], num(k.at("p")), dims_of(k), k.value("keepdim", false))}; }},
         {"var", [](tensor_list& a, const json& k) {
              return tensor_list{var(a[0], k.at("dim").get<int64_t>(), k.value("unbiased", true), k.value("keepdim", false))}; }},
-        {"var_c", [](tensor_list& a, const json& k) { return tensor_list{var(a[0], dims_of(k), k.at("correction").get<double>(), k.value("keepdim", false))}; }},
-        {"std", [](tensor_list& a, const json& k) { return tensor_list{ampgrad::std(a[0], dims_of(k), k.at("correction").get<double>(), k.value("keepdim", false))}; }},
+        {"var_c", [](tensor_list& a, const json& k) { return tensor_list{var(a[0], dims_of(k), num(k.at("correction")), k.value("keepdim", false))}; }},
+        {"std", [](tensor_list& a, const json& k) { return tensor_list{ampgrad::std(a[0], dims_of(k), num(k.at("correction")), k.value("keepdim", false))}; }},
         UNARY("prod_all", prod(a[0])),
         {"prod_dim", [](tensor_list& a, const json& k) { return tensor_list{prod(a[0], k.at("dim").get<int64_t>(), k.value("keepdim", false))}; }},
         {"sum_to", [](tensor_list& a, const json& k) { return tensor_list{sum_to(a[0], k.at("shape").get<Shape>())}; }},
@@ -113,18 +121,18 @@ const std::map<std::string, OpFn>& table() {
         {"add_", [](tensor_list& a, const json& k) { return tensor_list{add_(a[0], a[1], k.value("alpha", 1.0))}; }},
         {"mul_", [](tensor_list& a, const json&) { return tensor_list{mul_(a[0], a[1])}; }},
         {"zero_", [](tensor_list& a, const json&) { return tensor_list{zero_(a[0])}; }},
-        {"fill_", [](tensor_list& a, const json& k) { return tensor_list{fill_(a[0], k.at("value").get<double>())}; }},
+        {"fill_", [](tensor_list& a, const json& k) { return tensor_list{fill_(a[0], num(k.at("value")))}; }},
         {"copy_", [](tensor_list& a, const json&) { return tensor_list{copy_(a[0], a[1])}; }},
         {"clamp_", [](tensor_list& a, const json& k) { return tensor_list{clamp_(a[0], opt_double(k, "lo"), opt_double(k, "hi"))}; }},
-        {"add_s_", [](tensor_list& a, const json& k) { return tensor_list{a[0].add_(k.at("s").get<double>())}; }},
-        {"mul_s_", [](tensor_list& a, const json& k) { return tensor_list{a[0].mul_(k.at("s").get<double>())}; }},
+        {"add_s_", [](tensor_list& a, const json& k) { return tensor_list{a[0].add_(num(k.at("s")))}; }},
+        {"mul_s_", [](tensor_list& a, const json& k) { return tensor_list{a[0].mul_(num(k.at("s")))}; }},
         // nn.functional
         {"softmax", [](tensor_list& a, const json& k) { return tensor_list{F::softmax(a[0], k.at("dim").get<int64_t>())}; }},
         {"log_softmax", [](tensor_list& a, const json& k) { return tensor_list{F::log_softmax(a[0], k.at("dim").get<int64_t>())}; }},
         {"layer_norm", [](tensor_list& a, const json& k) {
              return tensor_list{F::layer_norm(a[0], k.at("shape").get<Shape>(), a.size() > 1 ? a[1] : Tensor(),
                                               a.size() > 2 ? a[2] : Tensor(), k.value("eps", 1e-5))}; }},
-        {"dropout", [](tensor_list& a, const json& k) { return tensor_list{F::dropout(a[0], k.at("p").get<double>(), k.at("training").get<bool>())}; }},
+        {"dropout", [](tensor_list& a, const json& k) { return tensor_list{F::dropout(a[0], num(k.at("p")), k.at("training").get<bool>())}; }},
         {"embedding", [](tensor_list& a, const json& k) {
              std::optional<int64_t> pad;
              if (k.contains("padding_idx") && !k.at("padding_idx").is_null()) pad = k.at("padding_idx").get<int64_t>();

@@ -12,8 +12,8 @@ using namespace ampgrad;
 using namespace ampgrad::testing;
 
 namespace {
-Reduction reduction_of(const std::string& r) {
-    return r == "none" ? Reduction::kNone : (r == "sum" ? Reduction::kSum : Reduction::kMean);
+F::Reduction reduction_of(const std::string& r) {
+    return r == "none" ? F::Reduction::kNone : (r == "sum" ? F::Reduction::kSum : F::Reduction::kMean);
 }
 
 F::CrossEntropyOptions options_of(const Fixture& fx) {
@@ -45,7 +45,7 @@ TEST_CASE("cross_entropy options pass float64 gradcheck and gradgradcheck") {
     auto opts = TensorOptions(kFloat64).requires_grad(true);
     Tensor logits = randn({4, 5}, opts), weight = rand({5}, TensorOptions(kFloat64)) + 0.5;
     Tensor targets = tensor<int64_t>({4, -100, 0, 2});
-    for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    for (F::Reduction r : {F::Reduction::kMean, F::Reduction::kSum, F::Reduction::kNone}) {
         auto f = [&](const tensor_list& in) {
             return tensor_list{F::cross_entropy(in[0], targets, {.weight = weight, .reduction = r,
                                                                  .label_smoothing = 0.15})};
@@ -70,12 +70,12 @@ TEST_CASE("cross_entropy's general path equals the fused path when the options a
     Tensor logits = randn({5, 7}, TensorOptions(kFloat64));
     Tensor targets = tensor<int64_t>({6, -100, 0, 3, 3});
     Tensor fused = F::cross_entropy(logits, targets);
-    Tensor sum = F::cross_entropy(logits, targets, {.reduction = Reduction::kSum});
+    Tensor sum = F::cross_entropy(logits, targets, {.reduction = F::Reduction::kSum});
     CHECK(sum.item<double>() == doctest::Approx(fused.item<double>() * 4).epsilon(1e-12));
     Tensor ones_weight = ones({7}, TensorOptions(kFloat64));
     CHECK(F::cross_entropy(logits, targets, {.weight = ones_weight}).item<double>() ==
           doctest::Approx(fused.item<double>()).epsilon(1e-12));
-    Tensor none = F::cross_entropy(logits, targets, {.reduction = Reduction::kNone});
+    Tensor none = F::cross_entropy(logits, targets, {.reduction = F::Reduction::kNone});
     CHECK(none.sizes() == Shape{5});
     CHECK(none.to_vector<double>()[1] == 0.0);                             // ignored row
 }
@@ -103,7 +103,7 @@ TEST_CASE("cross_entropy options reject bad input") {
                          doctest::Contains("label_smoothing must be between 0.0 and 1.0"), ValueError);
     CHECK_THROWS_WITH_AS(F::cross_entropy(logits, t, {.weight = ones({3})}),
                          doctest::Contains("weight tensor should be defined either for all 4 classes"), ShapeError);
-    CHECK_THROWS_WITH_AS(F::cross_entropy(logits, tensor<int64_t>({0, 4, 1}), {.reduction = Reduction::kSum}),
+    CHECK_THROWS_WITH_AS(F::cross_entropy(logits, tensor<int64_t>({0, 4, 1}), {.reduction = F::Reduction::kSum}),
                          doctest::Contains("target 4 is out of bounds"), IndexError);
     CHECK_THROWS_WITH_AS(F::cross_entropy(logits, zeros({3, 4}), {.ignore_index = 1}),
                          doctest::Contains("ignore_index (1) is not supported for probability targets"), ValueError);

@@ -167,3 +167,18 @@ TEST_CASE("the new reductions reject bad input with the op's name") {
     CHECK_THROWS_AS(zeros({0}).amin({0}), ValueError);
     CHECK_THROWS_AS(x.norm(NAN), ValueError);
 }
+
+// found by tools/difftest: the max/min kernels started from the lowest finite value, so a row of
+// -inf reduced to -FLT_MAX (and a row of +inf to FLT_MAX for min)
+TEST_CASE("amax of a row of -inf is -inf and amin of a row of +inf is +inf, in every float dtype") {
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+        CAPTURE(dtype_name(dt));
+        CHECK(full({2, 3}, -INFINITY, TensorOptions(dt)).amax({1}).to(kFloat64).to_vector<double>() ==
+              std::vector<double>{-INFINITY, -INFINITY});
+        CHECK(full({2, 3}, INFINITY, TensorOptions(dt)).amin({1}).to(kFloat64).to_vector<double>() ==
+              std::vector<double>{INFINITY, INFINITY});
+        CHECK(full({3}, -INFINITY, TensorOptions(dt)).max().to(kFloat64).item<double>() == -INFINITY);
+    }
+    CHECK(tensor<int64_t>({std::numeric_limits<int64_t>::max()}).amin({0}).item<int64_t>() ==
+          std::numeric_limits<int64_t>::max());
+}
