@@ -189,17 +189,28 @@ Tensor prod(const Tensor& x) {
     return reshape(prod(reshape(x, {-1}), 0, false), {});
 }
 
-// ---- var / std: sum((x - mean)^2) / max(0, n - correction), over several dims ----
+// ---- var / std: sum((x - mean)^2) / max(0, n - correction), over several dims. Backward is
+// PyTorch's var_backward, (2 / divisor) g (x - mean(x)), in differentiable ops: the mean's own
+// derivative is left out (it sums to zero), which keeps one inf from turning every gradient nan.
 Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
     ops::check_defined("var", x, "input");
     ops::check_floating("var", x);
     std::vector<int64_t> dims = stat_dims("var", x, dims_in);
     Shape d(dims.begin(), dims.end());
     const double divisor = std::max(0.0, static_cast<double>(reduced_count(x, dims)) - correction);
-    Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
-    Tensor centered = d.empty() ? xc - xc : xc - mean(xc, d, true);
-    Tensor out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
-    return to_dtype(out, x.dtype());
+    Tensor out;
+    {
+        NoGradGuard no_grad;
+        Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
+        Tensor centered = d.empty() ? xc - xc : xc - mean(xc, d, true);
+        out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
+        out = to_dtype(out, x.dtype());
+    }
+    return record("var", out, {x}, {x}, [dims, d, keepdim, divisor](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), gk = restore_dims(g[0], dims, keepdim);
+        Tensor centered = d.empty() ? xs - xs : xs - mean(xs, d, true);
+        return tensor_list{gk * centered * (2.0 / divisor)};
+    });
 }
 
 // std: backward (g / 2 std, 0 where std == 0) times var's gradient, as PyTorch's std_backward
@@ -223,7 +234,8 @@ Tensor std(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
     });
 }
 
-// ---- logsumexp over several dims: m + log(sum(exp(x - m))), m = max (detached), -inf if empty ----
+// ---- logsumexp over several dims: m + log(sum(exp(x - m))), m = max (-inf if empty). Backward is
+// PyTorch's, g exp(x - out), in differentiable ops.
 Tensor logsumexp(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     Tensor x = x_in;
     AMPGRAD_AUTOCAST("logsumexp", &x);
@@ -231,19 +243,19 @@ Tensor logsumexp(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     ops::check_floating("logsumexp", x);
     std::vector<int64_t> dims = stat_dims("logsumexp", x, dims_in);
     Shape d(dims.begin(), dims.end());
-    if (d.empty()) return x.clone();                       // 0-dim input: logsumexp(x) = x
-    Tensor m;
+    Tensor out;
     {
         NoGradGuard no_grad;
-        if (x.numel() == 0) {
-            m = zeros(kept_shape(x, dims), x.options());
-        } else {
-            m = amax(x, d, true);
-            m = where(isfinite(m), m, 0.0);                // all -inf rows: keep -inf, not nan
-        }
+        Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
+        Tensor m = x.numel() == 0 ? zeros(kept_shape(x, dims), xc.options()) : amax(xc, d, true);
+        m = where(isfinite(m), m, 0.0);                    // all -inf rows: keep -inf, not nan
+        out = to_dtype(log(sum(exp(xc - m), d, true)) + m, x.dtype());   // keepdim
+        if (!keepdim) out = reshape(out, dropped_shape(x, dims));
     }
-    Tensor out = log(sum(exp(x - m), d, true)) + m;
-    return keepdim ? out : reshape(out, dropped_shape(x, dims));
+    return record("logsumexp", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
+        Tensor y = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        return tensor_list{gk * exp(ctx.saved(0) - y)};
+    });
 }
 
 // ---- vector p-norm: (sum |x|^p)^(1/p); max|x| for inf, min|x| for -inf, count of non-zeros for 0 ----

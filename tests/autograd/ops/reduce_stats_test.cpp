@@ -182,3 +182,36 @@ TEST_CASE("amax of a row of -inf is -inf and amin of a row of +inf is +inf, in e
     CHECK(tensor<int64_t>({std::numeric_limits<int64_t>::max()}).amin({0}).item<int64_t>() ==
           std::numeric_limits<int64_t>::max());
 }
+
+namespace {
+// first order only: PyTorch fixture with inf/nan values (check_close matches nan with nan)
+void check_first_order(const std::string& name, const UnaryFn& fn) {
+    CAPTURE(name);
+    Fixture fx = load_fixture(name);
+    Tensor x = fx.at("x").clone().requires_grad_(true);
+    Tensor y = fn(x);
+    CHECK_CLOSE(y, fx.at("y"), tol_for(kFloat32));
+    y.backward(fx.at("dy"));
+    CHECK_CLOSE(x.grad(), fx.at("dx"), tol_for(kFloat32));
+}
+}  // namespace
+
+// found by tools/difftest: var's composite backward let one inf make every gradient of its row
+// nan, and logsumexp of a 0-dim inf passed the gradient through; both now use PyTorch's formulas
+TEST_CASE("var, std and logsumexp with inf inputs match PyTorch's gradients") {
+    check_first_order("reduce_var_inf", [](const Tensor& t) { return t.var(Shape{1}, 1.0); });
+    check_first_order("reduce_std_inf", [](const Tensor& t) { return t.std({1}, 0.0); });
+    check_first_order("reduce_logsumexp_inf", [](const Tensor& t) { return t.logsumexp(Shape{1}); });
+    check_first_order("reduce_logsumexp_0d_inf", [](const Tensor& t) { return t.logsumexp(Shape{0}).reshape({1}); });
+}
+
+// found by tools/difftest: the max/min kernels refused an empty input even when the output is
+// empty too (a kept dim of size 0), which PyTorch allows
+TEST_CASE("amin and min(dim) over a non-empty dim of an empty tensor give empty results") {
+    Tensor x = zeros({0, 3});
+    CHECK(x.amin({1}).sizes() == Shape{0});
+    auto [v, i] = x.min(1, true);
+    CHECK(v.sizes() == Shape{0, 1});
+    CHECK(i.sizes() == Shape{0, 1});
+    CHECK(x.amax({1}).sizes() == Shape{0});
+}
