@@ -167,28 +167,8 @@ Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
     return max(x, dim, keepdim).second;
 }
 
-// ---- logsumexp = m + log(sum(exp(x - m))), m = max (detached; its gradient cancels) ----
-Tensor logsumexp(const Tensor& x_in, int64_t dim_in, bool keepdim) {
-    Tensor x = x_in;
-    AMPGRAD_AUTOCAST("logsumexp", &x);
-    ops::check_defined("logsumexp", x, "input");
-    ops::check_floating("logsumexp", x);
-    int64_t dim = ops::wrap_dim("logsumexp", dim_in, x.dim());
-    Tensor m;
-    {
-        NoGradGuard no_grad;
-        if (x.numel() == 0) {                              // empty: sum(exp) = 0, so the result is -inf
-            Shape kshape = x.sizes();
-            if (x.dim() > 0) kshape[static_cast<size_t>(dim)] = 1;
-            m = zeros(kshape, x.options());
-        } else {
-            m = amax(x, {dim}, true);
-            m = where(isfinite(m), m, 0.0);               // all -inf rows: keep -inf, not nan
-        }
-    }
-    Tensor out = log(sum(exp(x - m), {dim}, true)) + m;
-    return keepdim ? out : squeeze(out, dim);
-}
+// ---- logsumexp over one dim: the several-dims form (reduce_stats.cpp) ----
+Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim) { return logsumexp(x, Shape{dim}, keepdim); }
 
 // ---- norm: sqrt(sum x^2); gradient x / norm, and 0 where the norm is 0 ----
 Tensor norm(const Tensor& x_in) {
@@ -206,18 +186,9 @@ Tensor norm(const Tensor& x_in) {
     });
 }
 
-// ---- var = sum((x - mean)^2) / max(0, n - unbiased) ----
-// The max(0, .) is PyTorch's (aten/src/ATen/native/ReduceOps.cpp): n <= correction gives 0/0 = NaN,
-// or inf when the sum is positive, never a negative variance (an empty dim is NaN, not -0).
-Tensor var(const Tensor& x, int64_t dim_in, bool unbiased, bool keepdim) {
-    ops::check_defined("var", x, "input");
-    ops::check_floating("var", x);
-    int64_t dim = ops::wrap_dim("var", dim_in, x.dim());
-    int64_t n = x.dim() == 0 ? 1 : x.size(dim);
-    Tensor centered = x - mean(x, {dim}, true);
-    double denom = static_cast<double>(std::max<int64_t>(0, n - (unbiased ? 1 : 0)));
-    Tensor out = sum(centered * centered, {dim}, keepdim) / denom;
-    return out;
+// ---- var over one dim: the several-dims form with correction 1 or 0 (reduce_stats.cpp) ----
+Tensor var(const Tensor& x, int64_t dim, bool unbiased, bool keepdim) {
+    return var(x, Shape{dim}, unbiased ? 1.0 : 0.0, keepdim);
 }
 
 // ---- sum_to: undo broadcasting (the engine calls this to fit a gradient to its input) ----

@@ -101,7 +101,7 @@ Tensor min(const Tensor& x) { return amin(x, Shape{}, false); }
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim_in, bool keepdim) {
     ops::check_defined("min", x, "input");
     int64_t dim = ops::wrap_dim("min", dim_in, x.dim());
-    if (x.dim() == 0) return {amin(x, Shape{}, keepdim), zeros({}, TensorOptions(kInt64).device(x.device()))};
+    if (x.dim() == 0) return {clone(x), zeros({}, TensorOptions(kInt64).device(x.device()))};   // the gradient passes
     if (x.size(dim) == 0)
         throw IndexError(fmt::format("min: cannot take the min over empty dimension {} of {}", dim, x.describe()));
     const int64_t n = x.size(dim);
@@ -138,9 +138,9 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 // ---- prod over one dim. d/dx_i = product of the others: result / x_i without zeros; with one
-// zero only that element gets the product of the non-zeros; with two or more, all get 0. Under
-// create_graph the products of the others are formed exactly (an (n,n) table per row) so that
-// second derivatives at zeros are right too.
+// zero only that element gets a non-zero product; with two or more, all get 0. Under create_graph
+// the products of the others are always formed exactly (an (n,n) table per row), so second
+// derivatives at zeros are right too.
 namespace {
 Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      // x (..., n at dim, ...)
     const int64_t n = x.size(dim);
@@ -153,14 +153,12 @@ Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      //
     return transpose(others, dim, -1);
 }
 
+// without zeros, result / x_i (PyTorch's formula); with any zero, the exact products (an (n,n)
+// table per row), which is what PyTorch's prod_safe_zeros_backward computes
 Tensor prod_others_fast(const Tensor& x, const Tensor& result, int64_t dim) {   // result keepdim
     NoGradGuard no_grad;
-    Tensor is_zero = eq(x, zeros_like(x));
-    Tensor zero_count = sum(is_zero.to(kInt64), {dim}, true);
-    Tensor nonzero_prod = prod(where(is_zero, ones_like(x), x), dim, true);
-    Tensor one_zero = eq(zero_count, ops::wrapped_scalar(1.0, zero_count));
-    Tensor no_zero = eq(zero_count, ops::wrapped_scalar(0.0, zero_count));
-    return where(no_zero, result / x, where(one_zero & is_zero, expand(nonzero_prod, x.sizes()), zeros_like(x)));
+    bool any_zero = sum(eq(x, zeros_like(x)).to(kInt64)).item<int64_t>() > 0;   // one host sync
+    return any_zero ? prod_others_exact(x, dim) : result / x;
 }
 }  // namespace
 
@@ -197,7 +195,8 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
     ops::check_floating("var", x);
     std::vector<int64_t> dims = stat_dims("var", x, dims_in);
     Shape d(dims.begin(), dims.end());
-    const double divisor = std::max(0.0, static_cast<double>(reduced_count(x, dims)) - correction);
+    const double n_minus_c = static_cast<double>(reduced_count(x, dims)) - correction;
+    const double divisor = std::max(0.0, n_minus_c);        // the forward's; backward uses n - c as is
     Tensor out;
     {
         NoGradGuard no_grad;
@@ -206,10 +205,10 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
         out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
         out = to_dtype(out, x.dtype());
     }
-    return record("var", out, {x}, {x}, [dims, d, keepdim, divisor](BackwardContext& ctx, const tensor_list& g) {
+    return record("var", out, {x}, {x}, [dims, d, keepdim, n_minus_c](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), gk = restore_dims(g[0], dims, keepdim);
         Tensor centered = d.empty() ? xs - xs : xs - mean(xs, d, true);
-        return tensor_list{gk * centered * (2.0 / divisor)};
+        return tensor_list{gk * centered * (2.0 / n_minus_c)};
     });
 }
 
@@ -218,7 +217,7 @@ Tensor std(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
     ops::check_defined("std", x, "input");
     ops::check_floating("std", x);
     std::vector<int64_t> dims = stat_dims("std", x, dims_in);
-    const double divisor = std::max(0.0, static_cast<double>(reduced_count(x, dims)) - correction);
+    const double divisor = static_cast<double>(reduced_count(x, dims)) - correction;   // as PyTorch's backward
     Tensor out;
     {
         NoGradGuard no_grad;

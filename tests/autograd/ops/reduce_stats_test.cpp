@@ -197,11 +197,15 @@ void check_first_order(const std::string& name, const UnaryFn& fn) {
 }  // namespace
 
 // found by tools/difftest: var's composite backward let one inf make every gradient of its row
-// nan, and logsumexp of a 0-dim inf passed the gradient through; both now use PyTorch's formulas
+// nan (and divided by max(0, n - correction) instead of n - correction), logsumexp of a 0-dim inf
+// passed the gradient through, and prod's products of the others skipped 0 * inf; all now follow
+// PyTorch's formulas
 TEST_CASE("var, std and logsumexp with inf inputs match PyTorch's gradients") {
     check_first_order("reduce_var_inf", [](const Tensor& t) { return t.var(Shape{1}, 1.0); });
     check_first_order("reduce_std_inf", [](const Tensor& t) { return t.std({1}, 0.0); });
     check_first_order("reduce_logsumexp_inf", [](const Tensor& t) { return t.logsumexp(Shape{1}); });
+    check_first_order("reduce_prod_zero_inf", [](const Tensor& t) { return t.prod(1); });
+    check_first_order("reduce_var_small_n", [](const Tensor& t) { return t.var(Shape{1}, 2.0); });
     check_first_order("reduce_logsumexp_0d_inf", [](const Tensor& t) { return t.logsumexp(Shape{0}).reshape({1}); });
 }
 
@@ -214,4 +218,14 @@ TEST_CASE("amin and min(dim) over a non-empty dim of an empty tensor give empty 
     CHECK(v.sizes() == Shape{0, 1});
     CHECK(i.sizes() == Shape{0, 1});
     CHECK(x.amax({1}).sizes() == Shape{0});
+}
+
+// found by tools/difftest: min(dim) of a 0-dim nan routed no gradient (0/0 from the tie count)
+TEST_CASE("min(dim) of a 0-dim tensor passes the gradient through, even for nan") {
+    Tensor x = full({}, NAN, TensorOptions(kFloat64).requires_grad(true));
+    auto [v, i] = x.min(0);
+    CHECK(std::isnan(v.item<double>()));
+    CHECK(i.item<int64_t>() == 0);
+    v.backward();
+    CHECK(x.grad().item<double>() == 1.0);
 }
