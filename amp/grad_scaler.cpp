@@ -56,8 +56,7 @@ Tensor GradScaler::scale(const Tensor& outputs) {
     if (!options_.enabled) return outputs;
     if (!outputs.defined()) throw ValueError("GradScaler.scale: outputs must be a Tensor or a list of Tensors: got an undefined tensor");
     if (!scale_.defined()) {                            // lazily, on the first output's device
-        double init = std::min(std::max(options_.init_scale, options_.min_scale), options_.max_scale);
-        scale_ = full({}, init, TensorOptions(kFloat32).device(outputs.device()));
+        scale_ = full({}, initial_scale(), TensorOptions(kFloat32).device(outputs.device()));
         growth_tracker_ = full({}, static_cast<double>(init_growth_tracker_), TensorOptions(kInt32).device(outputs.device()));
     }
     ++scale_calls_;
@@ -240,13 +239,20 @@ void GradScaler::update(const Tensor& new_scale) {
 
 // ---- queries and persistence ----
 
+// What scale() will create: init_scale (set by the options or load_state_dict) within the bounds.
+double GradScaler::initial_scale() const {
+    return std::min(std::max(options_.init_scale, options_.min_scale), options_.max_scale);
+}
+
+// Before the first scale() the tensors do not exist yet: report what they will start at, so a
+// state dict loaded before the first step comes back out of state_dict() unchanged.
 double GradScaler::get_scale() const {
     if (!options_.enabled) return 1.0;
-    return scale_.defined() ? scale_.item<float>() : options_.init_scale;          // HOST SYNC
+    return scale_.defined() ? scale_.item<float>() : initial_scale();               // HOST SYNC
 }
 
 int64_t GradScaler::get_growth_tracker() const {
-    return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : 0;          // HOST SYNC
+    return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : init_growth_tracker_;   // HOST SYNC
 }
 
 ScalerStateDict GradScaler::state_dict() const {

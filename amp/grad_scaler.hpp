@@ -102,6 +102,7 @@ private:
         int64_t scale_calls = 0;        // scale_calls_ when this optimizer left kReady
     };
 
+    double initial_scale() const;
     void require_scale(const char* call) const;
     OptimizerState& state_of(const optim::Optimizer& optimizer);
     void check_not_unscaled_twice(const OptimizerState& st) const;

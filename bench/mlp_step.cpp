@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     manual_seed(0);
     int64_t rss_before_kib = bench::proc_status_kib("VmRSS");
     bool peak_reset = bench::reset_peak_rss();
-    allocator_for(Device(kCPU)).reset_peak();
+    reset_peak_memory_stats(Device(kCPU));
     Tensor x = randn({batch, in});                                          // (B,784)
     Tensor y = randint(0, classes, {batch});                                // (B) int64
     Tensor w1 = (randn({hidden, in}) * 0.05).requires_grad_(true);          // (256,784)
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
         cpu.push_back((bench::cpu_seconds() - c0) / static_cast<double>(steps));
     }
     int64_t peak_kib = bench::proc_status_kib("VmHWM");   // includes earlier peaks if the reset failed
-    double tensor_peak_mib = static_cast<double>(allocator_for(Device(kCPU)).stats().peak_allocated_bytes) / (1 << 20);
+    double tensor_peak_mib = static_cast<double>(max_memory_allocated(Device(kCPU))) / (1 << 20);
     std::printf("{\"impl\": \"ampgrad\", \"batch\": %lld, \"hidden\": %lld, \"threads\": %d, "
                 "\"step_ms\": %.4f, \"step_cpu_ms\": %.4f, \"peak_rss_growth_mib\": %.1f, "
                 "\"peak_tensor_mib\": %.2f, \"peak_rss_reset\": %s, \"final_loss\": %.4f}\n",

@@ -1,23 +1,18 @@
-// backend.cpp: picks the backend and allocator for a device. The CUDA side comes from cuda/
-// (real or stub, chosen at build time), which throws DeviceError when no GPU can be used.
+// backend.cpp: picks the backend for a device. The CUDA side comes from cuda/ (real or stub,
+// chosen at build time), which throws DeviceError when no GPU can be used. Allocators are found
+// through their own registry (core/allocator.cpp).
 #include "core/backend.hpp"
 
 #include "core/error.hpp"
 
 namespace ampgrad {
 
-Allocator& cpu_allocator();                  // cpu/allocator.cpp
 namespace cpu { class CpuBackend; Backend& cpu_backend_ref(); }
-namespace cuda { Backend& cuda_backend(int device_index); Allocator& cuda_allocator(int device_index); }
+namespace cuda { Backend& cuda_backend(int device_index); }
 
 Backend& backend_for(Device device) {
     if (device.is_cpu()) return cpu::cpu_backend_ref();
     return cuda::cuda_backend(device.index);
-}
-
-Allocator& allocator_for(Device device) {
-    if (device.is_cpu()) return cpu_allocator();
-    return cuda::cuda_allocator(device.index);
 }
 
 std::string_view op_name(UnaryOp op) {

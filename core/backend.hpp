@@ -25,7 +25,9 @@ enum class BinaryOp : uint8_t {
     kEq, kNe, kLt, kLe, kGt, kGe,                    // comparisons write kBool
     kLogicalAnd, kLogicalOr,
 };
-// d(activation)/dx times dy, computed from the saved input x: dx = dy * f'(x)
+// d(activation)/dx times dy: dx = dy * f'(x). f' is computed from what the op saved, as PyTorch
+// does: the output y for kTanh (1 - y^2), kSigmoid (y (1 - y)) and kRelu (y > 0); the input x for
+// the others.
 enum class ActivationGrad : uint8_t { kTanh, kSigmoid, kRelu, kGeluTanh, kGeluErf, kSilu };
 enum class ReduceOp : uint8_t { kSum, kMean, kMax, kMin, kProd, kSumSquares };
 
@@ -57,7 +59,7 @@ public:
     virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
     virtual void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo,
                        std::optional<double> hi) = 0;
-    // dx = dy * f'(x)
+    // dx = dy * f'(x); `x` is the saved tensor: the output y for tanh/sigmoid/relu (see ActivationGrad)
     virtual void activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x,
                                      const Tensor& dy) = 0;
 

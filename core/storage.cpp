@@ -1,13 +1,23 @@
-// storage.cpp: a Storage asks its device's allocator for memory and gives it back on destruction.
+// storage.cpp: a Storage asks its device's allocator for memory on the current stream and gives it
+// back on destruction.
 #include "core/storage.hpp"
+
+#include "core/error.hpp"
 
 namespace ampgrad {
 
 StorageImpl::StorageImpl(size_t nbytes, Device device)
-    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
-    data_ = allocator_->allocate(nbytes);
+    : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {   // allocator first: it says why a device is unusable
+    data_ = allocator_->allocate(nbytes, current_stream(device));
 }
 
 StorageImpl::~StorageImpl() { allocator_->deallocate(data_, nbytes_); }
+
+void StorageImpl::record_stream(const Stream& stream) {
+    if (!(stream.device() == device_))
+        throw DeviceError(fmt::format("record_stream: the storage is on {} but {} is on {}", device_.str(),
+                                      stream.str(), stream.device().str()));
+    if (data_ != nullptr) allocator_->record_stream(data_, stream);
+}
 
 }  // namespace ampgrad

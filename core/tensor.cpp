@@ -113,6 +113,10 @@ T* Tensor::data_ptr() const {
     return static_cast<T*>(raw_data());
 }
 
+void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_stream(stream); }
+
+// A copy to the host returns once the data is there: the device-to-host copy synchronizes with
+// the stream it runs on (cuda/copy.cu), so item() and to_vector() read finished values.
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
     Tensor host = make_empty(sizes(), dtype_of<T>(), Device(kCPU));

@@ -103,6 +103,9 @@ public:
     template <typename T> T item() const;     // one-element tensors; converts from any dtype
     template <typename T> std::vector<T> to_vector() const;   // host copy, row-major
     double item_double() const;
+    // This tensor's memory is also used on `stream` (not the one it was allocated on): the allocator
+    // keeps it until the work issued on `stream` so far has finished (PyTorch's Tensor.record_stream).
+    void record_stream(const Stream& stream) const;
 
     // ---- autograd ----
     bool requires_grad() const;

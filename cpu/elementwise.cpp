@@ -256,12 +256,13 @@ void CpuBackend::activation_backward(ActivationGrad op, const Tensor& dx, const 
         using T = decltype(tag);
         using C = compute_t<T>;
         switch (op) {
+            // tanh, sigmoid, relu: `x` holds the forward output y
             case ActivationGrad::kTanh:
-                return map2<T, T>(dx, x, dy, [](C v, C g) { C t = std::tanh(v); return g * (C(1) - t * t); });
+                return map2<T, T>(dx, x, dy, [](C t, C g) { return g * (C(1) - t * t); });
             case ActivationGrad::kSigmoid:
-                return map2<T, T>(dx, x, dy, [](C v, C g) { C s = sigmoid_of(v); return g * s * (C(1) - s); });
+                return map2<T, T>(dx, x, dy, [](C s, C g) { return g * s * (C(1) - s); });
             case ActivationGrad::kRelu:                        // NaN passes g, as PyTorch
-                return map2<T, T>(dx, x, dy, [](C v, C g) { return v <= C(0) ? C(0) : g; });
+                return map2<T, T>(dx, x, dy, [](C r, C g) { return r <= C(0) ? C(0) : g; });
             case ActivationGrad::kGeluTanh:
                 return map2<T, T>(dx, x, dy, [](C v, C g) {
                     C inner = C(kSqrt2OverPi) * (v + C(0.044715) * v * v * v);

@@ -36,16 +36,15 @@ void unary_block(float* y, const float* x, int64_t n) {
         Y = 0.5f * X * (1.0f + (kSqrt2OverPi * (X + kGeluCoeff * X.cube())).tanh());
 }
 
-// dx = dy * f'(x) for n floats
+// dx = dy * f'(x) for n floats; for tanh and sigmoid `x` is the saved output y (core/backend.hpp)
 template <ActivationGrad op>
 void grad_block(float* dx, const float* x, const float* dy, int64_t n) {
     ConstArrMap X(x, n), G(dy, n);
     ArrMap D(dx, n);
-    if constexpr (op == ActivationGrad::kTanh) {
-        D = G * (1.0f - X.tanh().square());
-    } else if constexpr (op == ActivationGrad::kSigmoid) {
-        Arr s = 1.0f / (1.0f + (-X).exp());
-        D = G * s * (1.0f - s);
+    if constexpr (op == ActivationGrad::kTanh) {                // X holds y = tanh(x)
+        D = G * (1.0f - X.square());
+    } else if constexpr (op == ActivationGrad::kSigmoid) {      // X holds y = sigmoid(x)
+        D = G * X * (1.0f - X);
     } else if constexpr (op == ActivationGrad::kSilu) {
         Arr s = 1.0f / (1.0f + (-X).exp());
         D = G * s * (1.0f + X * (1.0f - s));

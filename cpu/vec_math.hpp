@@ -14,7 +14,8 @@ namespace ampgrad::cpu {
 // contiguous f32/f16/bf16 of one dtype.
 bool vectorised_unary(UnaryOp op, const Tensor& out, const Tensor& in);
 
-// dx = dy * f'(x) for the same activations, all three contiguous and of one dtype.
+// dx = dy * f'(x) for the same activations, all three contiguous and of one dtype; for tanh and
+// sigmoid `x` is the saved output y, as for CpuBackend::activation_backward.
 bool vectorised_activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy);
 
 // x[i] = gelu_tanh(x[i]) for n contiguous floats (one thread; the GEMM epilogue's activation).

@@ -51,7 +51,8 @@ private:
     int index_;
 };
 
-// The entry points core/backend.cpp calls; both throw DeviceError when cuda:<index> is unusable.
+// The backend core/backend.cpp calls, and the allocator registered for kCUDA (allocator.cu); both
+// throw DeviceError when cuda:<index> is unusable.
 Backend& cuda_backend(int index);
 Allocator& cuda_allocator(int index);
 

@@ -50,9 +50,10 @@ inline int grid_for(int64_t n) {
     return static_cast<int>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
 }
 
-// The stream every kernel and copy is issued on: the legacy default stream for now, so host
-// copies (cudaMemcpy) are ordered after earlier kernels. Streams per device come later.
-inline cudaStream_t current_stream() { return nullptr; }
+// The stream every kernel and copy is issued on: this thread's current stream of the current
+// device (core/stream.hpp; the legacy default stream until a StreamGuard or set_current_stream
+// picks another). Defined in cuda/stream.cu.
+cudaStream_t current_stream();
 
 // Makes `index` the current device for the lifetime of the guard, restoring the previous one.
 class DeviceGuard {

@@ -2,7 +2,11 @@
 // and fill. Conversions follow cpu/copy.cpp exactly: to f16/bf16 via fp32 with round to nearest
 // even; to bool tests != 0; float to int truncates toward zero.
 // Host transfers are staged through contiguous buffers: the host side converts and gathers with
-// the CPU backend, the device side with copy_kernel, and cudaMemcpy moves dense bytes only.
+// the CPU backend, the device side with copy_kernel, and cudaMemcpyAsync moves dense bytes only.
+// Every transfer is ordered on the current stream. Host memory is pageable (no pinned staging yet),
+// so a host-to-device copy returns once CUDA has taken the bytes (the host buffer may then be freed),
+// and a device-to-host copy synchronizes its stream before the host reads the result: that is the
+// one place item(), to_vector() and .to(kCPU) wait for the device.
 #include <cstring>
 
 #include "cuda/loops.cuh"
@@ -75,13 +79,16 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
         backend_for(Device(kCPU)).copy(host, src);
     }
     Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
-    CUDA_CHECK(cudaMemcpy(staging.raw_data(), host.raw_data(), static_cast<size_t>(dst.numel()) * dst.element_size(),
-                          cudaMemcpyHostToDevice));
+    // From pageable memory the call returns once the bytes are staged, so `host` may die after it.
+    CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(),
+                               static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyHostToDevice,
+                               current_stream()));
     if (!staging.is_same(dst)) copy_on_device(dst, staging);
 }
 
 // GPU -> host: convert and gather on the GPU into dst's dtype, move the dense bytes, scatter on the host.
-// cudaMemcpy into pageable memory returns only when the data has arrived (and after earlier kernels).
+// The copy runs after the work already on the current stream; the explicit synchronize makes the
+// host wait for it before anything reads `host` (async copies into pageable memory may return early).
 void copy_device_to_host(const Tensor& dst, const Tensor& src) {
     Tensor dense = src;                                                       // on src's GPU, dst's dtype
     if (!is_dense_copy(dst, src)) {
@@ -89,24 +96,37 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
         copy_on_device(dense, src);
     }
     Tensor host = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), Device(kCPU));
-    CUDA_CHECK(cudaMemcpy(host.raw_data(), dense.raw_data(), static_cast<size_t>(dst.numel()) * dst.element_size(),
-                          cudaMemcpyDeviceToHost));
+    cudaStream_t stream = current_stream();
+    CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), dense.raw_data(),
+                               static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));                                // HOST SYNC: the host reads next
     if (!host.is_same(dst)) backend_for(Device(kCPU)).copy(dst, host);
 }
 
 // GPU a -> GPU b: make src dense in dst's dtype on its own GPU, then a peer copy, then scatter on b.
+// The peer copy runs on b's current stream after a's current stream has produced `dense`, and a's
+// stream then waits for the copy, so neither side's later work (or frees) can overtake it.
 void copy_between_devices(const Tensor& dst, const Tensor& src) {
+    Stream src_stream = ::ampgrad::current_stream(src.device()), dst_stream = ::ampgrad::current_stream(dst.device());
     Tensor dense = src;
     if (!is_dense_copy(dst, src)) {
         DeviceGuard guard(src.device().index);
         dense = make_empty(dst.sizes(), dst.dtype(), src.device());
         copy_on_device(dense, src);
     }
-    DeviceGuard guard(dst.device().index);
-    Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
-    CUDA_CHECK(cudaMemcpyPeer(staging.raw_data(), dst.device().index, dense.raw_data(), src.device().index,
-                              static_cast<size_t>(dst.numel()) * dst.element_size()));
-    if (!staging.is_same(dst)) copy_on_device(dst, staging);
+    Event src_ready;
+    src_ready.record(src_stream);
+    src_ready.wait(dst_stream);
+    {
+        DeviceGuard guard(dst.device().index);
+        Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
+        CUDA_CHECK(cudaMemcpyPeerAsync(staging.raw_data(), dst.device().index, dense.raw_data(), src.device().index,
+                                       static_cast<size_t>(dst.numel()) * dst.element_size(), current_stream()));
+        if (!staging.is_same(dst)) copy_on_device(dst, staging);
+    }
+    Event copied;
+    copied.record(dst_stream);
+    copied.wait(src_stream);
 }
 
 // The bytes of `value` stored as `dtype` (in the low bytes; x86 and GPUs are little-endian),

@@ -171,8 +171,9 @@ __global__ void clamp_kernel(int64_t n, OffsetCalc<2> calc, T* out, const T* in,
 template <typename C>
 __device__ C activation_grad_value(ActivationGrad op, C v, C g) {
     switch (op) {
-        case ActivationGrad::kTanh: { C t = tanh(v); return g * (C(1) - t * t); }
-        case ActivationGrad::kSigmoid: { C s = sigmoid_of(v); return g * s * (C(1) - s); }
+        // tanh, sigmoid, relu: v is the forward output y
+        case ActivationGrad::kTanh: return g * (C(1) - v * v);
+        case ActivationGrad::kSigmoid: return g * v * (C(1) - v);
         case ActivationGrad::kRelu: return v <= C(0) ? C(0) : g;   // NaN passes g, as PyTorch
         case ActivationGrad::kGeluTanh: {
             C inner = C(kSqrt2OverPi) * (v + C(0.044715) * v * v * v);

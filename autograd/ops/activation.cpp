@@ -3,6 +3,9 @@
 //  - the fused backend kernel activation_backward (the usual case: grad mode is off in backward);
 //  - with create_graph (grad mode on in backward), f'(x) composed of differentiable ops, so
 //    higher-order gradients work.
+// What is saved for backward is what PyTorch saves (tools/autograd/derivatives.yaml): tanh, sigmoid
+// and relu save their output y (f' is a function of y: 1 - y^2, y (1 - y), y > 0), so modifying y
+// in place before backward is an error and modifying x is not; gelu and silu save their input x.
 // Derivations: docs/ops/gelu.md (gelu, with a table for the others).
 #include <cmath>
 
@@ -28,22 +31,26 @@ Tensor unary_forward(std::string_view op, UnaryOp kind, const Tensor& x) {      
     return y;
 }
 
-// dx = dy * f'(x) through the fused kernel (no graph).
-Tensor fused_backward(ActivationGrad kind, const Tensor& x, const Tensor& dy) {       // (*)
-    Tensor dx = make_empty(x.sizes(), x.dtype(), x.device());
-    backend_of(x).activation_backward(kind, dx, x, ops::expand_raw(ops::cast_raw(dy, x.dtype()), x.sizes()));
+// dx = dy * f'(x) through the fused kernel (no graph). `saved` is x, or y for tanh/sigmoid/relu.
+Tensor fused_backward(ActivationGrad kind, const Tensor& saved, const Tensor& dy) {   // (*)
+    Tensor dx = make_empty(saved.sizes(), saved.dtype(), saved.device());
+    backend_of(saved).activation_backward(kind, dx, saved,
+                                          ops::expand_raw(ops::cast_raw(dy, saved.dtype()), saved.sizes()));
     return dx;
 }
 
-// Record f(x) = y with backward dy * f'(x): the kernel when grad mode is off, else `derivative(x)`,
-// a composition of differentiable ops.
+enum class Saves { kInput, kOutput };
+
+// Record f(x) = y with backward dy * f'(x): the kernel when grad mode is off, else
+// `derivative(saved)`, a composition of differentiable ops. `saves` picks what is kept: x or y.
 template <typename Derivative>
-Tensor record_activation(std::string_view op, ActivationGrad kind, const Tensor& x, const Tensor& y,
+Tensor record_activation(std::string_view op, ActivationGrad kind, Saves saves, const Tensor& x, const Tensor& y,
                          Derivative derivative) {
-    return record(op, y, {x}, {x}, [kind, derivative](BackwardContext& ctx, const tensor_list& g) {
-        Tensor x = ctx.saved(0);
-        if (!GradMode::is_enabled()) return tensor_list{fused_backward(kind, x, g[0])};
-        return tensor_list{g[0] * derivative(x)};
+    Tensor keep = saves == Saves::kOutput ? y : x;
+    return record(op, y, {x}, {keep}, [kind, derivative](BackwardContext& ctx, const tensor_list& g) {
+        Tensor saved = ctx.saved(0);
+        if (!GradMode::is_enabled()) return tensor_list{fused_backward(kind, saved, g[0])};
+        return tensor_list{g[0] * derivative(saved)};
     });
 }
 
@@ -73,34 +80,30 @@ Tensor float_input(std::string_view op, const Tensor& x) {
 
 }  // namespace
 
-// tanh' = 1 - tanh^2
+// tanh' = 1 - y^2, from the saved output y = tanh(x) (PyTorch's tanh_backward(grad, result))
 Tensor tanh(const Tensor& x_in) {
     Tensor x = float_input("tanh", x_in);
     Tensor y = unary_forward("tanh", UnaryOp::kTanh, x);
-    return record_activation("tanh", ActivationGrad::kTanh, x, y, [](const Tensor& v) {
-        Tensor t = tanh(v);
-        return 1.0 - t * t;
-    });
+    return record_activation("tanh", ActivationGrad::kTanh, Saves::kOutput, x, y,
+                             [](const Tensor& t) { return 1.0 - t * t; });
 }
 
-// sigmoid' = s (1 - s)
+// sigmoid' = y (1 - y), from the saved output y = sigmoid(x) (PyTorch's sigmoid_backward(grad, result))
 Tensor sigmoid(const Tensor& x_in) {
     Tensor x = float_input("sigmoid", x_in);
     Tensor y = unary_forward("sigmoid", UnaryOp::kSigmoid, x);
-    return record_activation("sigmoid", ActivationGrad::kSigmoid, x, y, [](const Tensor& v) {
-        Tensor s = sigmoid(v);
-        return s * (1.0 - s);
-    });
+    return record_activation("sigmoid", ActivationGrad::kSigmoid, Saves::kOutput, x, y,
+                             [](const Tensor& s) { return s * (1.0 - s); });
 }
 
-// relu' = 0 where x <= 0, else 1: 0 at x == 0, and NaN passes the gradient (PyTorch's
-// threshold_backward). Integer tensors stay integer.
+// relu' = 0 where y = relu(x) <= 0, else 1: 0 at x == 0, and NaN passes the gradient. Read from
+// the saved output, as PyTorch's threshold_backward(grad, result, 0). Integer tensors stay integer.
 Tensor relu(const Tensor& x) {
     ops::check_defined("relu", x, "input");
     if (x.dtype() != kBool && !is_floating(x.dtype())) return clamp(x, 0.0, std::nullopt);
     Tensor y = unary_forward("relu", UnaryOp::kRelu, x);
-    return record_activation("relu", ActivationGrad::kRelu, x, y, [](const Tensor& v) {
-        return where(logical_not(le(v, zeros_like(v))), ones_like(v), 0.0);   // 1 at NaN too
+    return record_activation("relu", ActivationGrad::kRelu, Saves::kOutput, x, y, [](const Tensor& r) {
+        return where(logical_not(le(r, zeros_like(r))), ones_like(r), 0.0);   // 1 at NaN too
     });
 }
 
@@ -109,7 +112,7 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
     ops::check_defined("gelu", x, "input");
     if (tanh_approximation) {
         Tensor y = unary_forward("gelu", UnaryOp::kGeluTanh, x);
-        return record_activation("gelu", ActivationGrad::kGeluTanh, x, y, [](const Tensor& v) {
+        return record_activation("gelu", ActivationGrad::kGeluTanh, Saves::kInput, x, y, [](const Tensor& v) {
             // d/dx [x (1 + tanh u) / 2] = (1 + tanh u) / 2 + x (1 - tanh^2 u) u' / 2
             Tensor t = tanh((v + v * v * v * kGeluCubic) * kSqrt2OverPi);
             Tensor du = (v * v * (3.0 * kGeluCubic) + 1.0) * kSqrt2OverPi;
@@ -117,7 +120,7 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
         });
     }
     Tensor y = unary_forward("gelu", UnaryOp::kGeluErf, x);
-    return record_activation("gelu", ActivationGrad::kGeluErf, x, y, [](const Tensor& v) {
+    return record_activation("gelu", ActivationGrad::kGeluErf, Saves::kInput, x, y, [](const Tensor& v) {
         return normal_cdf(v) + v * normal_pdf(v);                                   // Phi(x) + x phi(x)
     });
 }
@@ -126,7 +129,7 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
 Tensor silu(const Tensor& x) {
     ops::check_defined("silu", x, "input");
     Tensor y = unary_forward("silu", UnaryOp::kSilu, x);
-    return record_activation("silu", ActivationGrad::kSilu, x, y, [](const Tensor& v) {
+    return record_activation("silu", ActivationGrad::kSilu, Saves::kInput, x, y, [](const Tensor& v) {
         Tensor s = sigmoid(v);
         return s * (1.0 + v * (1.0 - s));
     });

@@ -323,6 +323,40 @@ TEST_CASE("GradScaler: state_dict has PyTorch's keys and round-trips, also befor
     CHECK(c.get_growth_tracker() == 2);
 }
 
+// A checkpoint saved right after a resume (load, then state_dict, before any step) must carry the
+// loaded state: the scale and growth tracker tensors are created lazily by the first scale().
+TEST_CASE("GradScaler: every loaded value survives load_state_dict -> state_dict before the first step") {
+    amp::ScalerStateDict loaded{{"scale", 512.0}, {"growth_factor", 3.0}, {"backoff_factor", 0.25},
+                                {"growth_interval", 7.0}, {"_growth_tracker", 1.0}};
+    amp::GradScaler fresh;
+    fresh.load_state_dict(loaded);
+    CHECK(fresh.scale_tensor().defined() == false);     // still lazy
+    CHECK(fresh.get_growth_tracker() == 1);
+    CHECK(fresh.get_scale() == 512.0);
+    CHECK(fresh.state_dict() == loaded);
+    amp::GradScaler again;                               // and a second hop keeps it too
+    again.load_state_dict(fresh.state_dict());
+    CHECK(again.state_dict() == loaded);
+
+    // The lazily created tensors start from the loaded values: 6 clean steps reach the interval of 7.
+    Toy toy;
+    for (int i = 0; i < 5; ++i) iterate(fresh, toy);
+    CHECK(fresh.get_growth_tracker() == 6);
+    CHECK(fresh.get_scale() == 512.0);
+    iterate(fresh, toy);
+    CHECK(fresh.get_growth_tracker() == 0);
+    CHECK(fresh.get_scale() == 1536.0);
+}
+
+TEST_CASE("GradScaler: before the first scale(), get_scale() reports the bounded scale scale() will create") {
+    amp::GradScaler scaler({.init_scale = 65536.0, .max_scale = 1024.0});
+    CHECK(scaler.get_scale() == 1024.0);
+    CHECK(scaler.state_dict().at("scale") == 1024.0);
+    Toy toy;
+    iterate(scaler, toy);
+    CHECK(scaler.get_scale() == 1024.0);
+}
+
 TEST_CASE("GradScaler: bad input gives typed errors") {
     CHECK_THROWS_WITH_AS(amp::GradScaler({.growth_factor = 1.0}), doctest::Contains("The growth factor must be > 1.0."),
                          ValueError);

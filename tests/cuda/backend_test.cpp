@@ -21,7 +21,7 @@ TEST_CASE("cuda backend: one per device, reporting kCUDA" * skip_without_gpu()) 
 TEST_CASE("cuda allocator: live and peak bytes follow tensor lifetimes" * skip_without_gpu()) {
     Allocator& alloc = allocator_for(kGpu);
     AllocatorStats before = alloc.stats();
-    alloc.reset_peak();
+    alloc.reset_peak_stats();
     {
         Tensor t = make_empty({1 << 18}, kFloat32, kGpu);                  // 1 MiB
         AllocatorStats during = alloc.stats();
@@ -32,7 +32,7 @@ TEST_CASE("cuda allocator: live and peak bytes follow tensor lifetimes" * skip_w
     AllocatorStats after = alloc.stats();
     CHECK(after.allocated_bytes == before.allocated_bytes);
     CHECK(after.peak_allocated_bytes >= before.allocated_bytes + (1 << 20));
-    alloc.reset_peak();
+    alloc.reset_peak_stats();
     CHECK(alloc.stats().peak_allocated_bytes == after.allocated_bytes);
 }
 

@@ -127,3 +127,66 @@ TEST_CASE("activations on integer tensors follow PyTorch, bad input throws") {
     CHECK_THROWS_AS(F::relu(zeros({2}, TensorOptions(kBool))), DTypeError);
     CHECK_THROWS_AS(tanh(zeros({2}, TensorOptions(kBool))), DTypeError);
 }
+
+// What is saved for backward matches PyTorch (tools/autograd/derivatives.yaml): tanh, sigmoid and
+// relu save their output, gelu and silu their input. The version counter shows it both ways.
+TEST_CASE("tanh, sigmoid and relu save their output: modifying it in place is an error, modifying the input is not") {
+    for (const Activation& act : activations()) {
+        std::string name = act.name;
+        bool saves_output = name == "tanh" || name == "sigmoid" || name == "relu";
+        CAPTURE(name);
+        manual_seed(5);
+        Tensor a = randn({2, 3}, TensorOptions(kFloat64)).requires_grad_(true);
+        {   // b = f(x); b.mul_(2); backward
+            Tensor b = act.fn(a * 1.0);
+            b.mul_(2.0);
+            if (saves_output) {
+                std::string message;
+                try {
+                    b.sum().backward();
+                } catch (const AutogradError& e) {
+                    message = e.what();
+                }
+                CHECK(message.find("one of the variables needed for gradient computation has been modified by an "
+                                   "inplace operation: [f64 (2,3)], which is output 0 of") != std::string::npos);
+                CHECK(message.find("is at version 1; expected version 0 instead") != std::string::npos);
+            } else {
+                CHECK_NOTHROW(b.sum().backward());
+            }
+        }
+        a.set_grad(Tensor());
+        {   // b = f(x); x.mul_(2); backward: the gradient is f' at the value x had in forward
+            Tensor x = a * 1.0;
+            Tensor b = act.fn(x);
+            x.mul_(2.0);
+            if (saves_output) {
+                b.sum().backward();
+                Tensor expected = autograd::grad({act.fn(a)}, {a}, {ones_like(b)})[0];
+                CHECK_CLOSE(a.grad(), expected, tol_for(kFloat64));
+            } else {
+                CHECK_THROWS_WITH_AS(b.sum().backward(), doctest::Contains("modified by an inplace operation"),
+                                     AutogradError);
+            }
+        }
+    }
+}
+
+TEST_CASE("a saved output holds no reference to its own node (no cycle), and double backward still sees it") {
+    for (const Activation& act : activations()) {
+        CAPTURE(act.name);
+        Tensor a = randn({4}, TensorOptions(kFloat64)).requires_grad_(true);
+        std::weak_ptr<autograd::Node> node;
+        {
+            Tensor b = act.fn(a);
+            node = b.grad_fn();
+            CHECK_FALSE(node.expired());
+        }
+        CHECK(node.expired());                     // the output was the node's last owner
+    }
+    // tanh'' through the saved output: d/dx (1 - tanh^2) = -2 tanh (1 - tanh^2)
+    Tensor x = tensor<double>({0.3, -1.2}, {2}, TensorOptions(kFloat64).requires_grad(true));
+    Tensor d1 = autograd::grad({tanh(x).sum()}, {x}, {}, true, true)[0];
+    Tensor d2 = autograd::grad({d1.sum()}, {x})[0];
+    Tensor t = tanh(x.detach());
+    CHECK_CLOSE(d2, t * (t * t - 1.0) * 2.0, tol_for(kFloat64));
+}

@@ -314,3 +314,39 @@ TEST_CASE("elementwise ops reject bad input with typed errors") {
                          doctest::Contains("clamp: at least one of min or max must be given"), ValueError);
     CHECK_THROWS_AS(-tensor<bool>({true}), DTypeError);
 }
+
+// exp, sqrt, rsqrt and reciprocal save their output, as PyTorch's derivatives.yaml has them use
+// `result`; log, abs and square save their input. The version counter shows which, both ways.
+TEST_CASE("unary ops save what PyTorch saves: output for exp/sqrt/rsqrt/reciprocal, input for log/abs/square") {
+    struct Case {
+        const char* name;
+        UnaryFn fn;
+        bool saves_output;
+    };
+    std::vector<Case> cases = {{"exp", [](const Tensor& x) { return exp(x); }, true},
+                               {"sqrt", [](const Tensor& x) { return sqrt(x); }, true},
+                               {"rsqrt", [](const Tensor& x) { return rsqrt(x); }, true},
+                               {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, true},
+                               {"log", [](const Tensor& x) { return log(x); }, false},
+                               {"abs", [](const Tensor& x) { return abs(x); }, false},
+                               {"square", [](const Tensor& x) { return square(x); }, false}};
+    for (const Case& c : cases) {
+        CAPTURE(c.name);
+        Tensor a = (rand({5}, TensorOptions(kFloat64)) + 0.5).requires_grad_(true);   // positive: sqrt, log
+        Tensor out_modified = c.fn(a * 1.0);
+        out_modified.mul_(2.0);
+        Tensor x = a * 1.0;
+        Tensor in_modified = c.fn(x);
+        x.mul_(2.0);
+        if (c.saves_output) {
+            CHECK_THROWS_WITH_AS(out_modified.sum().backward(), doctest::Contains("modified by an inplace operation"),
+                                 AutogradError);
+            in_modified.sum().backward();
+            CHECK_CLOSE(a.grad(), autograd::grad({c.fn(a).sum()}, {a})[0], tol_for(kFloat64));
+        } else {
+            CHECK_NOTHROW(out_modified.sum().backward());
+            CHECK_THROWS_WITH_AS(in_modified.sum().backward(), doctest::Contains("modified by an inplace operation"),
+                                 AutogradError);
+        }
+    }
+}

@@ -82,7 +82,7 @@ TEST_CASE("in-place on a leaf that requires grad is an error unless grad mode is
 TEST_CASE("modifying a tensor saved for backward raises the version error at backward") {
     Tensor x = randn({3}, f64_grad());
     Tensor h = x * 2.0;
-    Tensor y = tanh(h);                                           // tanh saves h
+    Tensor y = gelu(h);                                           // gelu saves its input h
     h.add_(1.0);
     CHECK_THROWS_WITH_AS(y.sum().backward(),
                          doctest::Contains("one of the variables needed for gradient computation has been modified by "

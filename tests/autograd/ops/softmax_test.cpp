@@ -121,3 +121,22 @@ TEST_CASE("softmax and log_softmax compute in f32 under autocast") {
     y.sum().backward();
     CHECK(x.grad().dtype() == kBFloat16);                 // the gradient comes back in the input's dtype
 }
+
+// softmax and log_softmax save their output (PyTorch's _softmax_backward_data(grad, result, ...)):
+// writing into the output before backward is an error; writing into the input is not.
+TEST_CASE("softmax and log_softmax save their output: the version counter both ways") {
+    for (SoftmaxFn fn : {static_cast<SoftmaxFn>(F::softmax), static_cast<SoftmaxFn>(F::log_softmax)}) {
+        manual_seed(11);
+        Tensor a = randn({2, 4}, TensorOptions(kFloat64)).requires_grad_(true);
+        Tensor w = randn({2, 4}, TensorOptions(kFloat64));
+        Tensor y = fn(a * 1.0, -1);
+        y.mul_(2.0);
+        CHECK_THROWS_WITH_AS((y * w).sum().backward(), doctest::Contains("modified by an inplace operation"),
+                             AutogradError);
+        Tensor x = a * 1.0;
+        Tensor z = fn(x, -1);
+        x.add_(1.0);
+        (z * w).sum().backward();
+        CHECK_CLOSE(a.grad(), autograd::grad({(fn(a, -1) * w).sum()}, {a})[0], tol_for(kFloat64));
+    }
+}
