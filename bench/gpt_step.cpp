@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     manual_seed(0);
     int64_t rss_before_kib = bench::proc_status_kib("VmRSS");
     bool peak_reset = bench::reset_peak_rss();
-    allocator_for(Device(kCPU)).reset_peak();
+    reset_peak_memory_stats(Device(kCPU));
     Gpt gpt = make_gpt(cfg);
     int64_t n_params = 0;
     for (const Tensor& p : gpt.parameters()) n_params += p.numel();
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
         cpu.push_back((bench::cpu_seconds() - c0) / static_cast<double>(steps));
     }
     int64_t peak_kib = bench::proc_status_kib("VmHWM");
-    double tensor_peak_mib = static_cast<double>(allocator_for(Device(kCPU)).stats().peak_allocated_bytes) / (1 << 20);
+    double tensor_peak_mib = static_cast<double>(max_memory_allocated(Device(kCPU))) / (1 << 20);
     std::printf("{\"impl\": \"ampgrad\", \"preset\": \"%s\", \"dtype\": \"%s\", \"params\": %lld, \"threads\": %d, "
                 "\"step_ms\": %.3f, \"step_cpu_ms\": %.3f, \"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.2f, "
                 "\"peak_rss_reset\": %s, \"warm_loss\": %.4f, \"final_loss\": %.4f}\n",
