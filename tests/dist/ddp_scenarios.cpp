@@ -7,6 +7,9 @@
 //   ddp_accum              2 micro-batches per step, the first under no_sync()
 //   ddp_unused             a parameter never used, find_unused_parameters = true
 //   ddp_unused_error       the same without the option: UnusedParametersError naming it
+//   ddp_unused_rank        `unused` is used by rank 0's samples only (find_unused_parameters): the
+//                          other ranks have no local gradient for it and must still get the average;
+//                          the reference sums the per-shard losses of one process, divided by W
 //   ddp_ckpt, ddp_ckpt_reentrant   the middle block checkpointed; its Linear is used inside the
 //                          block and again after it (two backward phases with reentrant)
 //   ddp_graph_change       reentrant checkpointing switched on after the first iteration: `mid` then
@@ -35,6 +38,7 @@ const TensorOptions kF64 = TensorOptions().dtype(kFloat64);
 struct Net : nn::Module {
     std::shared_ptr<nn::Linear> in, mid, head, unused;
     int checkpoint_mode = 0;   // 0 none, 1 non-reentrant, 2 reentrant
+    bool use_extra = false;    // apply `unused` too (ddp_unused_rank, on rank 0's samples)
 
     explicit Net(bool with_unused) : Module("Net") {
         in = register_module("in", std::make_shared<nn::Linear>(4, 8, true, kF64));
@@ -50,6 +54,7 @@ struct Net : nn::Module {
         if (checkpoint_mode == 0) h = block({h})[0];
         else h = checkpoint(block, {h}, CheckpointOptions{.use_reentrant = checkpoint_mode == 2})[0];
         h = tanh(mid->forward(h));
+        if (use_extra) h = h + tanh(unused->forward(h));
         return head->forward(h);
     }
 };
@@ -94,7 +99,8 @@ int run_ddp(const std::string& scenario) {
     const int micro = scenario == "ddp_accum" ? 2 : 1;
     dist::DDPOptions options;
     if (scenario != "ddp" && scenario != "ddp_accum") options.bucket_cap_mb = 1e-4;
-    options.find_unused_parameters = scenario == "ddp_unused";
+    options.find_unused_parameters = scenario == "ddp_unused" || scenario == "ddp_unused_rank";
+    const bool extra_on_rank0 = scenario == "ddp_unused_rank";
 
     set_rng_state({1000, 0});
     auto ref = std::make_shared<Net>(with_unused);
@@ -119,7 +125,19 @@ int run_ddp(const std::string& scenario) {
         for (int k = 0; k < micro; ++k) {
             // Micro-batch k of the global batch: rows [k*W*b, (k+1)*W*b); this rank's shard of it.
             Tensor xk = x.narrow(0, k * W * kLocalBatch, W * kLocalBatch), yk = y.narrow(0, k * W * kLocalBatch, W * kLocalBatch);
-            (mse(ref->forward(xk), yk) * (1.0 / micro)).backward();
+            if (extra_on_rank0) {
+                // One process, W shards, rank 0's shard through `unused` too: the mean of the shard losses.
+                Tensor total = zeros({}, kF64);
+                for (int r = 0; r < W; ++r) {
+                    ref->use_extra = r == 0;
+                    total = total + mse(ref->forward(xk.narrow(0, r * kLocalBatch, kLocalBatch)),
+                                        yk.narrow(0, r * kLocalBatch, kLocalBatch));
+                }
+                (total * (1.0 / W)).backward();
+                net->use_extra = R == 0;
+            } else {
+                (mse(ref->forward(xk), yk) * (1.0 / micro)).backward();
+            }
             Tensor xr = xk.narrow(0, R * kLocalBatch, kLocalBatch), yr = yk.narrow(0, R * kLocalBatch, kLocalBatch);
             Tensor loss = mse(net->forward(xr), yr) * (1.0 / micro);
             if (k + 1 < micro) {
@@ -129,7 +147,7 @@ int run_ddp(const std::string& scenario) {
                 loss.backward();
             }
         }
-        if (with_unused && net->unused->named_parameters().at("weight").grad().defined()) {
+        if (with_unused && !extra_on_rank0 && net->unused->named_parameters().at("weight").grad().defined()) {
             std::printf("FAIL: the unused parameter got a gradient\n");
             ++g_failures;
         }

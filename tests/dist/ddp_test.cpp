@@ -74,6 +74,9 @@ TEST_CASE("ddp: unused parameters") {
     SUBCASE("find_unused_parameters = true: trains like one process, the unused weight keeps no gradient") {
         run_passing("ddp_unused", 2);
     }
+    SUBCASE("used by rank 0's samples only: the other ranks get the average all the same") {
+        run_passing("ddp_unused_rank", 2);
+    }
     SUBCASE("without the option: a clear error naming the parameters") {
         auto results = run_workers("ddp_unused_error", 2, free_port(), all_ranks(2), std::chrono::seconds(60));
         for (const RankResult& r : results) {
