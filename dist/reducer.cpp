@@ -197,9 +197,10 @@ Tensor Reducer::globally_used() {
     if (!find_unused_) return {};   // every rank takes the same branch: the option is the same everywhere
     std::vector<float> has(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) has[i] = params_[i].tensor.grad().defined() ? 1.f : 0.f;
-    Tensor used = tensor(has, {static_cast<int64_t>(has.size())});
+    // On the parameters' device: an NCCL group reduces CUDA tensors only.
+    Tensor used = tensor(has, {static_cast<int64_t>(has.size())}).to(params_[0].tensor.device());
     group_.all_reduce(used, ReduceOp::kMax, /*async_op=*/false);
-    return used;
+    return used.to(kCPU);
 }
 
 void Reducer::write_back(const Tensor& used) {
@@ -226,9 +227,9 @@ void Reducer::rebuild_buckets() {
         if ((la < 0) != (lb < 0)) return lb < 0;   // fired before unused
         return la < lb;
     });
-    Tensor shared = tensor(order, {static_cast<int64_t>(n)});
+    Tensor shared = tensor(order, {static_cast<int64_t>(n)}).to(params_[0].tensor.device());
     group_.broadcast(shared, 0, /*async_op=*/false);
-    std::vector<int64_t> rank0 = shared.to_vector<int64_t>();
+    std::vector<int64_t> rank0 = shared.to(kCPU).to_vector<int64_t>();
     std::vector<size_t> ready_order(rank0.begin(), rank0.end());
     std::vector<Tensor> tensors;
     for (const Param& p : params_) tensors.push_back(p.tensor);
