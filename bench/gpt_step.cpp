@@ -7,6 +7,9 @@
 // --dtype f32 trains in f32; bf16/f16 run the forward under an AutocastGuard (weights stay f32).
 // Reports time per step (wall and process CPU, medians over repeats), peak RSS growth and
 // ampgrad's peak live tensor bytes.
+// --ddp (run under ampgrad-run, one rank per process): the same step with the parameters under
+// dist::DistributedDataParallel on the Gloo group, each rank on its own --batch samples; rank 0
+// prints. bench/dist_bench.py compares it with the single-process step (the data-parallel overhead).
 #include <ampgrad/ampgrad.h>
 
 #include <CLI/CLI.hpp>
@@ -120,6 +123,8 @@ int main(int argc, char** argv) {
     app.add_option("--steps", steps, "steps per timed repeat");
     app.add_option("--repeats", repeats, "timed repeats (after a warm-up); the median is reported");
     app.add_option("--warmup", warmup, "untimed steps first");
+    bool ddp = false;
+    app.add_flag("--ddp", ddp, "DistributedDataParallel across the ranks that ampgrad-run starts");
     CLI11_PARSE(app, argc, argv);
     if (preset == "small") cfg = Config{256, 128, 256, 6, 8};
     else if (preset != "tiny") { std::fprintf(stderr, "unknown preset %s\n", preset.c_str()); return 2; }
@@ -135,6 +140,17 @@ int main(int argc, char** argv) {
     Tensor idx = randint(0, cfg.vocab, {batch, cfg.block});                 // (B,T)
     Tensor targets = randint(0, cfg.vocab, {batch, cfg.block});             // (B,T)
     optim::AdamW opt(gpt.parameters(), optim::AdamWOptions(1e-3).weight_decay(0.1));
+    // --ddp: the bench-local model is a struct of tensors; a Module holding the same tensors gives
+    // DistributedDataParallel its parameters (their hooks and .grad are the model's own).
+    std::shared_ptr<nn::Module> holder;
+    std::unique_ptr<dist::DistributedDataParallel> data_parallel;
+    if (ddp) {
+        dist::init_process_group("gloo");
+        holder = std::make_shared<nn::Module>("GptParameters");
+        std::vector<Tensor> params = gpt.parameters();
+        for (size_t i = 0; i < params.size(); ++i) holder->register_parameter("p" + std::to_string(i), params[i]);
+        data_parallel = std::make_unique<dist::DistributedDataParallel>(holder);
+    }
 
     auto step = [&] {
         Tensor loss;
@@ -161,12 +177,23 @@ int main(int argc, char** argv) {
     }
     int64_t peak_kib = bench::proc_status_kib("VmHWM");
     double tensor_peak_mib = static_cast<double>(max_memory_allocated(Device(kCPU))) / (1 << 20);
-    std::printf("{\"impl\": \"ampgrad\", \"preset\": \"%s\", \"dtype\": \"%s\", \"params\": %lld, \"threads\": %d, "
+    const int world = ddp ? dist::world_size() : 1;
+    if (ddp && dist::rank() != 0) {
+        data_parallel.reset();
+        dist::destroy_process_group();
+        return 0;
+    }
+    std::printf("{\"impl\": \"ampgrad\", \"world_size\": %d, \"preset\": \"%s\", \"dtype\": \"%s\", \"params\": %lld, \"threads\": %d, "
                 "\"step_ms\": %.3f, \"step_cpu_ms\": %.3f, \"peak_rss_growth_mib\": %.1f, \"peak_tensor_mib\": %.2f, "
                 "\"peak_rss_reset\": %s, \"warm_loss\": %.4f, \"final_loss\": %.4f}\n",
-                preset.c_str(), dtype.c_str(), static_cast<long long>(n_params), get_num_threads(),
+                world, preset.c_str(), dtype.c_str(), static_cast<long long>(n_params), get_num_threads(),
                 1e3 * bench::median(wall), 1e3 * bench::median(cpu),
                 static_cast<double>(peak_kib - rss_before_kib) / 1024.0, tensor_peak_mib,
                 peak_reset ? "true" : "false", first_loss, last_loss);
+    std::fflush(stdout);
+    if (ddp) {
+        data_parallel.reset();
+        dist::destroy_process_group();
+    }
     return 0;
 }

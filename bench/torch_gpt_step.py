@@ -3,6 +3,9 @@
 # MLP, final LayerNorm, head tied to the token embedding, mean cross-entropy) and the same step
 # (AdamW lr 1e-3, weight decay 0.1, zero_grad(set_to_none), backward, step), with the same timing
 # and memory measurement. --dtype bf16/f16 runs the forward under torch.autocast("cpu").
+# --ddp (one process per rank, launched by ampgrad-run or torchrun): the parameters become
+# nn.Parameters of a module wrapped in torch.nn.parallel.DistributedDataParallel on the Gloo group,
+# each rank on its own --batch samples; rank 0 prints (bench/dist_bench.py).
 import argparse
 import json
 import time
@@ -43,6 +46,23 @@ def parameters(g):
     return ps
 
 
+class GptModule(torch.nn.Module):
+    """The dict-of-tensors model as a Module (DDP needs one, and calls its forward)."""
+
+    def __init__(self, g, heads):
+        super().__init__()
+        self.g, self.heads, n = g, heads, 0
+        for d in [g] + g["blocks"]:
+            for k, v in list(d.items()):
+                if isinstance(v, torch.Tensor):
+                    d[k] = torch.nn.Parameter(v.detach())
+                    self.register_parameter(f"p{n}", d[k])
+                    n += 1
+
+    def forward(self, idx, targets):
+        return gpt_loss(self.g, idx, targets, self.heads)
+
+
 def attention(b, x, heads):
     B, T, C = x.shape
     q, k, v = F.linear(x, b["attn_w"], b["attn_b"]).split(C, dim=2)     # 3 x (B,T,C)
@@ -73,6 +93,7 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--ddp", action="store_true")
     args = ap.parse_args()
     threads = set_threads()
     cfg = PRESETS[args.preset]
@@ -82,6 +103,14 @@ def main():
     rss_before = proc_status_kib("VmRSS")
     peak_reset = reset_peak_rss()
     g = make_gpt(**cfg)
+    world = 1
+    if args.ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        world = dist.get_world_size()
+        model = torch.nn.parallel.DistributedDataParallel(GptModule(g, cfg["heads"]))
+    else:
+        model = lambda i, t: gpt_loss(g, i, t, cfg["heads"])  # noqa: E731
     params = parameters(g)
     idx = torch.randint(0, cfg["vocab"], (args.batch, cfg["block"]))          # (B,T)
     targets = torch.randint(0, cfg["vocab"], (args.batch, cfg["block"]))      # (B,T)
@@ -89,7 +118,7 @@ def main():
 
     def step():
         with torch.autocast("cpu", dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = gpt_loss(g, idx, targets, cfg["heads"])
+            loss = model(idx, targets)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -107,11 +136,17 @@ def main():
         wall.append((time.perf_counter() - w0) / args.steps)
         cpu.append((time.process_time() - c0) / args.steps)
     peak = proc_status_kib("VmHWM")
-    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "preset": args.preset, "dtype": args.dtype,
+    if args.ddp and dist.get_rank() != 0:
+        dist.destroy_process_group()
+        return
+    print(json.dumps({"impl": "pytorch", "torch": torch.__version__, "world_size": world, "preset": args.preset,
+                      "dtype": args.dtype,
                       "params": sum(p.numel() for p in params), "threads": threads,
                       "step_ms": round(1e3 * median(wall), 3), "step_cpu_ms": round(1e3 * median(cpu), 3),
                       "peak_rss_growth_mib": round((peak - rss_before) / 1024, 1), "peak_rss_reset": peak_reset,
-                      "warm_loss": round(warm_loss, 4), "final_loss": round(last_loss, 4)}))
+                      "warm_loss": round(warm_loss, 4), "final_loss": round(last_loss, 4)}), flush=True)
+    if args.ddp:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
