@@ -146,4 +146,18 @@ std::string explain(std::string_view op, std::span<const CastInput> inputs, std:
     return out;
 }
 
+std::string policy_table_text() {
+    std::string out =
+        "ampgrad autocast policy (amp/autocast_policy.cpp); eligible inputs: defined, f32/f16/bf16 (never\n"
+        "f64 or integers), on a device type whose autocast is enabled. Defaults: cpu bf16, cuda f16.\n";
+    for (CastPolicy policy : {CastPolicy::kLowerPrecision, CastPolicy::kFp32, CastPolicy::kFp32OutputDtype,
+                              CastPolicy::kPromote, CastPolicy::kBanned}) {
+        out += fmt::format("\n{}:\n", policy_name(policy));
+        for (const PolicyEntry& e : kPolicyTable)
+            if (e.policy == policy) out += fmt::format("  {:<34} {}\n", e.op, e.why);
+    }
+    out += "\nany other op: never cast; normal type promotion (f16 with f32 gives f32)\n";
+    return out;
+}
+
 }  // namespace ampgrad::amp

@@ -61,6 +61,9 @@ std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<cons
 //     input 0: f32 cpu -> bf16 (CPU autocast dtype)
 std::string explain(std::string_view op, std::span<const CastInput> inputs, std::span<const AutocastState, 2> state);
 
+// The whole table as text, grouped by policy (what `amp_policy` and `ampgrad info` print).
+std::string policy_table_text();
+
 // The error text for a banned op (PyTorch's binary_cross_entropy message, adapted).
 std::string banned_message(std::string_view op);
 

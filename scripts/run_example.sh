@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# run_example.sh: README command 1. Sets up and builds (scripts/setup.sh), then runs the main
-# job, examples/train_mlp: a small MLP trained on the CPU on a synthetic two-spirals dataset.
-# Arguments are passed to train_mlp (try --help).
+# run_example.sh: README command 1. Sets up and builds (scripts/setup.sh), then trains the nano
+# GPT on the bundled Tiny Shakespeare with fp16 autocast (GradScaler) on the CPU: a progress line,
+# evaluations, the final eval loss and a sample; metrics.jsonl, a checkpoint and PNG plots are left
+# in runs/example/ (docs/gpt.md explains each). Extra arguments go to `ampgrad train` (try --help).
+# The old main job, the MLP on two spirals, is still built: build/examples/train_mlp.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
-echo "== examples/train_mlp"
-exec "$AMPGRAD_BUILD_DIR/examples/train_mlp" "$@"
+OUT="${AMPGRAD_EXAMPLE_OUT:-$AMPGRAD_ROOT/runs/example}"
+echo "== ampgrad train: nano GPT, fp16 autocast, CPU; output in $OUT"
+"$AMPGRAD_BUILD_DIR/app/ampgrad" train --preset nano --prec fp16 --device cpu \
+    --out "$OUT" --plot "$OUT/plots" "$@"
+echo "== done: $OUT/metrics.jsonl, $OUT/checkpoints/latest, $OUT/plots/*.png"
+echo "   sample more: $AMPGRAD_BUILD_DIR/app/ampgrad sample --ckpt $OUT --prompt 'ROMEO:'"

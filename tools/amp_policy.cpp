@@ -27,18 +27,7 @@ bool parse_dtype(const std::string& s, DType& out) {
     return false;
 }
 
-void print_table() {
-    std::cout << "ampgrad autocast policy (amp/autocast_policy.cpp); eligible inputs: defined, f32/f16/bf16 (never\n"
-                 "f64 or integers), on a device type whose autocast is enabled. Defaults: cpu bf16, cuda f16.\n";
-    for (amp::CastPolicy policy : {amp::CastPolicy::kLowerPrecision, amp::CastPolicy::kFp32,
-                                   amp::CastPolicy::kFp32OutputDtype, amp::CastPolicy::kPromote,
-                                   amp::CastPolicy::kBanned}) {
-        std::cout << "\n" << amp::policy_name(policy) << ":\n";
-        for (const amp::PolicyEntry& e : amp::policy_table())
-            if (e.policy == policy) std::printf("  %-34s %s\n", std::string(e.op).c_str(), std::string(e.why).c_str());
-    }
-    std::cout << "\nany other op: never cast; normal type promotion (f16 with f32 gives f32)\n";
-}
+void print_table() { std::cout << amp::policy_table_text(); }
 
 int explain(const std::vector<std::string>& args) {
     if (args.empty()) return usage();

@@ -1,0 +1,210 @@
+// checkpoint.cpp: atomic checkpoint directories (app/checkpoint.hpp), and Trainer::save/resume.
+#include "app/checkpoint.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "app/trainer.hpp"
+#include "core/error.hpp"
+#include "core/philox.hpp"
+#if __has_include("io/safetensors.hpp")
+#include "io/safetensors.hpp"
+#define AMPGRAD_HAVE_SAFETENSORS 1
+#else
+#define AMPGRAD_HAVE_SAFETENSORS 0   // io/ not merged yet: saving and resuming report that they cannot
+#endif
+
+namespace ampgrad::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+    throw IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+}
+
+void fsync_path(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open for fsync", path);
+    if (::fsync(fd) != 0) {
+        ::close(fd);
+        fail("fsync failed for", path);
+    }
+    ::close(fd);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IOError(fmt::format("checkpoint: cannot read {}: {}", path, std::strerror(errno)));
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Fault injection for tests/app: AMPGRAD_TEST_STOP_IN_SAVE=N stops the process (SIGSTOP) in the
+// middle of the save of step N, after model.safetensors is written, so a test can SIGKILL it there.
+void maybe_stop_for_test(int64_t step) {
+    const char* at = std::getenv("AMPGRAD_TEST_STOP_IN_SAVE");
+    if (at != nullptr && std::atoll(at) == step) ::raise(SIGSTOP);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create", tmp);
+    size_t done = 0;
+    while (done < bytes.size()) {
+        ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = n < 0 ? errno : ENOSPC;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            errno = err;
+            fail("cannot write", path);
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        errno = err;
+        fail("cannot flush", path);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        errno = err;
+        fail("cannot rename into place", path);
+    }
+    fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+    if (fs::exists(fs::path(path) / "state.json")) return path;
+    const fs::path latest = fs::path(path) / "latest";
+    if (!fs::exists(latest)) {
+        if (fs::exists(fs::path(path) / "checkpoints" / "latest")) return resolve_checkpoint((fs::path(path) / "checkpoints").string());
+        throw IOError(fmt::format("checkpoint {}: no checkpoint there (neither state.json nor a latest file)", path));
+    }
+    std::string name = read_file(latest.string());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    const fs::path dir = fs::path(path) / name;
+    if (name.empty() || !fs::exists(dir / "state.json"))
+        throw IOError(fmt::format("checkpoint {}: latest names \"{}\", which holds no state.json", path, name));
+    return dir.string();
+}
+
+nlohmann::json read_checkpoint_state(const std::string& dir) {
+    const std::string path = (fs::path(dir) / "state.json").string();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(path));
+    } catch (const nlohmann::json::exception& e) {
+        throw IOError(fmt::format("checkpoint {}: truncated or corrupt JSON: {}", path, e.what()));
+    }
+    if (!j.is_object() || j.value("format", "") != "ampgrad-gpt-checkpoint")
+        throw IOError(fmt::format("checkpoint {}: not an ampgrad GPT checkpoint (no \"format\": "
+                                  "\"ampgrad-gpt-checkpoint\")", path));
+    for (const char* key : {"step", "run_config", "model_config", "tokenizer", "rng", "precision"})
+        if (!j.contains(key)) throw IOError(fmt::format("checkpoint {}: the key \"{}\" is missing", path, key));
+    return j;
+}
+
+std::string save_checkpoint(const Trainer& trainer, const std::string& root, int keep) {
+    fs::create_directories(root);
+    const std::string name = fmt::format("step-{:08d}", trainer.step());
+    const fs::path final_dir = fs::path(root) / name;
+    const fs::path tmp = fs::path(root) / fmt::format(".{}.tmp-{}", name, ::getpid());
+    try {
+        fs::remove_all(tmp);
+        fs::create_directories(tmp);
+        trainer.save(tmp.string());
+        fsync_path(tmp.string());
+        if (fs::exists(final_dir)) fs::remove_all(final_dir);   // re-saving the same step
+        if (::rename(tmp.c_str(), final_dir.c_str()) != 0) fail("cannot rename into place", final_dir.string());
+        fsync_path(root);
+        write_file_atomic((fs::path(root) / "latest").string(), name + "\n");
+    } catch (...) {
+        std::error_code ignored;
+        fs::remove_all(tmp, ignored);
+        throw;
+    }
+    // Prune: older step-* directories beyond `keep`, and temporary directories of dead saves.
+    std::vector<std::string> steps;
+    for (const auto& entry : fs::directory_iterator(root)) {
+        const std::string n = entry.path().filename().string();
+        if (n.rfind("step-", 0) == 0 && entry.is_directory()) steps.push_back(n);
+        if (n.rfind(".step-", 0) == 0 && n.find(fmt::format(".tmp-{}", ::getpid())) == std::string::npos) {
+            std::error_code ignored;
+            fs::remove_all(entry.path(), ignored);
+        }
+    }
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+        if (steps[i] != name) fs::remove_all(fs::path(root) / steps[i]);
+    return final_dir.string();
+}
+
+// ---- Trainer's side ----
+
+void Trainer::save(const std::string& dir) const {
+#if !AMPGRAD_HAVE_SAFETENSORS
+    throw IOError(fmt::format("checkpoint {}: this build has no safetensors support (io/), so it cannot save", dir));
+#else
+    const GeneratorState rng = get_rng_state();
+    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->state_dict(),
+                         {{"format", "pt"}, {"step", std::to_string(step_)}});
+    maybe_stop_for_test(step_);
+    io::save_safetensors((fs::path(dir) / "optimizer.safetensors").string(), precision_->state_tensors());
+    nlohmann::json state = {
+        {"format", "ampgrad-gpt-checkpoint"}, {"version", 1}, {"step", step_},
+        {"run_config", to_json(cfg_)}, {"model_config", to_json(model_->config())},
+        {"tokenizer", tokenizer_to_json(corpus_.tokenizer)},
+        {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
+        {"lr_schedule", {{"name", "warmup_cosine"}, {"lr", cfg_.lr}, {"min_lr", cfg_.min_lr},
+                         {"warmup_iters", cfg_.warmup}, {"lr_decay_iters", cfg_.steps},
+                         {"last_epoch", step_}, {"next_lr", lr_at(step_)}}},
+        {"precision", precision_->state_json()}};
+    const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
+    state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
+    write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
+#endif
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path) {
+#if !AMPGRAD_HAVE_SAFETENSORS
+    throw IOError(fmt::format("checkpoint {}: this build has no safetensors support (io/), so it cannot load", path));
+#else
+    const std::string dir = resolve_checkpoint(path);
+    const nlohmann::json state = read_checkpoint_state(dir);
+    RunConfig cfg = run_config_from_json(state.at("run_config"));
+    std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer"))));
+    if (to_json(t->model_config()) != state.at("model_config"))
+        throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
+                                     state.at("model_config").dump(), to_json(t->model_config()).dump()));
+    io::SafetensorsFile model = io::load_safetensors((fs::path(dir) / "model.safetensors").string());
+    t->model_->load_state_dict(model.tensors);
+    io::SafetensorsFile opt = io::load_safetensors((fs::path(dir) / "optimizer.safetensors").string());
+    t->precision_->load_state(opt.tensors, state.at("precision"));
+    t->step_ = state.at("step").get<int64_t>();
+    const data::SamplerState s{state.at("sampler").at("seed").get<uint64_t>(),
+                               state.at("sampler").at("offset").get<uint64_t>()};
+    if (t->sampler_) t->sampler_->set_state(s);
+    else t->addition_state_ = s;
+    set_rng_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
+    return t;
+#endif
+}
+
+}  // namespace ampgrad::app

@@ -1,0 +1,44 @@
+// checkpoint.hpp: training checkpoints as directories, written so that a crash at any moment
+// (even SIGKILL in the middle of a save) leaves the previous checkpoint loadable.
+//
+//   OUT/checkpoints/step-00001000/model.safetensors      the model's state_dict (tied head once)
+//                                 optimizer.safetensors  AdamW moments and step counters by
+//                                                        parameter name, and fp16-master's f32 masters
+//                                 state.json             step, run config, model config, tokenizer,
+//                                                        sampler position, RNG state, LR schedule,
+//                                                        loss-scaler state (hysteresis, growth tracker)
+//   OUT/checkpoints/latest                               "step-00001000": written last
+//
+// A save writes everything into a hidden temporary directory (each file written to a temporary
+// name, fsync'd, renamed), fsyncs it, renames it to step-N, fsyncs the parent, and only then
+// replaces `latest` the same way. A failed save (a full disk) removes its temporary directory
+// and throws IOError; `latest` still names the previous checkpoint.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/module.hpp"
+
+namespace ampgrad::app {
+
+class Trainer;
+
+// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename,
+// fsync of the directory). IOError naming the path and the system's reason on failure, with the
+// temporary file removed.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The checkpoint directory `path` names: itself when it holds state.json, else the one its
+// `latest` file names. IOError naming the path when there is none.
+std::string resolve_checkpoint(const std::string& path);
+
+// state.json of a checkpoint directory, parsed and checked (IOError for a missing, truncated or
+// corrupt file, naming it).
+nlohmann::json read_checkpoint_state(const std::string& checkpoint_dir);
+
+// Saves `trainer` under root/step-N and points root/latest at it; keeps the newest `keep`
+// checkpoints. Returns the checkpoint's directory.
+std::string save_checkpoint(const Trainer& trainer, const std::string& root, int keep = 2);
+
+}  // namespace ampgrad::app

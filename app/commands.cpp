@@ -1,0 +1,182 @@
+// commands.cpp: train, sample, eval, bench and info (app/commands.hpp).
+#include "app/commands.hpp"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "amp/autocast_policy.hpp"
+#include "ampgrad_config.h"
+#include "app/checkpoint.hpp"
+#include "app/report.hpp"
+#include "app/trainer.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/cuda_info.hpp"
+#include "core/error.hpp"
+#include "core/philox.hpp"
+
+namespace ampgrad::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "a checkpoint from another preset": a --preset that disagrees with what the checkpoint was made with.
+void check_preset(const std::optional<std::string>& given, const std::string& saved, const std::string& dir) {
+    if (given && *given != saved)
+        throw ValueError(fmt::format("checkpoint {} was trained with preset \"{}\", not \"{}\" (drop --preset, or "
+                                     "train a new run)", dir, saved, *given));
+}
+
+// The trainer a checkpoint describes, with its weights (for sample and eval).
+std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::optional<std::string>& preset) {
+    const std::string dir = resolve_checkpoint(path);
+    check_preset(preset, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
+    return Trainer::resume(dir);
+}
+
+void print_eval(ProgressLine& progress, const EvalStats& e) {
+    std::string line = fmt::format("eval step {}: train loss {:.4f}, val loss {:.4f}", e.step, e.train_loss, e.val_loss);
+    if (e.exact_match) line = fmt::format("eval step {}: loss {:.4f}, exact match {:.1f}% (held-out problems)", e.step,
+                                          e.train_loss, 100.0 * *e.exact_match);
+    progress.message(line);
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& o) {
+    std::unique_ptr<Trainer> trainer;
+    if (!o.resume.empty()) {
+        const std::string dir = resolve_checkpoint(o.resume);
+        check_preset(o.preset_given, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
+        trainer = Trainer::resume(dir);
+        std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
+    } else {
+        trainer = std::make_unique<Trainer>(o.run);
+    }
+    const RunConfig& cfg = trainer->config();
+    const models::GPTConfig& mc = trainer->model_config();
+    fs::create_directories(o.out);
+    const std::string metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
+    const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
+    MetricsLog metrics(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    std::printf("ampgrad train: preset %s (L=%lld, NH=%lld, C=%lld, T=%lld, V=%lld; %.2fM parameters), %s, %s on %s, "
+                "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
+                cfg.preset.c_str(), static_cast<long long>(mc.n_layer), static_cast<long long>(mc.n_head),
+                static_cast<long long>(mc.n_embd), static_cast<long long>(mc.block_size),
+                static_cast<long long>(mc.vocab_size), static_cast<double>(mc.num_parameters()) / 1e6,
+                cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
+                static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
+                trainer->corpus().tokenizer.kind_name(), o.out.c_str());
+    const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
+    const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
+    ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
+    const auto start = std::chrono::steady_clock::now();
+    int64_t tokens = 0;
+    std::optional<EvalStats> final_eval;
+    while (trainer->step() < last) {
+        TrainStats s = trainer->train_step();
+        tokens += s.tokens;
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        progress.update(s);
+        metrics.train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
+        const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
+        if (eval_now) {
+            final_eval = trainer->evaluate();
+            metrics.eval(*final_eval);
+            print_eval(progress, *final_eval);
+        }
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_checkpoint(*trainer, ckpt_root);
+    }
+    progress.finish();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string saved = save_checkpoint(*trainer, ckpt_root);
+    std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
+                static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
+                static_cast<long long>(trainer->precision().skipped_steps()), saved.c_str(), metrics_path.c_str());
+    if (!o.plot_dir.empty()) {
+        std::vector<std::string> files = write_plots(metrics_path, o.plot_dir);
+        std::printf("plots: %s\n", fmt::format("{}", fmt::join(files, ", ")).c_str());
+    }
+    if (final_eval)
+        std::printf("final eval: train loss %.4f, val loss %.4f%s\n", final_eval->train_loss, final_eval->val_loss,
+                    final_eval->exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *final_eval->exact_match).c_str()
+                                            : "");
+    if (o.sample_tokens > 0 && cfg.task == "text") {
+        std::printf("sample (temperature 0.8, top-k 40):\n----\n%s\n----\n",
+                    trainer->sample("\n", o.sample_tokens, 0.8, 40).c_str());
+    }
+    return 0;
+}
+
+int run_sample(const SampleOptions& o) {
+    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, o.preset_given);
+    const int64_t T = t->model_config().block_size;
+    std::vector<int32_t> ids = t->corpus().tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
+    if (static_cast<int64_t>(ids.size()) > T)
+        throw ValueError(fmt::format("--prompt: {} tokens is longer than the model's context of {} tokens",
+                                     ids.size(), T));
+    manual_seed(o.seed);
+    std::vector<int64_t> ids64(ids.begin(), ids.end());
+    std::fputs(o.prompt.c_str(), stdout);
+    const data::Tokenizer& tok = t->corpus().tokenizer;
+    const Device device = t->model().wte->weight.device();
+    t->model().generate(tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device), o.tokens, o.temperature,
+                        o.top_k > 0 ? std::optional<int64_t>(o.top_k) : std::nullopt, [&](int64_t id) {
+                            std::fputs(tok.decode_one(id).c_str(), stdout);
+                            std::fflush(stdout);
+                        });
+    std::fputs("\n", stdout);
+    return 0;
+}
+
+int run_eval(const EvalOptions& o) {
+    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, o.preset_given);
+    if (o.eval_iters > 0) t->set_eval_iters(o.eval_iters);
+    EvalStats e = t->evaluate();
+    nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss}};
+    if (e.exact_match) j["exact_match"] = *e.exact_match;
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+}
+
+int run_bench(const BenchOptions& o) {
+    Trainer t(o.run);
+    for (int64_t i = 0; i < o.warmup_steps; ++i) t.train_step();
+    const auto start = std::chrono::steady_clock::now();
+    int64_t tokens = 0;
+    for (int64_t i = 0; i < o.timed_steps; ++i) tokens += t.train_step().tokens;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tps = static_cast<double>(tokens) / s;
+    const models::GPTConfig& mc = t.model_config();
+    std::printf("bench: preset %s, %s on %s, batch %lld x %lld tokens, %d threads\n", o.run.preset.c_str(),
+                o.run.prec.c_str(), o.run.device.c_str(), static_cast<long long>(o.run.batch_size),
+                static_cast<long long>(mc.block_size), omp_get_max_threads());
+    std::printf("  %.1f ms/step, %.0f tokens/s, %.2f GFLOP/s (%.3g FLOPs per token, forward + backward)\n",
+                1e3 * s / static_cast<double>(o.timed_steps), tps, tps * mc.flops_per_token() / 1e9,
+                mc.flops_per_token());
+    return 0;
+}
+
+int run_info() {
+    std::printf("ampgrad %s\nbuild: CUDA %s, NCCL %s, Gloo %s\n", "0.1.0", AMPGRAD_WITH_CUDA ? "yes" : "no",
+                AMPGRAD_WITH_NCCL ? "yes" : "no", AMPGRAD_WITH_GLOO ? "yes" : "no");
+    std::printf("devices: cpu (%d OpenMP threads; set OMP_NUM_THREADS to change)", omp_get_max_threads());
+    if (AMPGRAD_WITH_CUDA) std::printf(", cuda: %d GPU(s)%s", cuda::device_count(), cuda::is_available() ? "" : " (unavailable)");
+    std::printf("\n\npresets (V is the preset's; a char tokenizer replaces it with the text's):\n");
+    std::printf("  %-6s %6s %5s %3s %3s %5s %12s %16s\n", "name", "V", "T", "L", "NH", "C", "parameters", "FLOPs/token");
+    for (const std::string& name : models::GPTConfig::preset_names()) {
+        models::GPTConfig c = models::GPTConfig::preset(name);
+        std::printf("  %-6s %6lld %5lld %3lld %3lld %5lld %12lld %16.4g\n", name.c_str(), static_cast<long long>(c.vocab_size),
+                    static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+                    static_cast<long long>(c.n_embd), static_cast<long long>(c.num_parameters()), c.flops_per_token());
+    }
+    std::printf("  (FLOPs per token: training, forward + backward: 6N + 12 L C T)\n\n%s",
+                amp::policy_table_text().c_str());
+    return 0;
+}
+
+}  // namespace ampgrad::app

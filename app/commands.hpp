@@ -1,0 +1,49 @@
+// commands.hpp: the subcommands of the `ampgrad` program (app/main.cpp parses the flags).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "app/run_config.hpp"
+
+namespace ampgrad::app {
+
+struct TrainOptions {
+    RunConfig run;
+    std::string out = "runs/nano";       // metrics.jsonl, checkpoints/, plots
+    std::string resume;                  // a checkpoint directory (or a run's OUT) to continue
+    std::string plot_dir;                // --plot DIR: PNG curves at the end (and at each eval)
+    int64_t until = 0;                   // stop after this step (0: --steps), saving a checkpoint
+    int64_t ckpt_every = 0;              // also checkpoint every N steps (0: only at the end)
+    int64_t log_every = 10;              // plain-line progress every N steps (not a terminal)
+    int64_t sample_tokens = 300;         // a sample at the end (0: none)
+    std::string progress = "auto";       // auto | line | plain
+    std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
+};
+int run_train(const TrainOptions& o);
+
+struct SampleOptions {
+    std::string checkpoint, prompt;
+    int64_t tokens = 500;
+    double temperature = 0.8;
+    int64_t top_k = 40;                  // 0: no top-k
+    uint64_t seed = 1;
+    std::optional<std::string> preset_given;
+};
+int run_sample(const SampleOptions& o);
+
+struct EvalOptions {
+    std::string checkpoint;
+    int64_t eval_iters = 0;              // 0: the run's own
+    std::optional<std::string> preset_given;
+};
+int run_eval(const EvalOptions& o);
+
+struct BenchOptions {
+    RunConfig run;
+    int64_t warmup_steps = 3, timed_steps = 10;
+};
+int run_bench(const BenchOptions& o);
+
+int run_info();
+
+}  // namespace ampgrad::app

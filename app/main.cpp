@@ -1,0 +1,127 @@
+// main.cpp: the `ampgrad` command: train, sample, eval, bench and info for the bundled GPT
+// (docs/gpt.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
+// naming the thing and the fact, and exit with status 1 (2 for a bad command line).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+
+#include "app/commands.hpp"
+#include "core/error.hpp"
+#include "models/gpt.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::app;
+
+namespace {
+
+// The flags that define a run (train and bench share them).
+void add_run_flags(CLI::App* cmd, RunConfig& r) {
+    cmd->add_option("--preset", r.preset, "model size: nano (CPU demo), tiny, small, gpt2")
+        ->check(CLI::IsMember(models::GPTConfig::preset_names()))->capture_default_str();
+    cmd->add_option("--n-layer", r.n_layer, "override the preset's number of blocks L");
+    cmd->add_option("--n-head", r.n_head, "override the preset's number of heads NH");
+    cmd->add_option("--n-embd", r.n_embd, "override the preset's width C");
+    cmd->add_option("--block-size", r.block_size, "override the preset's context length T");
+    cmd->add_option("--dropout", r.dropout, "dropout probability")->capture_default_str();
+    cmd->add_flag("--checkpoint-blocks", r.checkpoint_blocks, "recompute each block's activations in backward");
+    cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
+        ->check(CLI::IsMember({"text", "addition"}))->capture_default_str();
+    cmd->add_option("--data", r.data_file, "a text file to train on (default: the bundled Tiny Shakespeare)");
+    cmd->add_option("--tokenizer", r.tokenizer, "char (the text's characters) or byte (V=256)")
+        ->check(CLI::IsMember({"char", "byte"}))->capture_default_str();
+    cmd->add_option("--digits", r.digits, "addition task: digits per operand")->capture_default_str();
+    cmd->add_option("--steps", r.steps, "optimiser steps (the LR schedule spans them)")->capture_default_str();
+    cmd->add_option("--batch-size", r.batch_size, "sequences per step")->capture_default_str();
+    cmd->add_option("--lr", r.lr, "peak learning rate (AdamW)")->capture_default_str();
+    cmd->add_option("--min-lr", r.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
+    cmd->add_option("--warmup", r.warmup, "linear warm-up steps")->capture_default_str();
+    cmd->add_option("--weight-decay", r.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
+    cmd->add_option("--beta2", r.beta2, "AdamW beta2")->capture_default_str();
+    cmd->add_option("--grad-clip", r.grad_clip, "clip the gradient norm to this (0: off)")->capture_default_str();
+    cmd->add_option("--seed", r.seed, "seed of the initial weights, dropout and batches")->capture_default_str();
+    cmd->add_option("--prec", r.prec, "fp32 | bf16 (autocast) | fp16 (autocast + GradScaler) | fp16-master "
+                                      "(f16 weights, f32 masters, dynamic loss scaler)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp16-master"}))->capture_default_str();
+    cmd->add_option("--device", r.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+    cmd->add_option("--init-scale", r.init_scale, "fp16: the first loss scale")->capture_default_str();
+    cmd->add_option("--scale-window", r.scale_window, "fp16: clean steps before the loss scale doubles")
+        ->capture_default_str();
+    cmd->add_option("--hysteresis", r.hysteresis, "fp16-master: overflows tolerated before the scale halves")
+        ->capture_default_str();
+    cmd->add_option("--eval-every", r.eval_every, "evaluate every N steps (and at the end)")->capture_default_str();
+    cmd->add_option("--eval-iters", r.eval_iters, "batches per evaluation")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::signal(SIGXFSZ, SIG_IGN);   // a file-size limit makes write() fail with EFBIG instead of killing us
+    CLI::App app{"ampgrad: train and sample the bundled GPT (docs/gpt.md)"};
+    app.require_subcommand(1);
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // a repeated flag: the last wins
+
+    TrainOptions train;
+    CLI::App* train_cmd = app.add_subcommand("train", "train a GPT (progress line, metrics.jsonl, checkpoints)");
+    add_run_flags(train_cmd, train.run);
+    train_cmd->add_option("--out", train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
+    train_cmd->add_option("--resume", train.resume, "continue the run saved in this checkpoint (or output) folder");
+    train_cmd->add_option("--plot", train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
+    train_cmd->add_option("--until", train.until, "stop after this step, with a checkpoint (the schedule still "
+                                                  "spans --steps)");
+    train_cmd->add_option("--ckpt-every", train.ckpt_every, "also save a checkpoint every N steps")->capture_default_str();
+    train_cmd->add_option("--log-every", train.log_every, "progress every N steps when not on a terminal")
+        ->capture_default_str();
+    train_cmd->add_option("--sample-tokens", train.sample_tokens, "print a sample of N tokens at the end (0: none)")
+        ->capture_default_str();
+    train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
+        ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
+
+    SampleOptions sample;
+    CLI::App* sample_cmd = app.add_subcommand("sample", "stream text from a checkpoint");
+    sample_cmd->add_option("--ckpt", sample.checkpoint, "checkpoint (or training output) folder")->required();
+    sample_cmd->add_option("--prompt", sample.prompt, "text to continue");
+    sample_cmd->add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
+    sample_cmd->add_option("--temperature", sample.temperature, "softmax temperature (0: greedy)")->capture_default_str();
+    sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
+    sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
+    std::string sample_preset, eval_preset;
+    CLI::Option* sample_preset_opt = sample_cmd->add_option("--preset", sample_preset, "expected preset (checked)");
+
+    EvalOptions eval;
+    CLI::App* eval_cmd = app.add_subcommand("eval", "loss on the train and validation splits (exact match for addition)");
+    eval_cmd->add_option("--ckpt", eval.checkpoint, "checkpoint (or training output) folder")->required();
+    eval_cmd->add_option("--eval-iters", eval.eval_iters, "batches per split (default: the run's)");
+    CLI::Option* eval_preset_opt = eval_cmd->add_option("--preset", eval_preset, "expected preset (checked)");
+
+    BenchOptions bench;
+    CLI::App* bench_cmd = app.add_subcommand("bench", "time training steps: ms/step, tokens/s, GFLOP/s");
+    add_run_flags(bench_cmd, bench.run);
+    bench_cmd->add_option("--warmup-steps", bench.warmup_steps, "untimed steps first")->capture_default_str();
+    bench_cmd->add_option("--timed-steps", bench.timed_steps, "timed steps")->capture_default_str();
+
+    app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
+
+    CLI11_PARSE(app, argc, argv);
+    const std::string command = app.get_subcommands().front()->get_name();
+    try {
+        if (command == "train") {
+            if (train_cmd->count("--preset") > 0) train.preset_given = train.run.preset;
+            if (train_cmd->count("--out") == 0) train.out = "runs/" + train.run.preset;
+            return run_train(train);
+        }
+        if (command == "sample") {
+            if (sample_preset_opt->count() > 0) sample.preset_given = sample_preset;
+            return run_sample(sample);
+        }
+        if (command == "eval") {
+            if (eval_preset_opt->count() > 0) eval.preset_given = eval_preset;
+            return run_eval(eval);
+        }
+        if (command == "bench") return run_bench(bench);
+        return run_info();
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "\nampgrad %s: error: %s\n", command.c_str(), e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,174 @@
+// precision.cpp: the four `--prec` recipes (app/precision.hpp).
+#include "app/precision.hpp"
+
+#include <cmath>
+
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/error.hpp"
+#include "nn/utils/clip_grad.hpp"
+
+namespace ampgrad::app {
+
+namespace {
+
+// nanoGPT's grouping: weight decay on matrices and embeddings (dim >= 2), none on biases and
+// LayerNorm parameters. Fills `names` and `params` in the groups' order.
+std::vector<optim::ParamGroup> decay_groups(const models::GPT& model, double weight_decay,
+                                            std::vector<std::string>& names, std::vector<Tensor>& params) {
+    optim::ParamGroup decay, no_decay;
+    decay.options["weight_decay"] = weight_decay;
+    no_decay.options["weight_decay"] = 0.0;
+    std::vector<std::string> decay_names, other_names;
+    for (const auto& [name, p] : model.named_parameters()) {
+        (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+        (p.dim() >= 2 ? decay_names : other_names).push_back(name);
+    }
+    names = decay_names;
+    names.insert(names.end(), other_names.begin(), other_names.end());
+    params = decay.params;
+    params.insert(params.end(), no_decay.params.begin(), no_decay.params.end());
+    return {decay, no_decay};
+}
+
+// The total L2 norm of the gradients, computed in f32 (an f16 sum of squares would overflow).
+double grad_norm_f32(const std::vector<Tensor>& params) {
+    NoGradGuard no_grad;
+    double total = 0.0;
+    for (const Tensor& p : params)
+        if (p.grad().defined()) {
+            const double n = p.grad().to(kFloat32).norm().item<double>();
+            total += n * n;
+        }
+    return std::sqrt(total);
+}
+
+}  // namespace
+
+Precision::Precision(const RunConfig& cfg, models::GPT& model)
+    : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), model_(model) {
+    optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
+    std::vector<optim::ParamGroup> groups = decay_groups(model, cfg.weight_decay, param_names_, params_);
+    if (mode_ == "fp16-master") {
+        model.to(kFloat16);
+        amp::DynamicLossScalerOptions so;
+        so.init_scale = cfg.init_scale;
+        so.scale_window = cfg.scale_window;
+        so.delayed_shift = cfg.hysteresis;
+        so.raise_error_at_min_scale = true;
+        auto make_inner = [options](std::vector<optim::ParamGroup> g) {
+            return std::make_unique<optim::AdamW>(std::move(g), options);
+        };
+        master_ = std::make_unique<amp::MasterWeightsOptimizer>(groups, make_inner,
+                                                                std::make_unique<amp::DynamicLossScaler>(so),
+                                                                amp::MasterWeightsOptions{cfg.grad_clip});
+        return;
+    }
+    adamw_ = std::make_unique<optim::AdamW>(groups, options);
+    if (mode_ == "fp16") {
+        amp::GradScalerOptions so;
+        so.init_scale = cfg.init_scale;
+        so.growth_interval = cfg.scale_window;
+        scaler_ = std::make_unique<amp::GradScaler>(so);
+    }
+}
+
+std::unique_ptr<amp::AutocastGuard> Precision::autocast() const {
+    if (mode_ == "fp32") return nullptr;
+    return std::make_unique<amp::AutocastGuard>(device_, mode_ == "bf16" ? kBFloat16 : kFloat16);
+}
+
+optim::Optimizer& Precision::optimizer() { return master_ ? master_->inner() : *adamw_; }
+const optim::Optimizer& Precision::optimizer() const {
+    return master_ ? const_cast<amp::MasterWeightsOptimizer&>(*master_).inner() : *adamw_;
+}
+
+void Precision::set_lr(double lr) {
+    for (optim::ParamGroup& g : optimizer().param_groups()) g.set_lr(lr);
+}
+
+double Precision::loss_scale() const {
+    if (master_) return master_->loss_scale();
+    if (scaler_) return scaler_->get_scale();
+    return 1.0;
+}
+
+StepOutcome Precision::step(const Tensor& loss) {
+    StepOutcome out;
+    out.scale = loss_scale();
+    if (master_) {
+        master_->zero_grad();
+        master_->backward(loss);
+        out.grad_norm = grad_norm_f32(params_) / out.scale;
+        out.skipped = master_->step().skipped;
+    } else if (scaler_) {
+        adamw_->zero_grad();
+        scaler_->scale(loss).backward();
+        scaler_->unscale_(*adamw_);
+        out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
+        out.skipped = scaler_->step(*adamw_).skipped;
+        scaler_->update();
+    } else {
+        adamw_->zero_grad();
+        loss.backward();
+        out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
+        adamw_->step();
+    }
+    skipped_ += out.skipped;
+    return out;
+}
+
+// ---- checkpoint state ----
+
+nn::NamedTensors Precision::state_tensors() const {
+    nn::NamedTensors out;
+    const optim::OptimizerStateDict sd = optimizer().state_dict();
+    for (const auto& [index, state] : sd.state)
+        for (const auto& [key, t] : state) out.insert(key + "." + param_names_.at(static_cast<size_t>(index)), t);
+    if (master_) {
+        const std::vector<Tensor>& masters = master_->master_params();
+        for (size_t i = 0; i < masters.size(); ++i) out.insert("master." + param_names_[i], masters[i].detach());
+    }
+    return out;
+}
+
+nlohmann::json Precision::state_json() const {
+    const optim::OptimizerStateDict sd = optimizer().state_dict();
+    nlohmann::json j = {{"mode", mode_}, {"param_names", param_names_}, {"param_groups", sd.param_groups},
+                        {"group_param_indices", sd.group_param_indices}, {"skipped_steps", skipped_}};
+    if (scaler_) j["grad_scaler"] = scaler_->state_dict();
+    if (master_) j["loss_scaler"] = master_->state_dict().loss_scaler;
+    return j;
+}
+
+void Precision::load_state(const nn::NamedTensors& tensors, const nlohmann::json& state) {
+    if (state.at("mode").get<std::string>() != mode_)
+        throw ValueError(fmt::format("checkpoint: its precision is {}, not {}", state.at("mode").get<std::string>(), mode_));
+    if (state.at("param_names").get<std::vector<std::string>>() != param_names_)
+        throw ValueError("checkpoint: its optimiser holds other parameters than this model");
+    optim::OptimizerStateDict sd;
+    sd.param_groups = state.at("param_groups").get<std::vector<std::map<std::string, double>>>();
+    sd.group_param_indices = state.at("group_param_indices").get<std::vector<std::vector<int64_t>>>();
+    for (const auto& [name, t] : tensors) {
+        if (name.rfind("master.", 0) == 0) continue;
+        const size_t dot = name.find('.');
+        const std::string key = name.substr(0, dot), param = name.substr(dot + 1);
+        auto it = std::find(param_names_.begin(), param_names_.end(), param);
+        if (dot == std::string::npos || it == param_names_.end())
+            throw ValueError(fmt::format("checkpoint: optimizer entry \"{}\" names no parameter of this model", name));
+        sd.state[it - param_names_.begin()][key] = t;
+    }
+    skipped_ = state.at("skipped_steps").get<int64_t>();
+    if (master_) {
+        amp::MasterWeightsStateDict ms;
+        for (const std::string& name : param_names_) ms.master_weights.push_back(tensors.at("master." + name));
+        ms.optimizer = sd;
+        ms.loss_scaler = state.at("loss_scaler").get<amp::LossScalerStateDict>();
+        master_->load_state_dict(ms);
+        return;
+    }
+    adamw_->load_state_dict(sd);
+    if (scaler_) scaler_->load_state_dict(state.at("grad_scaler").get<amp::ScalerStateDict>());
+}
+
+}  // namespace ampgrad::app

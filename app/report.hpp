@@ -1,0 +1,56 @@
+// report.hpp: what a training run shows and leaves behind:
+//   ProgressLine  one line that updates in place on a terminal (\r), plain lines otherwise:
+//                 step/total, loss, tokens/s, learning rate, loss scale, skipped steps, gradient
+//                 norm and ETA.
+//   MetricsLog    OUT/metrics.jsonl: one JSON object per step ("kind": "train") and per
+//                 evaluation ("kind": "eval"); a resumed run first drops records after its step.
+//   write_plots   PNG curves drawn by gnuplot from metrics.jsonl (app/report.cpp explains each).
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "app/trainer.hpp"
+
+namespace ampgrad::app {
+
+class ProgressLine {
+public:
+    // in_place: rewrite one line (a terminal); else print every `every` steps.
+    ProgressLine(int64_t total_steps, int64_t first_step, bool in_place, int64_t every);
+    void update(const TrainStats& s);
+    void message(const std::string& line);   // a plain line (an eval record), keeping the progress line below
+    void finish();                           // ends an in-place line with a newline
+
+private:
+    std::string format(const TrainStats& s);
+    int64_t total_, first_step_, every_;
+    bool in_place_;
+    bool line_open_ = false;
+    std::chrono::steady_clock::time_point start_, last_draw_;
+    double tokens_per_s_ = 0.0;
+    int64_t tokens_since_ = 0;
+    std::chrono::steady_clock::time_point since_;
+};
+
+class MetricsLog {
+public:
+    // Opens path for appending; when resume_step >= 0, first rewrites it without the records of
+    // steps after resume_step (they belong to the run's lost future).
+    MetricsLog(const std::string& path, int64_t resume_step = -1);
+    void train(const TrainStats& s, double tokens_per_s, double elapsed_s);
+    void eval(const EvalStats& e);
+
+private:
+    void write(const std::string& line);
+    std::string path_;
+    std::ofstream out_;
+};
+
+// Draws loss.png (train and eval loss), scale.png (loss scale on a log axis, skipped steps
+// marked), grad_norm.png and lr.png into `dir` from the JSONL file. Returns the files written,
+// or throws IOError naming gnuplot's failure (not installed, or an error exit).
+std::vector<std::string> write_plots(const std::string& metrics_path, const std::string& dir);
+
+}  // namespace ampgrad::app

@@ -1,0 +1,96 @@
+// run_config.cpp: RunConfig's checks and its JSON form (app/run_config.hpp).
+#include "app/run_config.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace ampgrad::app {
+
+models::GPTConfig RunConfig::model_config(int64_t vocab_size) const {
+    models::GPTConfig c = models::GPTConfig::preset(preset);
+    c.vocab_size = vocab_size;
+    if (n_layer > 0) c.n_layer = n_layer;
+    if (n_head > 0) c.n_head = n_head;
+    if (n_embd > 0) c.n_embd = n_embd;
+    if (block_size > 0) c.block_size = block_size;
+    c.dropout = dropout;
+    c.checkpoint_blocks = checkpoint_blocks;
+    c.validate();
+    return c;
+}
+
+namespace {
+
+void one_of(const char* flag, const std::string& value, const std::vector<std::string>& allowed) {
+    if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+        throw ValueError(fmt::format("{}: unknown value \"{}\"; expected one of {}", flag, value, fmt::join(allowed, ", ")));
+}
+
+void positive(const char* flag, double value) {
+    if (!(value > 0)) throw ValueError(fmt::format("{}: must be positive, but is {}", flag, value));
+}
+
+}  // namespace
+
+void RunConfig::validate() const {
+    one_of("--preset", preset, models::GPTConfig::preset_names());
+    one_of("--task", task, {"text", "addition"});
+    one_of("--tokenizer", tokenizer, {"char", "byte"});
+    one_of("--prec", prec, {"fp32", "bf16", "fp16", "fp16-master"});
+    one_of("--device", device, {"cpu", "cuda"});
+    positive("--steps", static_cast<double>(steps));
+    positive("--batch-size", static_cast<double>(batch_size));
+    positive("--lr", lr);
+    positive("--init-scale", init_scale);
+    positive("--scale-window", static_cast<double>(scale_window));
+    positive("--eval-iters", static_cast<double>(eval_iters));
+    if (min_lr < 0 || min_lr > lr) throw ValueError(fmt::format("--min-lr: must be in [0, --lr], but is {}", min_lr));
+    if (warmup < 0) throw ValueError(fmt::format("--warmup: must be >= 0, but is {}", warmup));
+    if (grad_clip < 0) throw ValueError(fmt::format("--grad-clip: must be >= 0 (0: off), but is {}", grad_clip));
+    if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
+    if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
+}
+
+nlohmann::json to_json(const RunConfig& c) {
+    return {{"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
+            {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
+            {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
+            {"steps", c.steps}, {"batch_size", c.batch_size}, {"lr", c.lr}, {"min_lr", c.min_lr},
+            {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
+            {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
+            {"init_scale", c.init_scale}, {"scale_window", c.scale_window}, {"hysteresis", c.hysteresis},
+            {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters}};
+}
+
+RunConfig run_config_from_json(const nlohmann::json& j) {
+    RunConfig c;
+    auto get = [&](const char* key, auto& field) {
+        if (!j.contains(key)) throw ValueError(fmt::format("run config: the key \"{}\" is missing", key));
+        try {
+            j.at(key).get_to(field);
+        } catch (const nlohmann::json::exception& e) {
+            throw ValueError(fmt::format("run config: the key \"{}\" has a bad value: {}", key, e.what()));
+        }
+    };
+    get("preset", c.preset), get("n_layer", c.n_layer), get("n_head", c.n_head), get("n_embd", c.n_embd);
+    get("block_size", c.block_size), get("dropout", c.dropout), get("checkpoint_blocks", c.checkpoint_blocks);
+    get("task", c.task), get("data_file", c.data_file), get("tokenizer", c.tokenizer), get("digits", c.digits);
+    get("steps", c.steps), get("batch_size", c.batch_size), get("lr", c.lr), get("min_lr", c.min_lr);
+    get("warmup", c.warmup), get("weight_decay", c.weight_decay), get("beta1", c.beta1), get("beta2", c.beta2);
+    get("grad_clip", c.grad_clip), get("seed", c.seed), get("prec", c.prec), get("device", c.device);
+    get("init_scale", c.init_scale), get("scale_window", c.scale_window), get("hysteresis", c.hysteresis);
+    get("eval_every", c.eval_every), get("eval_iters", c.eval_iters);
+    c.validate();
+    return c;
+}
+
+nlohmann::json to_json(const models::GPTConfig& c) {
+    return {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
+            {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"dropout", c.dropout},
+            {"checkpoint_blocks", c.checkpoint_blocks}, {"padded_vocab_size", c.padded_vocab_size()},
+            {"num_parameters", c.num_parameters()}};
+}
+
+}  // namespace ampgrad::app

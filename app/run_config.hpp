@@ -1,0 +1,49 @@
+// run_config.hpp: everything a training run is made of (model, data, optimiser, precision,
+// logging), as set by `ampgrad train`'s flags and saved in every checkpoint's state.json, so
+// that `--resume`, `sample` and `eval` rebuild exactly the same run.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "models/gpt.hpp"
+
+namespace ampgrad::app {
+
+struct RunConfig {
+    // model: a preset, then any overrides (0 / negative: keep the preset's value)
+    std::string preset = "nano";
+    int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
+    double dropout = 0.0;
+    bool checkpoint_blocks = false;
+    // data
+    std::string task = "text";          // text | addition
+    std::string data_file;              // empty: the bundled Tiny Shakespeare
+    std::string tokenizer = "char";     // char | byte (text task)
+    int64_t digits = 2;                 // addition task
+    // optimisation: AdamW, linear warm-up then cosine decay to min_lr
+    int64_t steps = 1500;
+    int64_t batch_size = 32;
+    double lr = 2e-3, min_lr = 2e-4;
+    int64_t warmup = 100;
+    double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
+    uint64_t seed = 1337;
+    // precision and device
+    std::string prec = "fp32";          // fp32 | bf16 | fp16 | fp16-master
+    std::string device = "cpu";         // cpu | cuda
+    double init_scale = 65536.0;        // fp16 / fp16-master: the first loss scale
+    int64_t scale_window = 1000;        // clean steps before the scale grows (GradScaler growth_interval)
+    int64_t hysteresis = 2;             // fp16-master: overflows tolerated before the scale drops
+    // evaluation
+    int64_t eval_every = 250, eval_iters = 20;
+
+    models::GPTConfig model_config(int64_t vocab_size) const;   // the preset with the overrides applied
+    void validate() const;                                       // ValueError naming the flag and value
+};
+
+nlohmann::json to_json(const RunConfig& c);
+RunConfig run_config_from_json(const nlohmann::json& j);   // ValueError naming a missing or bad key
+nlohmann::json to_json(const models::GPTConfig& c);
+
+}  // namespace ampgrad::app

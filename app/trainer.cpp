@@ -1,0 +1,167 @@
+// trainer.cpp: one training run (app/trainer.hpp).
+#include "app/trainer.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include "ampgrad_config.h"
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/cuda_info.hpp"
+#include "core/error.hpp"
+#include "core/philox.hpp"
+#include "data/text.hpp"
+
+namespace ampgrad::app {
+
+Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved) {
+    Corpus c;
+    std::string text;
+    if (cfg.data_file.empty()) {
+        text = std::string(data::tiny_shakespeare());
+        c.source = "bundled Tiny Shakespeare";
+    } else {
+        text = data::read_text_file(cfg.data_file);
+        c.source = cfg.data_file;
+    }
+    c.tokenizer = saved ? *saved : cfg.tokenizer == "byte" ? data::Tokenizer::bytes() : data::Tokenizer::chars_of(text);
+    std::vector<int32_t> ids = c.tokenizer.encode(text);
+    const size_t n_train = ids.size() * 9 / 10;
+    c.train = std::make_shared<std::vector<int32_t>>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
+    c.val = std::make_shared<std::vector<int32_t>>(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
+    return c;
+}
+
+nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
+    nlohmann::json j = {{"kind", t.kind_name()}, {"vocab_size", t.vocab_size()}};
+    if (t.kind() == data::Tokenizer::Kind::kChar) j["code_points"] = t.code_points();
+    return j;
+}
+
+data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
+    if (j.at("kind").get<std::string>() == "byte") return data::Tokenizer::bytes();
+    return data::Tokenizer::from_code_points(j.at("code_points").get<std::vector<uint32_t>>());
+}
+
+namespace {
+
+Device checked_device(const std::string& name) {
+    if (name == "cpu") return Device(kCPU);
+    if (!AMPGRAD_WITH_CUDA)
+        throw DeviceError("--device cuda: this build of ampgrad has no CUDA backend (nvcc was not found when it "
+                          "was configured); use --device cpu");
+    if (!cuda::is_available())
+        throw DeviceError("--device cuda: no usable CUDA GPU on this machine (no driver or no device); use --device cpu");
+    return Device(kCUDA);
+}
+
+}  // namespace
+
+Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt) {}
+
+Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer)
+    : cfg_(cfg), device_(checked_device(cfg.device)) {
+    cfg_.validate();
+    int64_t vocab = 0;
+    if (cfg_.task == "addition") {
+        addition_.emplace(cfg_.digits);
+        corpus_.tokenizer = addition_->tokenizer();
+        corpus_.source = fmt::format("{}-digit addition", cfg_.digits);
+        addition_state_ = {cfg_.seed + 1, 0};
+        vocab = corpus_.tokenizer.vocab_size();
+    } else {
+        corpus_ = load_corpus(cfg_, tokenizer);
+        sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1);
+        vocab = corpus_.tokenizer.vocab_size();
+    }
+    models::GPTConfig mc = cfg_.model_config(vocab);
+    if (addition_ && mc.block_size < addition_->sequence_length()) mc.block_size = addition_->sequence_length();
+    const int64_t T = addition_ ? addition_->sequence_length() : mc.block_size;
+    if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T)
+        throw ValueError(fmt::format("data {}: too short: its {} tokens leave {} for validation, fewer than one "
+                                     "window of block_size {} + 1", corpus_.source,
+                                     corpus_.train->size() + corpus_.val->size(), corpus_.val->size(), T));
+    manual_seed(cfg_.seed);
+    model_ = std::make_shared<models::GPT>(mc);
+    if (device_.is_cuda()) model_->to(device_);
+    precision_ = std::make_unique<Precision>(cfg_, *model_);
+}
+
+double Trainer::lr_at(int64_t it) const {
+    if (it < cfg_.warmup) return cfg_.lr * static_cast<double>(it + 1) / static_cast<double>(cfg_.warmup + 1);
+    if (it >= cfg_.steps) return cfg_.min_lr;
+    const double r = static_cast<double>(it - cfg_.warmup) / static_cast<double>(std::max<int64_t>(cfg_.steps - cfg_.warmup, 1));
+    return cfg_.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * r)) * (cfg_.lr - cfg_.min_lr);
+}
+
+std::pair<Tensor, Tensor> Trainer::next_batch() {
+    auto [x, y] = addition_ ? addition_->batch(addition_state_, cfg_.batch_size)
+                            : sampler_->next(cfg_.batch_size, model_->config().block_size);
+    if (device_.is_cuda()) return {x.to(device_), y.to(device_)};
+    return {x, y};
+}
+
+Tensor Trainer::loss_on(const Tensor& x, const Tensor& y) {
+    std::unique_ptr<amp::AutocastGuard> autocast = precision_->autocast();
+    return model_->forward(x, y);
+}
+
+TrainStats Trainer::train_step() {
+    TrainStats s;
+    s.step = step_ + 1;
+    s.lr = lr_at(step_);
+    precision_->set_lr(s.lr);
+    auto [x, y] = next_batch();
+    model_->train();
+    Tensor loss = loss_on(x, y);
+    StepOutcome o = precision_->step(loss);
+    s.loss = loss.item<double>();
+    s.grad_norm = o.grad_norm;
+    s.scale = o.scale;
+    s.skipped = o.skipped;
+    s.skipped_total = precision_->skipped_steps();
+    s.tokens = x.numel();
+    ++step_;
+    return s;
+}
+
+EvalStats Trainer::evaluate() {
+    EvalStats e;
+    e.step = step_;
+    NoGradGuard no_grad;
+    model_->eval();
+    const GeneratorState rng = get_rng_state();   // evaluation must not move the training RNG
+    auto mean_loss = [&](const std::vector<std::pair<Tensor, Tensor>>& batches) {
+        double total = 0.0;
+        for (const auto& [x, y] : batches)
+            total += loss_on(device_.is_cuda() ? x.to(device_) : x, device_.is_cuda() ? y.to(device_) : y).item<double>();
+        return total / static_cast<double>(batches.size());
+    };
+    if (addition_) {
+        data::SamplerState train_state{0xE7A1, 0};
+        std::vector<std::pair<Tensor, Tensor>> train;
+        for (int64_t i = 0; i < cfg_.eval_iters; ++i) train.push_back(addition_->batch(train_state, cfg_.batch_size));
+        e.train_loss = e.val_loss = mean_loss(train);
+        e.exact_match = addition_->exact_match(*model_, 500);
+    } else {
+        const int64_t T = model_->config().block_size;
+        e.train_loss = mean_loss(data::fixed_batches(corpus_.train, cfg_.eval_iters, cfg_.batch_size, T));
+        e.val_loss = mean_loss(data::fixed_batches(corpus_.val, cfg_.eval_iters, cfg_.batch_size, T));
+    }
+    set_rng_state(rng);
+    model_->train();
+    return e;
+}
+
+std::string Trainer::sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k) {
+    std::vector<int32_t> ids = corpus_.tokenizer.encode(prompt.empty() ? "\n" : prompt);
+    std::vector<int64_t> ids64(ids.begin(), ids.end());
+    const GeneratorState rng = get_rng_state();
+    Tensor out = model_->generate(tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device_), tokens,
+                                  temperature, top_k);
+    set_rng_state(rng);
+    std::vector<int64_t> all = out.to_vector<int64_t>();
+    return corpus_.tokenizer.decode(std::vector<int32_t>(all.begin() + static_cast<std::ptrdiff_t>(ids64.size()), all.end()));
+}
+
+}  // namespace ampgrad::app

@@ -1,0 +1,84 @@
+// trainer.hpp: one training run of `ampgrad train`: the data (a text and its tokenizer, or the
+// addition task), the batch sampler, the GPT, the precision recipe and the learning-rate schedule,
+// stepped one optimiser step at a time. The training loop's own state (step, sampler position,
+// RNG, scaler, optimiser) is exactly what a checkpoint saves (app/checkpoint.hpp).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/precision.hpp"
+#include "app/run_config.hpp"
+#include "data/addition.hpp"
+#include "data/sampler.hpp"
+#include "data/tokenizer.hpp"
+#include "models/gpt.hpp"
+
+namespace ampgrad::app {
+
+// The training text and its tokenizer, split 90% / 10% into train and validation tokens.
+struct Corpus {
+    data::Tokenizer tokenizer;
+    std::shared_ptr<const std::vector<int32_t>> train, val;
+    std::string source;   // "bundled Tiny Shakespeare" or the file's path
+};
+// Reads --data (or the bundled text) and builds the tokenizer --tokenizer names, or the saved one.
+Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved = std::nullopt);
+
+// The tokenizer of a run: char (from the text or as saved), byte, or the addition task's.
+nlohmann::json tokenizer_to_json(const data::Tokenizer& t);
+data::Tokenizer tokenizer_from_json(const nlohmann::json& j);
+
+struct TrainStats {
+    int64_t step = 0;
+    double loss = 0.0, lr = 0.0, grad_norm = 0.0, scale = 1.0;
+    bool skipped = false;
+    int64_t skipped_total = 0;
+    int64_t tokens = 0;   // tokens in this step's batch
+};
+
+struct EvalStats {
+    int64_t step = 0;
+    double train_loss = 0.0, val_loss = 0.0;
+    std::optional<double> exact_match;   // addition task only
+};
+
+class Trainer {
+public:
+    // A fresh run: manual_seed(cfg.seed), then the model's initial weights.
+    explicit Trainer(const RunConfig& cfg);
+    // Rebuilds the run saved in checkpoint directory `dir` and continues from its step.
+    static std::unique_ptr<Trainer> resume(const std::string& dir);
+
+    TrainStats train_step();   // one optimiser step; step() counts them
+    EvalStats evaluate();      // mean loss over eval_iters fixed batches of each split (eval mode)
+    std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
+    void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
+
+    double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr
+    int64_t step() const { return step_; }
+    void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
+    const RunConfig& config() const { return cfg_; }
+    const models::GPTConfig& model_config() const { return model_->config(); }
+    models::GPT& model() { return *model_; }
+    const Corpus& corpus() const { return corpus_; }
+    Precision& precision() { return *precision_; }
+
+private:
+    Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer);
+    std::pair<Tensor, Tensor> next_batch();
+    Tensor loss_on(const Tensor& x, const Tensor& y);
+
+    RunConfig cfg_;
+    Corpus corpus_;
+    std::optional<data::AdditionTask> addition_;
+    std::unique_ptr<data::BatchSampler> sampler_;   // text task
+    data::SamplerState addition_state_;             // addition task
+    std::shared_ptr<models::GPT> model_;
+    std::unique_ptr<Precision> precision_;
+    Device device_;
+    int64_t step_ = 0;
+};
+
+}  // namespace ampgrad::app

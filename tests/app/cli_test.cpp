@@ -1,0 +1,84 @@
+// cli_test.cpp: the `ampgrad` program as a user meets it: info, --help, and bad input. Each bad
+// input must end with a non-zero exit and a message naming the thing and the fact: never a
+// crash, a hang or a partly written file.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/app/run_program.hpp"
+
+using namespace ampgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+ProgramResult run_ampgrad(std::vector<std::string> args) {
+    args.insert(args.begin(), ampgrad_program());
+    return run_program(args);
+}
+
+// A tiny run's flags: seconds, not minutes.
+std::vector<std::string> tiny_run(const std::string& out, int steps) {
+    return {"train", "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size",
+            "4", "--steps", std::to_string(steps), "--warmup", "2", "--eval-every", "0", "--eval-iters", "2",
+            "--sample-tokens", "0", "--out", out};
+}
+
+void check_fails(const ProgramResult& r, const std::string& fact) {
+    CAPTURE(r.output);
+    CHECK(r.exit_code > 0);
+    CHECK(r.signal == 0);
+    CHECK(r.output.find(fact) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("info: build, devices, threads, presets with parameters and FLOPs, the autocast table") {
+    ProgramResult r = run_ampgrad({"info"});
+    CAPTURE(r.output);
+    CHECK(r.exit_code == 0);
+    for (const char* s : {"build: CUDA", "OpenMP threads", "gpt2", "124475904", "FLOPs/token", "lower_precision", "linear"})
+        CHECK(r.output.find(s) != std::string::npos);
+}
+
+TEST_CASE("--help on each subcommand") {
+    for (const char* cmd : {"train", "sample", "eval", "bench", "info"}) {
+        ProgramResult r = run_ampgrad({cmd, "--help"});
+        CAPTURE(r.output);
+        CHECK(r.exit_code == 0);
+        CHECK(r.output.find("--help") != std::string::npos);
+    }
+    CHECK(run_ampgrad({"train", "--help"}).output.find("--prec") != std::string::npos);
+}
+
+TEST_CASE("bad flag values and data files are named, with a non-zero exit") {
+    const std::string out = make_temp_dir("bad");
+    check_fails(run_ampgrad({"train", "--preset", "huge"}), "--preset: huge not in {nano,tiny,small,gpt2}");
+    check_fails(run_ampgrad({"train", "--prec", "fp8"}), "--prec: fp8 not in");
+    check_fails(run_ampgrad({"train", "--steps", "ten"}), "--steps");
+    check_fails(run_ampgrad({"train", "--no-such-flag"}), "--no-such-flag");
+    std::vector<std::string> run = tiny_run(out, 2);
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = run;
+        a.insert(a.end(), extra.begin(), extra.end());
+        return run_ampgrad(a);
+    };
+    check_fails(with({"--data", "/nonexistent/t.txt"}), "data file /nonexistent/t.txt: cannot open it");
+    const std::string empty = out + "/empty.txt", binary = out + "/binary.bin", tiny = out + "/tiny.txt";
+    std::ofstream(empty).close();
+    std::ofstream(binary, std::ios::binary) << std::string("\x7f" "ELF\0\0\x01", 7);
+    std::ofstream(tiny) << "to be or not";
+    check_fails(with({"--data", empty}), "the file is empty");
+    check_fails(with({"--data", binary}), "not a text file: the byte 0x00 at offset 4 is a NUL byte");
+    check_fails(with({"--data", out}), "not a regular file");
+    check_fails(with({"--data", tiny}), "too short");
+    check_fails(with({"--lr", "-1"}), "--lr: must be positive");
+    check_fails(with({"--n-head", "3"}), "n_embd (32) must be a multiple of n_head (3)");
+    ProgramResult cuda = with({"--device", "cuda"});
+    check_fails(cuda, "--device cuda: ");
+    CHECK((cuda.output.find("no CUDA backend") != std::string::npos ||
+           cuda.output.find("no usable CUDA GPU") != std::string::npos));
+    CHECK(!fs::exists(out + "/checkpoints"));                       // nothing half-written
+    fs::remove_all(out);
+}

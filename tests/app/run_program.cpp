@@ -1,0 +1,84 @@
+// run_program.cpp: see run_program.hpp.
+#include "tests/app/run_program.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace ampgrad::testing {
+
+namespace fs = std::filesystem;
+
+std::string ampgrad_program() {
+    const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
+    return std::string(root ? root : "build") + "/app/ampgrad";
+}
+
+std::string make_temp_dir(const std::string& tag) {
+    static int counter = 0;
+    fs::path p = fs::temp_directory_path() / fmt::format("ampgrad_app_test_{}_{}_{}", ::getpid(), tag, counter++);
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p.string();
+}
+
+ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          bool kill_when_stopped) {
+    const std::string out_path = make_temp_dir("out") + "/output.txt";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    env_strings.insert(env_strings.end(), env.begin(), env.end());
+    std::vector<char*> args, envp;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+    args.push_back(nullptr);
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    ProgramResult r;
+    if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data()) != 0) {
+        r.output = "posix_spawn failed for " + argv[0];
+        return r;
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    int status = 0;
+    while (true) {
+        if (waitpid(pid, &status, kill_when_stopped ? WUNTRACED : 0) < 0) break;
+        if (WIFSTOPPED(status)) {
+            r.was_stopped = true;
+            ::kill(pid, SIGKILL);
+            continue;
+        }
+        break;
+    }
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    std::ifstream in(out_path);
+    std::stringstream s;
+    s << in.rdbuf();
+    r.output = s.str();
+    fs::remove_all(fs::path(out_path).parent_path());
+    return r;
+}
+
+ProgramResult run_ampgrad_with_file_limit(const std::vector<std::string>& args, int64_t kib) {
+    std::string command = fmt::format("ulimit -f {} && exec '{}'", kib, ampgrad_program());
+    for (const std::string& a : args) command += " '" + a + "'";
+    return run_program({"/bin/sh", "-c", command});
+}
+
+}  // namespace ampgrad::testing

@@ -1,0 +1,28 @@
+// run_program.hpp: runs the `ampgrad` program as a child process for tests/app (posix_spawn), with
+// its output captured, optionally stopping it where it stops itself (SIGSTOP) and killing it there.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ampgrad::testing {
+
+struct ProgramResult {
+    int exit_code = -1;        // -1 when killed by a signal
+    int signal = 0;            // the signal that ended it
+    bool was_stopped = false;  // it stopped itself and the test SIGKILLed it
+    std::string output;        // stdout and stderr together
+};
+
+// build/app/ampgrad (from AMPGRAD_BUILD_ROOT).
+std::string ampgrad_program();
+// Runs `argv` (argv[0] is the program path) with extra "KEY=VALUE" environment entries. With
+// kill_when_stopped, a child that stops itself is killed with SIGKILL at that point.
+ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                          bool kill_when_stopped = false);
+// `ampgrad ARGS...` through `sh -c` with a file-size limit of `kib` KiB (ulimit -f): writes past
+// it fail with EFBIG, as on a full disk.
+ProgramResult run_ampgrad_with_file_limit(const std::vector<std::string>& args, int64_t kib);
+// A fresh empty temporary directory.
+std::string make_temp_dir(const std::string& tag);
+
+}  // namespace ampgrad::testing
