@@ -58,6 +58,8 @@ void maybe_stop_for_test(int64_t step) {
 
 }  // namespace
 
+bool checkpoints_supported() { return AMPGRAD_HAVE_SAFETENSORS != 0; }
+
 void write_file_atomic(const std::string& path, const std::string& bytes) {
     const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
