@@ -14,12 +14,7 @@
 #include "app/trainer.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
-#if __has_include("io/safetensors.hpp")
 #include "io/safetensors.hpp"
-#define AMPGRAD_HAVE_SAFETENSORS 1
-#else
-#define AMPGRAD_HAVE_SAFETENSORS 0   // io/ not merged yet: saving and resuming report that they cannot
-#endif
 
 namespace ampgrad::app {
 
@@ -57,8 +52,6 @@ void maybe_stop_for_test(int64_t step) {
 }
 
 }  // namespace
-
-bool checkpoints_supported() { return AMPGRAD_HAVE_SAFETENSORS != 0; }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
     const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
@@ -161,9 +154,6 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
 // ---- Trainer's side ----
 
 void Trainer::save(const std::string& dir) const {
-#if !AMPGRAD_HAVE_SAFETENSORS
-    throw IOError(fmt::format("checkpoint {}: this build has no safetensors support (io/), so it cannot save", dir));
-#else
     const GeneratorState rng = get_rng_state();
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->state_dict(),
                          {{"format", "pt"}, {"step", std::to_string(step_)}});
@@ -181,13 +171,9 @@ void Trainer::save(const std::string& dir) const {
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
     write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
-#endif
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& path) {
-#if !AMPGRAD_HAVE_SAFETENSORS
-    throw IOError(fmt::format("checkpoint {}: this build has no safetensors support (io/), so it cannot load", path));
-#else
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
@@ -206,7 +192,6 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path) {
     else t->addition_state_ = s;
     set_rng_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
     return t;
-#endif
 }
 
 }  // namespace ampgrad::app

@@ -37,9 +37,6 @@ std::string resolve_checkpoint(const std::string& path);
 // corrupt file, naming it).
 nlohmann::json read_checkpoint_state(const std::string& checkpoint_dir);
 
-// False while this build has no io/safetensors (checkpoints cannot be written or read then).
-bool checkpoints_supported();
-
 // Saves `trainer` under root/step-N and points root/latest at it; keeps the newest `keep`
 // checkpoints. Returns the checkpoint's directory.
 std::string save_checkpoint(const Trainer& trainer, const std::string& root, int keep = 2);

@@ -89,13 +89,11 @@ int run_train(const TrainOptions& o) {
             metrics.eval(*final_eval);
             print_eval(progress, *final_eval);
         }
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last && checkpoints_supported())
-            save_checkpoint(*trainer, ckpt_root);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_checkpoint(*trainer, ckpt_root);
     }
     progress.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string saved = checkpoints_supported() ? save_checkpoint(*trainer, ckpt_root)
-                                                      : std::string("none (this build has no io/safetensors)");
+    const std::string saved = save_checkpoint(*trainer, ckpt_root);
     std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
                 static_cast<long long>(trainer->precision().skipped_steps()), saved.c_str(), metrics_path.c_str());

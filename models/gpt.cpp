@@ -8,7 +8,6 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
-#include "models/sampling.hpp"
 #include "nn/init.hpp"
 
 namespace ampgrad::models {
@@ -78,7 +77,11 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
     tensor_list qkv = c_attn->forward(x).split(C, 2);                         // 3 x (B,T,C)
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, HS}).transpose(1, 2); };
     Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);          // (B,NH,T,HS)
-    Tensor y = F::scaled_dot_product_attention(q, k, v, /*is_causal=*/true);  // (B,NH,T,HS)
+    // Dropout on the attention probabilities inside SDPA, in training only (SDPA's dropout_p has
+    // no training flag, as in PyTorch, so the caller decides; nanoGPT does the same).
+    const double p = is_training() ? attn_dropout : 0.0;
+    Tensor y = F::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/p,
+                                               /*is_causal=*/true);               // (B,NH,T,HS)
     y = y.transpose(1, 2).reshape({B, T, C});                                 // (B,T,C)
     return resid_dropout->forward(c_proj->forward(y));
 }
@@ -113,7 +116,7 @@ GPT::GPT(const GPTConfig& cfg) : Module("GPT"), cfg_(cfg) {
     transformer = register_module("transformer", std::make_shared<nn::Module>("Transformer"));
     wte = transformer->register_module("wte", std::make_shared<nn::Embedding>(cfg.padded_vocab_size(), cfg.n_embd));
     wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(cfg.block_size, cfg.n_embd));
-    h = transformer->register_module("h", std::make_shared<nn::Sequential>());
+    h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
     for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(std::make_shared<Block>(cfg));
     ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}));
     lm_head = register_module("lm_head", std::make_shared<nn::Module>("TiedLinear"));
@@ -195,7 +198,7 @@ Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperatu
         const int64_t T = out.size(1), keep = std::min(T, cfg_.block_size);
         Tensor context = keep < T ? out.narrow(1, T - keep, keep) : out;          // (B,<=T)
         Tensor logits = forward(context).select(1, keep - 1);                     // (B,V)
-        Tensor next = sample_from_logits(logits, temperature, top_k);             // (B,1) int64
+        Tensor next = F::sample_from_logits(logits, temperature, top_k);          // (B,1) int64
         if (on_token) on_token(next.to_vector<int64_t>()[0]);
         out = cat({out, next.to(out.dtype())}, 1);                                // (B,T+1)
     }

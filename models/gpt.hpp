@@ -21,7 +21,7 @@
 #include "nn/layer_norm.hpp"
 #include "nn/linear.hpp"
 #include "nn/module.hpp"
-#include "nn/sequential.hpp"
+#include "nn/module_list.hpp"
 
 namespace ampgrad::models {
 
@@ -62,7 +62,7 @@ public:
     std::shared_ptr<nn::Linear> c_proj;      // weight (C,C): a residual projection
     std::shared_ptr<nn::Dropout> resid_dropout;
     int64_t n_head;
-    double attn_dropout;
+    double attn_dropout;                     // on the attention probabilities (in SDPA), training only
 };
 
 // The position-wise MLP: C -> 4C, GELU (tanh approximation, as GPT-2), 4C -> C.
@@ -115,7 +115,7 @@ public:
     std::shared_ptr<nn::Module> transformer;   // holds wte, wpe, h, ln_f (nanoGPT's layout)
     std::shared_ptr<nn::Embedding> wte;        // (Vp,C): token embedding, also the head's weight
     std::shared_ptr<nn::Embedding> wpe;        // (T,C): position embedding
-    std::shared_ptr<nn::Sequential> h;         // the L blocks (called one by one, not as a chain)
+    std::shared_ptr<nn::ModuleList> h;         // the L blocks
     std::shared_ptr<nn::LayerNorm> ln_f;
     std::shared_ptr<nn::Module> lm_head;       // one parameter, "weight": wte's tensor (tied)
 

@@ -1,6 +1,7 @@
 // gpt_test.cpp: models::GPT: presets and parameter counts, nanoGPT's parameter names and the
 // tied head, GPT-2 initialisation statistics, shapes, that a small model learns (the loss falls
-// far below ln V), that checkpointed blocks give the same gradients, sampling, and bad input.
+// far below ln V), attention dropout inside SDPA, that checkpointed blocks give the same gradients,
+// sampling, and bad input.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -139,6 +140,32 @@ TEST_CASE("checkpoint_blocks: the same loss and bit-identical gradients, dropout
         REQUIRE(p.grad().defined());
         CHECK(equal(p.grad(), pb.at(name).grad()));
     }
+}
+
+TEST_CASE("attention dropout: SDPA's dropout_p on the attention probabilities, in training only") {
+    GPTConfig cfg = toy_config();
+    cfg.dropout = 0.5;
+    manual_seed(7);
+    models::CausalSelfAttention attn(cfg);
+    attn.resid_dropout->p = 0.0;                            // only the attention's own dropout is left
+    Tensor x = randn({2, 8, 32});                           // (B,T,C)
+    // The same computation by hand, with dropout_p given to SDPA.
+    auto by_hand = [&](double p) {
+        tensor_list qkv = attn.c_attn->forward(x).split(32, 2);
+        auto heads = [](const Tensor& t) { return t.reshape({2, 8, 2, 16}).transpose(1, 2); };
+        Tensor y = F::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, p, true);
+        return attn.c_proj->forward(y.transpose(1, 2).reshape({2, 8, 32}));
+    };
+    NoGradGuard no_grad;
+    const Tensor clean = by_hand(0.0);
+    attn.eval();
+    CHECK(equal(attn.forward(x), clean));                   // eval: no dropout
+    attn.train();
+    manual_seed(11);
+    const Tensor dropped = attn.forward(x);
+    CHECK_FALSE(allclose(dropped, clean, 1e-3, 1e-3));      // training: the probabilities are dropped
+    manual_seed(11);
+    CHECK(equal(dropped, by_hand(0.5)));                    // exactly SDPA's dropout with p = 0.5
 }
 
 TEST_CASE("generate: appends tokens, crops to the context, greedy is deterministic, reports each token") {

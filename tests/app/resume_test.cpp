@@ -7,8 +7,10 @@
 //    checkpoint; a truncated or corrupt checkpoint, another preset's, or a too long prompt are refused.
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
