@@ -42,8 +42,10 @@ TEST_CASE("nano on Tiny Shakespeare: the loss falls well below ln V in 100 steps
     CHECK(e.val_loss < 0.72 * ln_v);                       // 3.0 nats: past a unigram model
 }
 
-// Skipped by default (run with --no-skip): the >= 95% threshold of this configuration has not yet
-// been confirmed on a quiet machine (it took over 10 minutes on the loaded build machine).
+// Skipped by default (run with --no-skip): it passes, but costs too much for the suite. Seen with
+// `ampgrad train` and this configuration on a loaded 2-core machine: exact match 72% at step 500,
+// 95.0% at 600, 100% at 800 and at 1000, in 108 s. With --steps 600 the cosine schedule decays
+// sooner and it ends at only 22.4%, so the 1000 steps cannot simply be cut.
 TEST_CASE("2-digit addition: >= 95% exact match on held-out problems" * doctest::skip(true)) {
     app::RunConfig cfg;
     cfg.task = "addition";
