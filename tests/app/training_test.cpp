@@ -18,12 +18,12 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-TEST_CASE("nano on Tiny Shakespeare: the loss falls well below ln V in 100 steps" * doctest::skip(kSanitized)) {
+TEST_CASE("nano on Tiny Shakespeare: the loss falls well below ln V in 50 steps" * doctest::skip(kSanitized)) {
     app::RunConfig cfg;
     cfg.preset = "nano";
     cfg.block_size = 32;
-    cfg.steps = 100;
-    cfg.warmup = 10;
+    cfg.steps = 50;                                        // val loss 2.79 here (2.66 after 100)
+    cfg.warmup = 5;
     cfg.batch_size = 8;
     cfg.lr = 3e-3, cfg.min_lr = 3e-4;
     cfg.eval_iters = 4;
