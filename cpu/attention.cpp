@@ -16,6 +16,7 @@
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 #include <cmath>
+#include <limits>
 
 #include "cpu/attention.hpp"
 #include "cpu/loops.hpp"
@@ -68,6 +69,11 @@ void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C
         const int64_t n = visible_keys(i, S, a.causal);
         auto row = s.row(i);
         const C mx = row.head(n).maxCoeff();
+        if (mx == -std::numeric_limits<C>::infinity()) {                 // every score -inf: P = 0 (as
+            row.setZero();                                               // PyTorch's _safe_softmax), lse -inf
+            lse[i] = static_cast<compute_t<T>>(mx);
+            continue;
+        }
         row.head(n) = (row.head(n).array() - mx).exp();
         const C sum = row.head(n).sum();
         row.head(n) *= C(1) / sum;
@@ -114,6 +120,10 @@ void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScr
     for (int64_t i = 0; i < T_; ++i) {                                   // P = exp(S - lse), 0 where masked
         const int64_t n = visible_keys(i, S, a.causal);
         auto row = w.p.row(i);
+        if (lse[i] == -std::numeric_limits<compute_t<T>>::infinity()) {   // a row of all -inf scores: P = 0
+            row.setZero();
+            continue;
+        }
         row.head(n) = (row.head(n).array() - static_cast<C>(lse[i])).exp();
         row.tail(S - n).setZero();
     }

@@ -3,6 +3,7 @@
 // rebuilds softmax = exp(logit - lse) on the fly. Threads split rows. Derivation:
 // docs/ops/cross_entropy.md.
 #include <cmath>
+#include <limits>
 
 #include "cpu/backend_cpu.hpp"
 #include "cpu/rows.hpp"
@@ -53,7 +54,9 @@ void cross_entropy_forward_kernel(compute_t<T>* loss, compute_t<T>* lse, const T
     });
 }
 
-// dlogits[n, c] = (exp(logits[n, c] - lse[n]) - [c == t[n]]) * dloss[n]; zero rows where ignored
+// dlogits[n, c] = (exp(logits[n, c] - lse[n]) - [c == t[n]]) * dloss[n]. An ignored row gets 0, except
+// NaN where logits[n, c] - lse[n] is NaN (a NaN or +inf logit in the row), as PyTorch's
+// log_softmax backward of a zero gradient, exp(logp) * 0, gives.
 template <typename T>
 void cross_entropy_backward_kernel(T* dlogits, const compute_t<T>* dloss, int64_t dloss_stride, const T* logits,
                                    const compute_t<T>* lse, const std::vector<int64_t>& targets, int64_t V,
@@ -64,11 +67,12 @@ void cross_entropy_backward_kernel(T* dlogits, const compute_t<T>* dloss, int64_
         WideRow<T> row(V);
         for (int64_t n = begin; n < end; ++n) {
             T* d = dlogits + n * V;
+            const Acc* x = row.load(logits + n * V);
             if (targets[n] == ignore_index) {
-                std::fill(d, d + V, static_cast<T>(Acc(0)));
+                for (int64_t c = 0; c < V; ++c)
+                    d[c] = static_cast<T>(std::isnan(x[c] - lse[n]) ? std::numeric_limits<Acc>::quiet_NaN() : Acc(0));
                 continue;
             }
-            const Acc* x = row.load(logits + n * V);
             Acc g = dloss[n * dloss_stride], row_lse = lse[n];
             for (int64_t c = 0; c < V; ++c) d[c] = static_cast<T>(exp_nonpositive(x[c] - row_lse) * g);
             d[targets[n]] = static_cast<T>((exp_nonpositive(x[targets[n]] - row_lse) - Acc(1)) * g);

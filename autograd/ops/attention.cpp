@@ -99,7 +99,7 @@ Tensor safe_softmax(const Tensor& scores) {
 Tensor attention_probs(const Tensor& q, const Tensor& k, double scale, bool is_causal) {
     Tensor scores = matmul(q, transpose(k, -2, -1)) * scale;                  // (*,T,S)
     if (is_causal) scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, -INFINITY);
-    return is_causal ? safe_softmax(scores) : softmax(scores, -1);
+    return safe_softmax(scores);
 }
 
 // dq, dk, dv from differentiable ops; q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv), dout (B,NH,T,HSv)
@@ -172,7 +172,6 @@ Tensor attention_general(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          bool is_causal, double scale) {
     const double root = std::sqrt(std::abs(scale));
     Tensor scores = matmul(q * (scale < 0 ? -root : root), transpose(k, -2, -1) * root);   // (*,T,S)
-    bool masked = is_causal || mask.defined();
     if (is_causal) {
         scores = where(causal_keep(q.size(-2), k.size(-2), q.device()), scores, -INFINITY);
     } else if (mask.defined() && mask.dtype() == kBool) {
@@ -181,7 +180,7 @@ Tensor attention_general(const Tensor& q, const Tensor& k, const Tensor& v, cons
     } else if (mask.defined()) {
         scores = scores + mask;
     }
-    Tensor probs = masked ? safe_softmax(scores) : softmax(scores, -1);       // (*,T,S)
+    Tensor probs = safe_softmax(scores);            // (*,T,S); as PyTorch's math path, masked or not
     if (dropout_p > 0.0) probs = dropout(probs, dropout_p, true);
     return matmul(probs, v);                                                  // (*,T,HSv)
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "autograd/ops/attention_fused.hpp"
+#include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
 #include "cpu/attention.hpp"
@@ -36,7 +37,13 @@ tensor_list composed_backward(const Tensor& q, const Tensor& k, const Tensor& v,
         Tensor cols = unsqueeze(arange(S, TensorOptions(kInt64).device(q.device())), 0);   // (1,S)
         s = where(ge(rows, cols), s, -INFINITY);                                 // keys j <= i
     }
-    Tensor p = nn::functional::softmax(s, -1);                                   // (B,NH,T,S)
+    Tensor dead;                                                                 // rows of all -inf: P = 0
+    {
+        NoGradGuard no_grad;
+        dead = eq(amax(s, {-1}, true), ops::wrapped_scalar(-INFINITY, s));
+    }
+    Tensor p = nn::functional::softmax(where(dead, zeros_like(s), s), -1);      // (B,NH,T,S)
+    p = where(dead, zeros_like(p), p);
     Tensor dp = matmul(g, transpose(v, -2, -1));                                 // (B,NH,T,S)
     Tensor ds = p * (dp - sum(dp * p, {-1}, true));
     return {matmul(ds, k) * scale, matmul(transpose(ds, -2, -1), q) * scale, matmul(transpose(p, -2, -1), g)};

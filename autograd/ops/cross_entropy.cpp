@@ -97,9 +97,11 @@ Tensor cross_entropy_index_targets(const Tensor& logits, const Tensor& target, c
     Tensor classes = class_view(arange(C, TensorOptions(kInt64).device(logits.device())), logits, class_dim);
     Tensor onehot = eq(classes, t);                                                         // (N,C,*)
     Tensor picked = sum(where(onehot, logp, 0.0), {class_dim});                             // (N,*)
+    // an ignored row's weight is 0 by selection, not by product (0 * a NaN class weight is NaN)
     Tensor w = valid.to(logits.dtype());                                                    // (N,*)
     if (o.weight.defined())
-        w = w * sum(where(onehot, expand(class_view(o.weight, logits, class_dim), logits.sizes()), 0.0), {class_dim});
+        w = where(valid, sum(where(onehot, expand(class_view(o.weight, logits, class_dim), logits.sizes()), 0.0),
+                             {class_dim}), 0.0);
     Tensor nll = where(valid, -picked * w, 0.0);                                            // (N,*)
     Tensor denom = sum(w);                                                                  // ()
     Tensor loss = reduce_loss(nll, o.reduction, denom);

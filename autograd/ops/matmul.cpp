@@ -214,13 +214,27 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     AMPGRAD_AUTOCAST("linear", &x, &w, &b);
     check_operands("linear", x, w, "x", "weight");
     if (b.defined()) check_operands("linear", x, b, "x", "bias");
-    if (x.dim() < 1 || w.dim() != 2 || (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))))
+    if (x.dim() < 1 || w.dim() != 2)
         throw ShapeError(fmt::format("linear: expected x (*,K), weight (N,K) and bias (N) but got x is {}, weight "
                                      "is {}, bias is {}", x.describe(), w.describe(),
                                      b.defined() ? b.describe() : "undefined"));
     if (x.size(-1) != w.size(1))
         throw ShapeError(fmt::format("linear: in_features differ: x is {}, weight is {}; expected x.shape[-1] == "
                                      "weight.shape[1] ({} != {})", x.describe(), w.describe(), x.size(-1), w.size(1)));
+    if (b.defined() && (b.dim() != 1 || b.size(0) != w.size(0))) {
+        // as PyTorch (which adds the bias in place to x W^T): any bias that broadcasts to the output's shape
+        Shape y_shape = x.sizes();
+        y_shape.back() = w.size(0);
+        bool fits = b.dim() <= static_cast<int64_t>(y_shape.size());
+        for (int64_t i = 1; fits && i <= b.dim(); ++i)
+            fits = b.size(-i) == 1 || b.size(-i) == y_shape[y_shape.size() - static_cast<size_t>(i)];
+        if (!fits)
+            throw ShapeError(fmt::format("linear: expected x (*,K), weight (N,K) and bias (N) (or a bias that "
+                                         "broadcasts to the output's shape {}) but got x is {}, weight is {}, "
+                                         "bias is {}", shape_str(y_shape), x.describe(), w.describe(),
+                                         b.describe()));
+        return add(linear(x, w, Tensor()), b);
+    }
     const int64_t k = w.size(1), n = w.size(0);
     // x as rows: a view unless its leading dims cannot merge; a 1-D x is one row
     Tensor x2 = x.dim() == 1 ? make_view(x, {1, k}, {k * x.stride(0), x.stride(0)}, x.storage_offset())

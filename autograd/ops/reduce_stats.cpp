@@ -5,6 +5,7 @@
 // FunctionsManual.cpp: prod_backward, std_backward, linalg_vector_norm_backward).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"
@@ -74,10 +75,10 @@ Tensor restore_dims(Tensor g, const std::vector<int64_t>& dims, bool keepdim) {
 // kernels accumulate half types in f32 too).
 DType stat_dtype(DType d) { return d == kFloat16 || d == kBFloat16 ? kFloat32 : d; }
 
-// sign of x (0 at 0, nan at nan) as a constant of x (its derivative is 0)
+// sign of x (0 at 0 and at nan, as PyTorch's sgn) as a constant of x (its derivative is 0)
 Tensor sgn(const Tensor& x) {
     NoGradGuard no_grad;
-    return where(gt(x, zeros_like(x)), ones_like(x), where(lt(x, zeros_like(x)), -ones_like(x), x * 0.0));
+    return where(gt(x, zeros_like(x)), ones_like(x), where(lt(x, zeros_like(x)), -ones_like(x), 0.0));
 }
 
 }  // namespace
@@ -95,7 +96,18 @@ Tensor amin(const Tensor& x, const Shape& dims_in, bool keepdim) {
     });
 }
 
-Tensor min(const Tensor& x) { return amin(x, Shape{}, false); }
+// ---- min(): all elements; as max(), PyTorch's evenly_distribute_backward shares the gradient
+// among the NaN elements when the result is NaN (amin's would be NaN everywhere) ----
+Tensor min(const Tensor& x) {
+    ops::check_defined("min", x, "input");
+    Tensor out = reduce_kernel(ReduceOp::kMin, x, stat_dims("min", x, {}), false, x.dtype());
+    return record("min", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor xs = ctx.saved(0), y = ctx.saved(1);
+        Tensor winner = eq(xs, y) | (ne(xs, xs) & ne(y, y));             // NaN result: the NaN elements
+        Tensor mask = winner.to(g[0].dtype());
+        return tensor_list{mask * (g[0] / sum(mask))};
+    });
+}
 
 // ---- min(dim): values + the first index holding the minimum (the first nan, if any) ----
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim_in, bool keepdim) {
@@ -137,10 +149,10 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
     return min(x, dim, keepdim).second;
 }
 
-// ---- prod over one dim. d/dx_i = product of the others: result / x_i without zeros; with one
-// zero only that element gets a non-zero product; with two or more, all get 0. Under create_graph
-// the products of the others are always formed exactly (an (n,n) table per row), so second
-// derivatives at zeros are right too.
+// ---- prod over one dim. d/dx_i = product of the others. As PyTorch's prod_backward: without any
+// zero, result / x_i (so a NaN or inf in the slice gives NaN gradients there, as PyTorch); with a
+// zero, the exact products of the others (an (n,n) table per row), which is what PyTorch's
+// prod_safe_zeros_backward computes, so second derivatives at zeros are right too.
 namespace {
 Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      // x (..., n at dim, ...)
     const int64_t n = x.size(dim);
@@ -153,12 +165,9 @@ Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      //
     return transpose(others, dim, -1);
 }
 
-// without zeros, result / x_i (PyTorch's formula); with any zero, the exact products (an (n,n)
-// table per row), which is what PyTorch's prod_safe_zeros_backward computes
-Tensor prod_others_fast(const Tensor& x, const Tensor& result, int64_t dim) {   // result keepdim
+bool has_zero(const Tensor& x) {
     NoGradGuard no_grad;
-    bool any_zero = sum(eq(x, zeros_like(x)).to(kInt64)).item<int64_t>() > 0;   // one host sync
-    return any_zero ? prod_others_exact(x, dim) : result / x;
+    return sum(eq(x, zeros_like(x)).to(kInt64)).item<int64_t>() > 0;           // one host sync
 }
 }  // namespace
 
@@ -175,10 +184,11 @@ Tensor prod(const Tensor& x_in, int64_t dim_in, bool keepdim) {
         Tensor xs = ctx.saved(0), gk = g[0];
         if (!keepdim) gk = unsqueeze(gk, dim);
         if (xs.numel() == 0) return tensor_list{zeros_like(xs)};
-        if (GradMode::is_enabled()) return tensor_list{gk * prod_others_exact(xs, dim)};
-        Tensor y = ctx.saved(1);
-        if (!keepdim) y = unsqueeze(y, dim);
-        return tensor_list{gk * prod_others_fast(xs, y, dim)};
+        if (has_zero(xs)) return tensor_list{gk * prod_others_exact(xs, dim)};
+        // result / x; under create_graph the result is formed again so that it is differentiable
+        Tensor y = GradMode::is_enabled() ? prod(xs, dim, true) : ctx.saved(1);
+        if (!keepdim && !GradMode::is_enabled()) y = unsqueeze(y, dim);
+        return tensor_list{gk * (y / xs)};
     });
 }
 
@@ -205,8 +215,20 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
         out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
         out = to_dtype(out, x.dtype());
     }
-    return record("var", out, {x}, {x}, [dims, d, keepdim, n_minus_c](BackwardContext& ctx, const tensor_list& g) {
+    // PyTorch's var_backward over the whole tensor (a 0-d input, or no dims) with n - c <= 0:
+    // g * (nan where x == mean(x), else inf), a constant factor, so no second gradient flows to x.
+    const bool whole = x.dim() == 0 || dims_in.empty();
+    return record("var", out, {x}, {x}, [dims, d, keepdim, n_minus_c, whole](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), gk = restore_dims(g[0], dims, keepdim);
+        if (whole && n_minus_c <= 0) {
+            Tensor factor;
+            {
+                NoGradGuard no_grad;
+                Tensor is_mean = eq(xs, mean(xs));
+                factor = where(is_mean, full_like(xs, std::nan("")), std::numeric_limits<double>::infinity());
+            }
+            return tensor_list{gk * factor};
+        }
         Tensor centered = d.empty() ? xs - xs : xs - mean(xs, d, true);
         return tensor_list{gk * centered * (2.0 / n_minus_c)};
     });

@@ -1,0 +1,139 @@
+// edge_sweep_test.cpp: regression tests for the mismatch classes of the 20k-case differential run
+// against PyTorch (tools/difftest, seed 11) that were fixed in the composite ops: var's gradient at
+// n - correction <= 0, min() with NaN, prod with NaN/inf, the inf-norm at NaN, linear with a
+// broadcast bias, cross_entropy with NaN in ignored rows, and attention rows whose scores are all
+// -inf. Expected values come from fixtures written by tools/fixtures/edge_sweep.py (torch 2.15.0).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "tests/support/check_close.hpp"
+#include "tests/support/fixtures.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+namespace F = ampgrad::nn::functional;
+
+namespace {
+// equal values, NaN == NaN (the fixtures hold NaN on purpose); close within 1e-12 (f64) or 1e-6 (f32)
+// relative
+bool same_values(const Tensor& a, const Tensor& b) {
+    if (a.sizes() != b.sizes()) return false;
+    const double rel = b.dtype() == kFloat64 ? 1e-12 : 1e-6;
+    std::vector<double> x = a.to(kFloat64).to_vector<double>(), y = b.to(kFloat64).to_vector<double>();
+    for (size_t i = 0; i < x.size(); ++i) {
+        bool both_nan = std::isnan(x[i]) && std::isnan(y[i]);
+        bool close = x[i] == y[i] || std::abs(x[i] - y[i]) <= rel * std::abs(y[i]);
+        if (!both_nan && !close) return false;
+    }
+    return true;
+}
+Tensor leaf(const Fixture& f, const std::string& name) { return f.at(name).clone().requires_grad_(true); }
+}  // namespace
+
+TEST_CASE("var: PyTorch's gradient when n - correction <= 0 over the whole tensor, and no second gradient") {
+    Fixture f = load_fixture("edge_sweep_var");
+    struct Case { const char* tag; Shape dims; double correction; };
+    for (Case c : {Case{"scalar", {0}, 1.0}, Case{"scalar_nan", {-1}, 1.0}, Case{"scalar_c2", {}, 2.0},
+                   Case{"whole_c3", {}, 3.0}, Case{"whole_same", {}, 3.0}}) {
+        CAPTURE(c.tag);
+        const std::string tag = c.tag;
+        Tensor x = leaf(f, "x_" + tag);
+        Tensor y = var(x, c.dims, c.correction);
+        CHECK(same_values(y, f.at("y_" + tag)));
+        tensor_list g = autograd::grad({y}, {x}, {full_like(y, -0.5)}, /*retain_graph=*/true, /*create_graph=*/true);
+        CHECK(same_values(g[0], f.at("dx_" + tag)));               // nan where x == mean(x), else inf * g
+        CHECK_FALSE(g[0].requires_grad());                        // a constant factor: no second gradient
+    }
+}
+
+TEST_CASE("min() with NaN shares the gradient among the NaN elements, as max()") {
+    Fixture f = load_fixture("edge_sweep_reduce");
+    Tensor x = leaf(f, "x");
+    min(x).backward();
+    CHECK(same_values(x.grad(), f.at("dmin")));                    // [0, .5, 0, .5, 0]
+    Tensor s = scalar_tensor(std::nan(""), TensorOptions(kFloat64).requires_grad(true));
+    min(s).backward();
+    CHECK(s.grad().item<double>() == 1.0);
+}
+
+TEST_CASE("prod: result / x without zeros gives NaN at NaN and inf inputs, as PyTorch; exact products with a zero") {
+    Fixture f = load_fixture("edge_sweep_reduce");
+    for (bool create_graph : {false, true}) {
+        CAPTURE(create_graph);
+        Tensor p = leaf(f, "p");
+        CHECK(same_values(autograd::grad({prod(p)}, {p}, {}, true, create_graph)[0], f.at("dprod_nan")));
+        Tensor c = leaf(f, "c");
+        Tensor y = prod(c, 1);
+        CHECK(same_values(autograd::grad({y}, {c}, {ones_like(y)}, true, create_graph)[0], f.at("dprod_inf")));
+        Tensor z = leaf(f, "z");
+        CHECK(same_values(autograd::grad({prod(z)}, {z}, {}, true, create_graph)[0], f.at("dprod_zero")));
+    }
+}
+
+TEST_CASE("norm: sgn(NaN) is 0 in the inf-, -inf- and 1-norm gradients, as PyTorch") {
+    Fixture f = load_fixture("edge_sweep_reduce");
+    Tensor n1 = leaf(f, "n");
+    norm(n1, -INFINITY, {0}, true).sum().backward();
+    CHECK(same_values(n1.grad(), f.at("dnorm_minf")));
+    Tensor n2 = leaf(f, "n");
+    norm(n2, INFINITY).backward();
+    CHECK(same_values(n2.grad(), f.at("dnorm_inf")));
+    Tensor n3 = leaf(f, "n");
+    norm(n3, 1.0).backward();
+    CHECK(same_values(n3.grad(), f.at("dnorm_1")));
+}
+
+TEST_CASE("linear accepts a bias that broadcasts to the output, as PyTorch; others still raise") {
+    Fixture f = load_fixture("edge_sweep_linear_ce");
+    Tensor x = leaf(f, "x"), w = leaf(f, "w"), b = leaf(f, "b");  // (2,1,3) (2,3) (1)
+    Tensor y = linear(x, w, b);
+    CHECK(same_values(y, f.at("y")));
+    y.sum().backward();
+    CHECK(same_values(x.grad(), f.at("dx")));
+    CHECK(same_values(w.grad(), f.at("dw")));
+    CHECK(same_values(b.grad(), f.at("db")));
+    CHECK_THROWS_AS(linear(x, w, zeros({3}, TensorOptions(kFloat64))), ShapeError);
+    CHECK_THROWS_AS(linear(x, w, zeros({4, 1, 1, 2}, TensorOptions(kFloat64))), ShapeError);   // would grow y
+}
+
+TEST_CASE("cross_entropy: a NaN class weight or logit in an ignored row, as PyTorch") {
+    Fixture f = load_fixture("edge_sweep_linear_ce");
+    Tensor targets = f.at("targets");
+    Tensor logits = leaf(f, "logits");
+    F::CrossEntropyOptions o;
+    o.weight = f.at("weight");
+    o.reduction = F::Reduction::kNone;
+    Tensor ce_w = F::cross_entropy(logits.narrow(0, 0, 2), targets.narrow(0, 0, 2), o);
+    CHECK(same_values(ce_w, f.at("ce_w")));
+    ce_w.sum().backward();
+    CHECK(same_values(logits.grad(), f.at("dce_w")));              // the ignored row: 0, not 0 * NaN
+    Tensor logits2 = leaf(f, "logits");
+    Tensor ce = F::cross_entropy(logits2, targets);                // the fused kernel
+    CHECK(same_values(ce, f.at("ce")));
+    ce.backward();
+    CHECK(same_values(logits2.grad(), f.at("dce")));               // NaN in the ignored NaN row, as torch
+}
+
+TEST_CASE("scaled_dot_product_attention: a row of all -inf scores gives 0 without a mask, as PyTorch's math path") {
+    Fixture f = load_fixture("edge_sweep_attention");
+    // 3-d: the general path; 4-d: the fused kernel, and its create_graph (composed) backward
+    for (int variant = 0; variant < 3; ++variant) {
+        CAPTURE(variant);
+        Shape lead = variant == 0 ? Shape{1} : Shape{1, 1};
+        auto shaped = [&](const char* name, int64_t rows) {
+            Shape s = lead;
+            s.push_back(rows);
+            s.push_back(2);
+            return f.at(name).reshape(s).clone().requires_grad_(true);
+        };
+        Tensor q = shaped("q", 3), k = shaped("k", 1), v = shaped("v", 1);   // (*,3,2) (*,1,2) (*,1,2)
+        Tensor y = F::scaled_dot_product_attention(q, k, v);
+        CHECK(same_values(y.reshape({1, 3, 2}), f.at("y")));              // the dead rows: 0, not NaN
+        tensor_list d = autograd::grad({y}, {q, k, v}, {ones_like(y)}, true, /*create_graph=*/variant == 2);
+        CHECK(same_values(d[0].reshape({1, 3, 2}), f.at("dq")));
+        CHECK(same_values(d[1].reshape({1, 1, 2}), f.at("dk")));
+        CHECK(same_values(d[2].reshape({1, 1, 2}), f.at("dv")));
+    }
+}
