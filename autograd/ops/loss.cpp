@@ -180,9 +180,17 @@ Tensor binary_cross_entropy(const Tensor& probs_in, const Tensor& target_in) {
         Tensor p = ctx.saved(0), y = ctx.saved(1);
         Tensor scale = g[0] / static_cast<double>(p.numel());                // ()
         tensor_list grads(2);
-        if (ctx.needs_input_grad(0)) grads[0] = (p - y) / clamp(p * (1.0 - p), 1e-12, std::nullopt) * scale;
-        if (ctx.needs_input_grad(1))
-            grads[1] = (clamp(log(1.0 - p), -100.0, std::nullopt) - clamp(log(p), -100.0, std::nullopt)) * scale;
+        // As PyTorch (aten/src/ATen/native/Loss.cpp): the denominator is std::max(p (1 - p), EPSILON),
+        // EPSILON the float 1e-12 (9.9999999600e-13 as a double; 0 in f16), and the target's gradient
+        // is -logit(p), unclamped (+-inf at p = 0 or 1), as log(1 - p) - log(p), whose own gradient
+        // has no 0 * inf.
+        const double eps = static_cast<double>(1e-12f);
+        if (ctx.needs_input_grad(0)) {
+            Tensor d = p * (1.0 - p);
+            Tensor den = where(logical_not(lt(d, full_like(d, eps))), d, eps);     // std::max(d, eps)
+            grads[0] = (p - y) / den * scale;
+        }
+        if (ctx.needs_input_grad(1)) grads[1] = (log(1.0 - p) - log(p)) * scale;
         return grads;
     });
 }

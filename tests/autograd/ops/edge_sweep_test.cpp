@@ -1,8 +1,9 @@
 // edge_sweep_test.cpp: regression tests for the mismatch classes of the 20k-case differential run
 // against PyTorch (tools/difftest, seed 11) that were fixed in the composite ops: var's gradient at
 // n - correction <= 0, min() with NaN, prod with NaN/inf, the inf-norm at NaN, linear with a
-// broadcast bias, cross_entropy with NaN in ignored rows, and attention rows whose scores are all
-// -inf. Expected values come from fixtures written by tools/fixtures/edge_sweep.py (torch 2.15.0).
+// broadcast bias, cross_entropy with NaN in ignored rows, attention rows whose scores are all -inf,
+// and binary_cross_entropy's gradients at p = 0 and 1. Expected values come from fixtures written by
+// tools/fixtures/edge_sweep.py (torch 2.15.0).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -136,4 +137,14 @@ TEST_CASE("scaled_dot_product_attention: a row of all -inf scores gives 0 withou
         CHECK(same_values(d[1].reshape({1, 1, 2}), f.at("dk")));
         CHECK(same_values(d[2].reshape({1, 1, 2}), f.at("dv")));
     }
+}
+
+TEST_CASE("binary_cross_entropy: gradients at p = 0 and 1 use PyTorch's float EPSILON and an unclamped -logit(p)") {
+    Fixture f = load_fixture("edge_sweep_bce");
+    Tensor p = leaf(f, "p"), y = leaf(f, "y");
+    Tensor loss = F::binary_cross_entropy(p, y);
+    CHECK(same_values(loss, f.at("loss")));
+    loss.backward();
+    CHECK(same_values(p.grad(), f.at("dp")));                      // (p - y) / 9.9999999600e-13 at the ends
+    CHECK(same_values(y.grad(), f.at("dy")));                      // [-inf, finite, inf] / 3
 }
