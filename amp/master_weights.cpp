@@ -120,7 +120,7 @@ void MasterWeightsOptimizer::zero_grad(bool set_to_none) {
 }
 
 MasterWeightsStateDict MasterWeightsOptimizer::state_dict() const {
-    return MasterWeightsStateDict{master_params_, inner_->state_dict(), scaler_->state_dict()};
+    return MasterWeightsStateDict{master_params_, inner_->state_dict(), scaler_->state_dict(), skipped_steps_};
 }
 
 void MasterWeightsOptimizer::load_state_dict(const MasterWeightsStateDict& state) {
@@ -136,6 +136,7 @@ void MasterWeightsOptimizer::load_state_dict(const MasterWeightsStateDict& state
     copy_masters_to_model();
     inner_->load_state_dict(state.optimizer);
     scaler_->load_state_dict(state.loss_scaler);
+    skipped_steps_ = state.skipped_steps;
 }
 
 }  // namespace ampgrad::amp

@@ -33,6 +33,7 @@ struct MasterWeightsStateDict {
     std::vector<Tensor> master_weights;
     optim::OptimizerStateDict optimizer;
     LossScalerStateDict loss_scaler;
+    int64_t skipped_steps = 0;    // steps skipped for overflow so far (DeepSpeed saves it too)
 };
 
 class MasterWeightsOptimizer {

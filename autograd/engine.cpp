@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "autograd/anomaly_mode.hpp"
+#include "autograd/autograd_meta.hpp"
 #include "autograd/engine_hooks.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/autocast_hook.hpp"
@@ -166,6 +167,25 @@ bool task_should_compute(const Node* fn) {
     if (!t || !t->exec_mode) return true;
     const NodeTaskState* s = t->find_state(fn);
     return s && (s->needed || s->captured);
+}
+
+bool will_engine_execute_node(const Node* fn) {
+    GraphTask* t = t_current_task;
+    if (!t || !fn) return false;
+    const NodeTaskState* s = t->find_state(fn);
+    return s && (!t->exec_mode || s->needed || s->captured);
+}
+
+int64_t count_leaves_to_accumulate(const std::vector<Tensor>& leaves) {
+    if (!t_current_task) return 0;
+    int64_t n = 0;
+    for (const Tensor& leaf : leaves) {
+        const AutogradMeta* m = maybe_meta(leaf);
+        if (!m) continue;
+        std::shared_ptr<Node> acc = m->grad_accumulator.lock();
+        if (acc && will_engine_execute_node(acc.get())) ++n;
+    }
+    return n;
 }
 
 bool backward_called_from_forward() { return t_current_task && t_current_task->from_forward; }

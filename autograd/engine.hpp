@@ -37,6 +37,14 @@ bool checkpoint_valid();
 // Whether the current graph task will run `fn`: always true outside backward and in a plain
 // backward(); in grad()/backward(inputs=) mode only nodes on a path to a requested input run.
 bool task_should_compute(const Node* fn);
+// PyTorch's torch._C._will_engine_execute_node: whether the running task reached `fn` when it
+// walked the graph from its roots (and, in grad()/inputs= mode, needs it). False outside backward.
+bool will_engine_execute_node(const Node* fn);
+// How many of `leaves` the running task will accumulate a gradient into (their AccumulateGrad
+// node is in its graph). A ZeRO epilogue counts once per backward phase with this, rather than
+// once per hook (DeepSpeed's count_used_parameters_in_backward; PR #7886 made it once per phase).
+// 0 outside backward.
+int64_t count_leaves_to_accumulate(const std::vector<Tensor>& leaves);
 
 // ---- backward called from inside a forward ----
 // A custom Function's forward or a checkpointed region may itself call backward() (a tiled loss

@@ -13,7 +13,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     if (!module_) throw ValueError("DistributedDataParallel: the module is null");
     if (!(options.bucket_cap_mb > 0))
         throw ValueError(fmt::format("DistributedDataParallel: bucket_cap_mb must be positive, got {}", options.bucket_cap_mb));
-    broadcast_state(options.broadcast_buffers);
+    broadcast_module_state(*module_, *group_, options.broadcast_buffers);
     std::vector<std::string> names;
     std::vector<Tensor> params;
     for (const auto& [name, p] : module_->named_parameters()) {
@@ -28,18 +28,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 // Every rank starts from rank 0's parameters and buffers (PyTorch's _sync_module_states).
-void DistributedDataParallel::broadcast_state(bool buffers) {
+void broadcast_module_state(nn::Module& module, ProcessGroup& group, bool buffers) {
     NoGradGuard no_grad;
-    std::vector<Tensor> state = module_->parameters();
+    std::vector<Tensor> state = module.parameters();
     if (buffers)
-        for (const Tensor& b : module_->buffers()) state.push_back(b);
+        for (const Tensor& b : module.buffers()) state.push_back(b);
     for (const Tensor& t : state) {
         Tensor data = t.detach();
         if (data.is_contiguous()) {
-            group_->broadcast(data, 0, /*async_op=*/false);
+            group.broadcast(data, 0, /*async_op=*/false);
         } else {
             Tensor copy = data.contiguous();
-            group_->broadcast(copy, 0, /*async_op=*/false);
+            group.broadcast(copy, 0, /*async_op=*/false);
             data.copy_(copy);
         }
     }

@@ -30,6 +30,10 @@ struct DDPOptions {
     ProcessGroup* process_group = nullptr; // the default group when null
 };
 
+// Rank 0's parameters (and buffers) copied to every rank, in place (PyTorch's _sync_module_states).
+// DDP and the ZeRO engine call it at construction.
+void broadcast_module_state(nn::Module& module, ProcessGroup& group, bool buffers);
+
 class DistributedDataParallel {
 public:
     // Broadcasts rank 0's parameters (and buffers) to every rank, then hooks every parameter that
@@ -69,8 +73,6 @@ public:
     int64_t buckets_launched_early() const { return reducer_->buckets_launched_early(); }
 
 private:
-    void broadcast_state(bool buffers);
-
     std::shared_ptr<nn::Module> module_;
     ProcessGroup* group_;
     std::unique_ptr<Reducer> reducer_;

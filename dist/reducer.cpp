@@ -40,7 +40,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& param
 
 Reducer::Reducer(std::vector<std::string> names, std::vector<Tensor> params, ProcessGroup& group,
                  int64_t bucket_cap_bytes, bool find_unused_parameters)
-    : group_(group), cap_bytes_(bucket_cap_bytes), find_unused_(find_unused_parameters) {
+    : group_(group), cap_bytes_(bucket_cap_bytes), find_unused_(find_unused_parameters),
+      epilogue_([this] { begin_backward(); }, [this] { finalize(); }, /*ignore_backward_in_forward=*/false) {
     for (size_t i = 0; i < params.size(); ++i) params_.push_back({params[i], names[i]});
     // Gradients arrive roughly in reverse order of registration: start from that.
     std::vector<size_t> order;
@@ -86,8 +87,7 @@ std::vector<std::vector<std::string>> Reducer::bucket_names() const {
 
 void Reducer::on_grad_ready(size_t i) {
     if (!sync_) return;   // no_sync(): gradients just accumulate locally
-    int64_t task = autograd::outermost_graph_task_id();
-    if (task != task_id_) begin_backward(task);
+    epilogue_.on_hook();
     Param& p = params_[i];
     ++p.fired;
     fire_order_.push_back(i);
@@ -101,9 +101,9 @@ void Reducer::on_grad_ready(size_t i) {
     if (counts_known_ && p.expected > 0 && p.fired == p.expected) mark_ready(i);
 }
 
-// The first hook of a synchronized backward: reset the per-backward state and queue finalize() on
-// the outermost task, so that it runs after every nested (reentrant checkpoint) task has finished.
-void Reducer::begin_backward(int64_t task) {
+// The first hook of a synchronized backward: reset the per-backward state (finalize() is queued on
+// the outermost task by epilogue_, so that it runs after every nested checkpoint task has finished).
+void Reducer::begin_backward() {
     wait_all();   // only after a backward that threw before its finalize()
     for (Param& p : params_) p.fired = 0;
     for (Bucket& b : buckets_) {
@@ -114,8 +114,6 @@ void Reducer::begin_backward(int64_t task) {
     next_bucket_ = 0;
     launched_early_ = 0;
     fire_order_.clear();
-    task_id_ = task;
-    autograd::queue_callback([this] { finalize(); }, autograd::CallbackScope::kOutermost);
 }
 
 void Reducer::mark_ready(size_t i) {
@@ -156,7 +154,6 @@ void Reducer::wait_all() {
 
 // The end-of-backward callback on the outermost graph task.
 void Reducer::finalize() {
-    task_id_ = -1;
     std::vector<size_t> unused;
     for (size_t i = 0; i < params_.size(); ++i)
         if (params_[i].fired == 0) unused.push_back(i);

@@ -5,8 +5,8 @@
 //
 // Per backward (only while sync is on; no_sync() turns it off):
 //   1. Each parameter's post-accumulate-grad hook calls on_grad_ready(i). The first one of a
-//      backward queues finalize() on the OUTERMOST graph task (autograd::queue_callback with
-//      CallbackScope::kOutermost), so it runs once, after every reentrant (checkpoint) phase.
+//      backward queues finalize() on the OUTERMOST graph task (autograd::BackwardEpilogue, shared
+//      with the ZeRO engine), so it runs once, after every reentrant (checkpoint) phase.
 //   2. A parameter is ready once its hook has fired as many times as in the first iteration
 //      (reentrant checkpointing fires it once per phase). A bucket whose parameters are all ready
 //      is copied into its flat buffer and all-reduced (kAvg, async). Buckets are launched strictly
@@ -17,6 +17,7 @@
 // which gradients became ready; finalize() then reduces every bucket, and rebuilds the buckets
 // from rank 0's ready order, broadcast so that every rank holds the same assignment.
 #pragma once
+#include "autograd/backward_epilogue.hpp"
 #include "autograd/hooks.hpp"
 #include "core/tensor.hpp"
 #include "dist/process_group.hpp"
@@ -69,7 +70,7 @@ private:
     };
 
     void on_grad_ready(size_t i);
-    void begin_backward(int64_t task_id);
+    void begin_backward();
     void mark_ready(size_t i);
     void launch_ready_buckets();
     void launch(Bucket& b);
@@ -88,7 +89,7 @@ private:
     bool find_unused_;
     bool sync_ = true;
     bool counts_known_ = false;           // after the first synchronized backward
-    int64_t task_id_ = -1;                // outermost graph task whose finalize() is queued
+    autograd::BackwardEpilogue epilogue_; // begin_backward() / finalize(), once per backward
     size_t next_bucket_ = 0;              // buckets [0, next_bucket_) are launched
     int64_t launched_early_ = 0;
     std::vector<size_t> fire_order_;      // parameter index per hook firing, this backward

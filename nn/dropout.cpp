@@ -12,8 +12,10 @@ Dropout::Dropout(double p_) : Module("Dropout"), p(p_) {
 }
 
 Tensor Dropout::forward(const Tensor& x) const {
-    if (!is_training() || p == 0.0) return x;
-    return F::dropout(x, p, true);
+    return with_forward_hooks(x, [&](const Tensor& in) {
+        if (!is_training() || p == 0.0) return in;
+        return F::dropout(in, p, true);
+    });
 }
 
 }  // namespace ampgrad::nn

@@ -19,7 +19,7 @@ Embedding::Embedding(int64_t v, int64_t c, TensorOptions options)
 void Embedding::reset_parameters() { init::normal_(weight, 0.0, 1.0); }
 
 Tensor Embedding::forward(const Tensor& indices) const {
-    return F::embedding(indices, weight);   // (*) -> (*,C)
+    return with_forward_hooks(indices, [&](const Tensor& in) { return F::embedding(in, weight); });   // (*) -> (*,C)
 }
 
 }  // namespace ampgrad::nn

@@ -25,7 +25,7 @@ void LayerNorm::reset_parameters() {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-    return F::layer_norm(x, normalized_shape, weight, bias, eps);
+    return with_forward_hooks(x, [&](const Tensor& in) { return F::layer_norm(in, normalized_shape, weight, bias, eps); });
 }
 
 }  // namespace ampgrad::nn

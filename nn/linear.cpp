@@ -29,7 +29,8 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-    return linear(x, weight, bias);   // (*,in) @ (in,out) + (out) -> (*,out)
+    // (*,in) @ (in,out) + (out) -> (*,out)
+    return with_forward_hooks(x, [&](const Tensor& in) { return linear(in, weight, bias); });
 }
 
 }  // namespace ampgrad::nn

@@ -269,4 +269,36 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
 }
 
+// ---- forward hooks ----
+
+autograd::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+    if (!hook) throw ValueError(fmt::format("{}.register_forward_pre_hook: the hook is empty", type_name_));
+    return autograd::add_hook(pre_hooks_, std::move(hook));
+}
+
+autograd::RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+    if (!hook) throw ValueError(fmt::format("{}.register_forward_hook: the hook is empty", type_name_));
+    return autograd::add_hook(post_hooks_, std::move(hook));
+}
+
+// Hooks get the module itself (non-const, as in PyTorch, where a hook may change it).
+Tensor Module::run_forward_pre_hooks(const Tensor& input) const {
+    Tensor in = input;
+    auto& self = const_cast<Module&>(*this);
+    pre_hooks_->for_each([&](const auto& entry) {
+        Tensor replaced = (*entry.fn)(self, in);
+        if (replaced.defined()) in = replaced;
+    });
+    return in;
+}
+
+Tensor Module::run_forward_hooks(const Tensor& input, Tensor output) const {
+    auto& self = const_cast<Module&>(*this);
+    post_hooks_->for_each([&](const auto& entry) {
+        Tensor replaced = (*entry.fn)(self, input, output);
+        if (replaced.defined()) output = replaced;
+    });
+    return output;
+}
+
 }  // namespace ampgrad::nn

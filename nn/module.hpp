@@ -13,11 +13,13 @@
 //   };
 //   auto net = std::make_shared<MLP>();   // net->named_parameters(): fc1.weight, fc1.bias, fc2.weight, fc2.bias
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/hooks.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::nn {
@@ -48,6 +50,14 @@ private:
     std::vector<Item> items_;
 };
 using StateDict = NamedTensors;
+
+class Module;
+// Forward hooks, as PyTorch's Module.register_forward_pre_hook / register_forward_hook, for layers
+// with one tensor input. A pre-hook runs before forward and may replace the input (return a
+// defined Tensor); a post-hook runs after it with the input and output and may replace the output.
+// ZeRO stage 3 gathers a module's parameters in the pre-hook and releases them in the post-hook.
+using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
 
 class Module : public std::enable_shared_from_this<Module> {
 public:
@@ -84,6 +94,19 @@ public:
                                                                                bool include_self = true) const;
     std::vector<std::shared_ptr<Module>> modules(bool include_self = true) const;
 
+    // ---- forward hooks (registration order; handle.remove() takes one out) ----
+    autograd::RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+    autograd::RemovableHandle register_forward_hook(ForwardHook hook);
+    bool has_forward_hooks() const { return !pre_hooks_->empty() || !post_hooks_->empty(); }
+    // What PyTorch's Module.__call__ does around forward: pre-hooks, body(input), post-hooks.
+    // Layers wrap their forward in it: `return with_forward_hooks(x, [&](const Tensor& in) {...});`
+    template <typename Body>
+    Tensor with_forward_hooks(const Tensor& input, Body&& body) const {
+        if (!has_forward_hooks()) return body(input);
+        Tensor in = run_forward_pre_hooks(input);
+        return run_forward_hooks(in, body(in));
+    }
+
     // ---- mode, placement, gradients ----
     virtual void train(bool on = true);          // recursive; Dropout reads is_training()
     void eval() { train(false); }
@@ -114,6 +137,8 @@ private:
                          std::vector<const Module*>& seen) const;
     void rename_parameters(const std::string& prefix);
     void check_new_name(const std::string& kind, const std::string& name) const;
+    Tensor run_forward_pre_hooks(const Tensor& input) const;
+    Tensor run_forward_hooks(const Tensor& input, Tensor output) const;
 
     std::string type_name_;
     std::string path_prefix_;          // this module's dotted path from the root plus ".", or ""
@@ -121,6 +146,8 @@ private:
     std::vector<std::pair<std::string, Tensor>> params_;
     std::vector<std::pair<std::string, Tensor>> buffers_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+    std::shared_ptr<autograd::HookList<ForwardPreHook>> pre_hooks_ = std::make_shared<autograd::HookList<ForwardPreHook>>();
+    std::shared_ptr<autograd::HookList<ForwardHook>> post_hooks_ = std::make_shared<autograd::HookList<ForwardHook>>();
 };
 
 }  // namespace ampgrad::nn

@@ -6,9 +6,11 @@
 namespace ampgrad::nn {
 
 Tensor Sequential::forward(const Tensor& x) const {
-    Tensor h = x;
-    for (const auto& fn : forwards_) h = fn(h);
-    return h;
+    return with_forward_hooks(x, [&](const Tensor& in) {
+        Tensor h = in;
+        for (const auto& fn : forwards_) h = fn(h);
+        return h;
+    });
 }
 
 const std::shared_ptr<Module>& Sequential::ptr(size_t i) const {

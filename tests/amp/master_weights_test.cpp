@@ -110,6 +110,11 @@ TEST_CASE("master weights: an overflow skips the step; parameters, masters and o
     }
     CHECK(opt.loss_scale() == 512);                                       // hysteresis 2: second overflow halves
     CHECK(opt.skipped_steps() == 2);
+    CHECK(opt.state_dict().skipped_steps == 2);                           // saved, and loaded back
+    amp::MasterWeightsOptimizer other(Net(kFloat16).seq->parameters(), make_adamw,
+                                      std::make_unique<amp::DynamicLossScaler>());
+    other.load_state_dict(opt.state_dict());
+    CHECK(other.skipped_steps() == 2);
     for (size_t i = 0; i < params_before.size(); ++i) {
         CHECK(equal(opt.model_params()[i], params_before[i]));
         CHECK(equal(opt.master_params()[i], masters_before[i]));

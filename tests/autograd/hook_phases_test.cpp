@@ -181,3 +181,35 @@ TEST_CASE("a backward called inside a forward does not count as the user's backw
     CHECK_CLOSE(w2_grad, m.w2.grad(), tol_for(kFloat64));
     CHECK_CLOSE(w1_grad, m.w1.grad(), tol_for(kFloat64));
 }
+
+TEST_CASE("count_leaves_to_accumulate: the parameters each backward phase will produce, counted once per phase") {
+    TwoLinear m;
+    manual_seed(3);
+    Tensor x = randn({6, 4}, TensorOptions(kFloat64));
+    std::vector<Tensor> leaves{m.w1, m.b1, m.w2, m.b2};
+    CHECK(autograd::count_leaves_to_accumulate(leaves) == 0);             // outside backward
+    SUBCASE("plain backward: every parameter in one phase") {
+        std::vector<int64_t> counts;
+        autograd::ScopedHook h = m.w2.register_post_accumulate_grad_hook(
+            [&](Tensor&) { counts.push_back(autograd::count_leaves_to_accumulate(leaves)); });
+        m.loss(x, false).backward();
+        CHECK(counts == std::vector<int64_t>{4});
+    }
+    SUBCASE("reentrant checkpoint of linear1: the outer phase has w2, b2; the nested one w1, b1") {
+        std::vector<int64_t> outer, nested;
+        autograd::ScopedHook h2 = m.w2.register_post_accumulate_grad_hook(
+            [&](Tensor&) { outer.push_back(autograd::count_leaves_to_accumulate(leaves)); });
+        autograd::ScopedHook h1 = m.w1.register_post_accumulate_grad_hook(
+            [&](Tensor&) { nested.push_back(autograd::count_leaves_to_accumulate(leaves)); });
+        m.loss(x, true).backward();
+        CHECK(outer == std::vector<int64_t>{2});
+        CHECK(nested == std::vector<int64_t>{2});
+    }
+    SUBCASE("a parameter not used by this loss is not counted") {
+        std::vector<int64_t> counts;
+        autograd::ScopedHook h = m.w1.register_post_accumulate_grad_hook(
+            [&](Tensor&) { counts.push_back(autograd::count_leaves_to_accumulate(leaves)); });
+        (linear(x, m.w1, m.b1).tanh().sum()).backward();
+        CHECK(counts == std::vector<int64_t>{2});
+    }
+}

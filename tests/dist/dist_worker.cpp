@@ -5,6 +5,7 @@
 //   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
 //   nccl         the NCCL group on a CUDA tensor (a clear DistError without a GPU)
 //   ddp*         DistributedDataParallel against single-process training (tests/dist/ddp_scenarios.cpp)
+//   zero*        the ZeRO engine against single-process training (tests/zero/zero_scenarios.cpp)
 //   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
@@ -23,6 +24,7 @@ using namespace ampgrad;
 namespace dist = ampgrad::dist;
 
 int run_ddp(const std::string& scenario);   // tests/dist/ddp_scenarios.cpp
+int run_zero(const std::string& scenario);  // tests/zero/zero_scenarios.cpp
 
 namespace {
 
@@ -190,6 +192,7 @@ int main(int argc, char** argv) {
         else if (scenario == "nccl") rc = run_nccl();
         else if (scenario == "init") dist::barrier();
         else if (scenario.rfind("ddp", 0) == 0) rc = run_ddp(scenario);
+        else if (scenario.rfind("zero", 0) == 0) rc = run_zero(scenario);
         else { std::printf("unknown scenario %s\n", scenario.c_str()); rc = 2; }
     } catch (const ampgrad::Error& e) {   // DistError, or ValueError for a bad RANK/WORLD_SIZE
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);

@@ -168,3 +168,38 @@ TEST_CASE("an optimizer built before to(kFloat64) still holds and updates the co
     CHECK(fc->weight.to_vector<double>()[0] == doctest::Approx(w0[0] - 0.5));
     CHECK(fc->bias.item<double>() == doctest::Approx(b0 - 0.5));
 }
+
+TEST_CASE("module: forward pre- and post-hooks run around forward in registration order; remove() takes one out") {
+    auto fc = std::make_shared<nn::Linear>(3, 2);
+    nn::Sequential seq;
+    seq.push_back(fc);
+    std::vector<std::string> log;
+    auto pre = fc->register_forward_pre_hook([&](nn::Module& m, const Tensor& in) {
+        log.push_back("pre " + m.name());
+        return in * 2.0;                                        // replaces the input
+    });
+    auto post = fc->register_forward_hook([&](nn::Module&, const Tensor& in, const Tensor&) {
+        log.push_back("post " + std::to_string(in.to_vector<float>()[0]));   // sees the replaced input
+        return Tensor();                                        // keeps the output
+    });
+    auto outer = seq.register_forward_hook([&](nn::Module& m, const Tensor&, const Tensor& out) {
+        log.push_back("outer " + m.name());
+        return out + 1.0;
+    });
+    Tensor x = ones({1, 3});
+    Tensor y = seq.forward(x);
+    CHECK(log == std::vector<std::string>{"pre Linear", "post 2.000000", "outer Sequential"});
+    Tensor want = linear(x * 2.0, fc->weight, fc->bias) + 1.0;
+    CHECK(equal(y, want));
+    pre.remove();
+    outer.remove();
+    pre.remove();                                               // twice is harmless
+    log.clear();
+    fc->forward(x);
+    CHECK(log == std::vector<std::string>{"post 1.000000"});
+    log.clear();
+    post.remove();
+    CHECK_FALSE(fc->has_forward_hooks());
+    CHECK(equal(seq.forward(x), linear(x, fc->weight, fc->bias)));
+    CHECK(log.empty());
+}

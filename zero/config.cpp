@@ -1,0 +1,126 @@
+// zero/config.cpp: DeepSpeed JSON keys -> ZeroConfig. Every key is looked up in a table of the
+// ones we support; anything else is an error that names the key and lists the known ones, rather
+// than a silently ignored setting.
+#include "zero/config.hpp"
+
+#include "core/error.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+namespace ampgrad::zero {
+
+namespace {
+
+using json = nlohmann::json;
+using Setter = std::function<void(ZeroConfig&, const json&)>;
+
+template <typename T>
+T get_as(const json& v, const std::string& key, const std::string& source) {
+    try {
+        if constexpr (std::is_same_v<T, bool>) {
+            if (!v.is_boolean()) throw std::runtime_error("not a boolean");
+        } else {
+            if (!v.is_number()) throw std::runtime_error("not a number");
+        }
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+            double d = v.get<double>();   // DeepSpeed configs write 5e8 for counts
+            if (d != static_cast<double>(static_cast<T>(d))) throw std::runtime_error("not an integer");
+            return static_cast<T>(d);
+        }
+        return v.get<T>();
+    } catch (const std::exception& e) {
+        throw ValueError(fmt::format("ZeRO config {}: \"{}\" is {} ({})", source, key, v.dump(), e.what()));
+    }
+}
+
+// key path -> setter; a section (object) has its own table.
+void apply(const json& obj, const std::string& prefix, const std::map<std::string, Setter>& table, ZeroConfig& c,
+           const std::string& source) {
+    if (!obj.is_object()) throw ValueError(fmt::format("ZeRO config {}: \"{}\" must be an object", source, prefix));
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+        std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+        auto found = table.find(key);
+        if (found == table.end()) {
+            std::vector<std::string> known;
+            for (const auto& [k, s] : table)
+                if (k.rfind(prefix, 0) == 0) known.push_back(k);
+            throw ValueError(fmt::format("ZeRO config {}: unknown key \"{}\" (known keys: {})", source, key,
+                                         fmt::join(known, ", ")));
+        }
+        found->second(c, it.value());
+    }
+}
+
+}  // namespace
+
+ZeroConfig parse_config(const std::string& json_text, const std::string& source) {
+    json root;
+    try {
+        root = json::parse(json_text);
+    } catch (const json::parse_error& e) {
+        throw ValueError(fmt::format("ZeRO config {}: not valid JSON: {}", source, e.what()));
+    }
+    std::map<std::string, Setter> table;
+    auto num = [&](const std::string& key, auto member) {
+        table[key] = [key, member, &source](ZeroConfig& c, const json& v) {
+            using T = std::remove_reference_t<decltype(c.*member)>;
+            c.*member = get_as<T>(v, key, source);
+        };
+    };
+    num("train_batch_size", &ZeroConfig::train_batch_size);
+    num("train_micro_batch_size_per_gpu", &ZeroConfig::train_micro_batch_size_per_gpu);
+    num("gradient_accumulation_steps", &ZeroConfig::gradient_accumulation_steps);
+    num("gradient_clipping", &ZeroConfig::gradient_clipping);
+    num("zero_optimization.stage", &ZeroConfig::stage);
+    num("zero_optimization.reduce_bucket_size", &ZeroConfig::reduce_bucket_size);
+    num("zero_optimization.overlap_comm", &ZeroConfig::overlap_comm);
+    num("fp16.enabled", &ZeroConfig::fp16);
+    num("fp16.loss_scale", &ZeroConfig::loss_scale);
+    num("fp16.initial_scale_power", &ZeroConfig::initial_scale_power);
+    num("fp16.loss_scale_window", &ZeroConfig::loss_scale_window);
+    num("fp16.hysteresis", &ZeroConfig::hysteresis);
+    num("fp16.consecutive_hysteresis", &ZeroConfig::consecutive_hysteresis);
+    num("fp16.min_loss_scale", &ZeroConfig::min_loss_scale);
+    num("bf16.enabled", &ZeroConfig::bf16);
+    ZeroConfig c;
+    auto section = [&](const std::string& name) {
+        table[name] = [&, name](ZeroConfig& cfg, const json& v) { apply(v, name, table, cfg, source); };
+    };
+    section("zero_optimization");
+    section("fp16");
+    section("bf16");
+    apply(root, "", table, c, source);
+    c.validate();
+    return c;
+}
+
+ZeroConfig load_config(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw IOError(fmt::format("ZeRO config: cannot open \"{}\"", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_config(text.str(), path);
+}
+
+void ZeroConfig::validate() const {
+    auto fail = [](const std::string& what) { throw ValueError("ZeRO config: " + what); };
+    if (stage != 1 && stage != 2)
+        fail(fmt::format("zero_optimization.stage is {}; this engine implements stages 1 and 2 (stage 0 is "
+                         "dist::DistributedDataParallel)", stage));
+    if (train_micro_batch_size_per_gpu < 1) fail(fmt::format("train_micro_batch_size_per_gpu is {}, must be >= 1", train_micro_batch_size_per_gpu));
+    if (gradient_accumulation_steps < 1) fail(fmt::format("gradient_accumulation_steps is {}, must be >= 1", gradient_accumulation_steps));
+    if (reduce_bucket_size < 1) fail(fmt::format("zero_optimization.reduce_bucket_size is {}, must be >= 1", reduce_bucket_size));
+    if (gradient_clipping < 0) fail(fmt::format("gradient_clipping is {}, must be >= 0", gradient_clipping));
+    if (fp16 && bf16) fail("fp16.enabled and bf16.enabled are both true");
+    if (fp16 && loss_scale == 0 && (loss_scale_window <= 0 || min_loss_scale <= 0 || hysteresis < 1))
+        fail(fmt::format("dynamic loss scaling needs loss_scale_window > 0, min_loss_scale > 0, hysteresis >= 1 "
+                         "(got {}, {}, {})", loss_scale_window, min_loss_scale, hysteresis));
+}
+
+}  // namespace ampgrad::zero

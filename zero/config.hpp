@@ -1,0 +1,43 @@
+// zero/config.hpp: the ZeRO engine's configuration, as a struct or as a DeepSpeed-style JSON file
+// with the key names DeepSpeed users already write (deepspeed/runtime/config.py,
+// deepspeed/runtime/zero/config.py). An unknown or misspelt key is a ValueError naming it.
+//
+//   { "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+//     "zero_optimization": { "stage": 2, "reduce_bucket_size": 5e8, "overlap_comm": true },
+//     "fp16": { "enabled": true, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1 },
+//     "gradient_clipping": 1.0 }
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ampgrad::zero {
+
+struct ZeroConfig {
+    int64_t train_batch_size = 0;                  // 0: micro * accumulation * world size; else checked
+    int64_t train_micro_batch_size_per_gpu = 1;
+    int64_t gradient_accumulation_steps = 1;
+    double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
+    // zero_optimization
+    int stage = 1;                                 // 1: optimizer states + f32 masters partitioned; 2: + gradients
+    int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stage 2)
+    bool overlap_comm = true;                      // reduce buckets asynchronously while backward runs
+    // fp16 (dynamic loss scaling unless loss_scale > 0)
+    bool fp16 = false;
+    double loss_scale = 0.0;
+    int initial_scale_power = 16;
+    int64_t loss_scale_window = 1000;
+    int64_t hysteresis = 2;
+    bool consecutive_hysteresis = false;
+    double min_loss_scale = 1.0;
+    // bf16: no loss scaling
+    bool bf16 = false;
+
+    // ValueError naming the field for an impossible value (stage not 1 or 2, window <= 0, ...).
+    void validate() const;
+};
+
+// Parses DeepSpeed JSON text; `source` names it in errors (a file name).
+ZeroConfig parse_config(const std::string& json_text, const std::string& source = "config");
+ZeroConfig load_config(const std::string& path);
+
+}  // namespace ampgrad::zero

@@ -1,0 +1,232 @@
+// zero/engine.cpp: the ZeRO engine's backward side: construction, the per-parameter hooks, the
+// gradient buckets and their owner-contiguous reduce-scatter, and the once-per-backward epilogue.
+// The step (overflow, norm, clip, update, all-gather) is in engine_step.cpp.
+#include "zero/engine.hpp"
+
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+#include "dist/ddp.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace ampgrad::zero {
+
+// One launched reduce-scatter: its buffers stay alive until it completes.
+struct ZeroEngine::Pending {
+    dist::WorkPtr work;
+    Tensor send, recv;                   // (W * chunk), (chunk): model dtype
+    std::vector<Piece> mine;             // this rank's pieces...
+    std::vector<int64_t> recv_offset;    // ...and where each sits in recv
+};
+
+namespace {
+
+std::vector<int64_t> numels_of(const std::vector<Tensor>& params) {
+    std::vector<int64_t> out;
+    for (const Tensor& p : params) out.push_back(p.numel());
+    return out;
+}
+
+std::unique_ptr<amp::LossScaler> make_scaler(const ZeroConfig& c) {
+    if (!c.fp16) return nullptr;
+    if (c.loss_scale > 0) return std::make_unique<amp::StaticLossScaler>(c.loss_scale);
+    amp::DynamicLossScalerOptions o;
+    o.init_scale = std::ldexp(1.0, c.initial_scale_power);
+    o.scale_window = c.loss_scale_window;
+    o.min_scale = c.min_loss_scale;
+    o.delayed_shift = c.hysteresis;
+    o.consecutive_hysteresis = c.consecutive_hysteresis;
+    return std::make_unique<amp::DynamicLossScaler>(o);
+}
+
+}  // namespace
+
+ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, const OptimizerFactory& make_optimizer,
+                       dist::ProcessGroup* group, const SchedulerFactory& make_scheduler)
+    : module_(std::move(module)), config_(config), group_(group ? group : &dist::default_group()),
+      layout_({}, 1), epilogue_([this] { begin_backward(); }, [this] { end_backward(); }) {
+    if (!module_) throw ValueError("ZeroEngine: the module is null");
+    config_.validate();
+    const int W = group_->world_size();
+    if (config_.train_batch_size > 0 &&
+        config_.train_batch_size != config_.train_micro_batch_size_per_gpu * config_.gradient_accumulation_steps * W)
+        throw ValueError(fmt::format(
+            "ZeroEngine: train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps {} * "
+            "world size {}", config_.train_batch_size, config_.train_micro_batch_size_per_gpu,
+            config_.gradient_accumulation_steps, W));
+    dist::broadcast_module_state(*module_, *group_, /*buffers=*/true);
+    for (const auto& [name, p] : module_->named_parameters()) {
+        if (!p.requires_grad()) continue;
+        if (!names_.empty() && p.dtype() != params_[0].dtype())
+            throw DTypeError(fmt::format("ZeroEngine: parameter '{}' is {} but '{}' is {}; one dtype per model",
+                                         name, dtype_name(p.dtype()), names_[0], dtype_name(params_[0].dtype())));
+        names_.push_back(name);
+        params_.push_back(p);
+    }
+    if (params_.empty()) throw ValueError("ZeroEngine: the module has no parameter that requires grad");
+    model_dtype_ = params_[0].dtype();
+    if (config_.fp16 && model_dtype_ != kFloat16)
+        throw DTypeError(fmt::format("ZeroEngine: fp16.enabled needs float16 parameters, got {} (call module->to(kFloat16))",
+                                     dtype_name(model_dtype_)));
+    if (config_.bf16 && model_dtype_ != kBFloat16)
+        throw DTypeError(fmt::format("ZeroEngine: bf16.enabled needs bfloat16 parameters, got {}", dtype_name(model_dtype_)));
+    master_dtype_ = model_dtype_ == kFloat64 ? kFloat64 : kFloat32;
+    layout_ = FlatLayout(numels_of(params_), W);
+
+    // This rank's partition of the flat parameters, in the master dtype (padding stays zero).
+    NoGradGuard no_grad;
+    const int64_t P = layout_.partition_numel(), begin = layout_.partition_begin(group_->rank());
+    const TensorOptions master_options = TensorOptions().dtype(master_dtype_).device(params_[0].device());
+    master_ = zeros({P}, master_options);
+    for (size_t i = 0; i < params_.size(); ++i)
+        for (const Piece& piece : layout_.pieces(i))
+            if (piece.rank == group_->rank())
+                master_.narrow(0, piece.flat_begin - begin, piece.numel)
+                    .copy_(params_[i].detach().reshape({-1}).narrow(0, piece.param_offset, piece.numel));
+    master_.requires_grad_(true);
+    grad_partition_ = zeros({P}, master_options);
+    if (config_.stage == 1)
+        full_grads_ = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(params_[0].device()));
+    inner_ = make_optimizer({master_});
+    if (!inner_) throw ValueError("ZeroEngine: the optimizer factory returned null");
+    if (make_scheduler) scheduler_ = make_scheduler(*inner_);
+    scaler_ = make_scaler(config_);
+    for (size_t i = 0; i < params_.size(); ++i)
+        hooks_.emplace_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_grad(i); }));
+}
+
+ZeroEngine::~ZeroEngine() {
+    hooks_.clear();
+    try {
+        for (auto& p : pending_) p->work->wait(group_->timeout());   // in flight after a backward that threw
+    } catch (const Error&) {
+    }
+}
+
+Tensor ZeroEngine::scale(const Tensor& loss) {
+    next_scaled_ = true;
+    return scaler_ ? scaler_->scale_loss(loss) : loss;
+}
+
+Tensor ZeroEngine::backward(const Tensor& loss, bool retain_graph, bool scale_wrt_gas) {
+    if (loss.numel() != 1)
+        throw ShapeError(fmt::format("ZeroEngine.backward: the loss must have one element, got {}", loss.describe()));
+    if (!loss.requires_grad())
+        throw AutogradError("ZeroEngine.backward: the loss does not require grad (no parameter reached it)");
+    next_scale_wrt_gas_ = scale_wrt_gas;
+    scale(loss).backward(Tensor(), retain_graph);
+    next_scale_wrt_gas_ = true;
+    NoGradGuard no_grad;
+    return scale_wrt_gas ? loss.detach() * (1.0 / static_cast<double>(config_.gradient_accumulation_steps)) : loss.detach();
+}
+
+bool ZeroEngine::is_gradient_accumulation_boundary() const {
+    return (micro_steps_ + 1) % config_.gradient_accumulation_steps == 0;
+}
+
+// ---- backward: hooks, buckets, epilogue ----
+
+// First hook of a user backward: fix this backward's divisor and whether its loss was scaled.
+void ZeroEngine::begin_backward() {
+    complete_pending();   // only after a backward that threw before its epilogue
+    bucket_.clear();
+    bucket_grads_.clear();
+    bucket_numel_ = 0;
+    divisor_ = static_cast<double>(group_->world_size()) *
+               (next_scale_wrt_gas_ ? static_cast<double>(config_.gradient_accumulation_steps) : 1.0);
+    this_scaled_ = next_scaled_;
+    next_scaled_ = false;
+}
+
+// Post-accumulate-grad hook: take the gradient (pre-divided by W * GAS) and clear .grad, so a
+// second accumulation in this backward (a parameter used again in a checkpoint phase, or shared)
+// arrives as a fresh gradient and is simply added: reduction is linear.
+void ZeroEngine::on_grad(size_t i) {
+    if (!epilogue_.on_hook()) return;   // a backward inside a forward: not ours, leave .grad
+    NoGradGuard no_grad;
+    Tensor g = params_[i].grad().reshape({-1});
+    params_[i].set_grad(Tensor());
+    Tensor scaled = (g.dtype() == kFloat64 ? g : g.to(kFloat32)) * (1.0 / divisor_);
+    if (config_.stage == 1) {
+        full_grads_.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).add_(scaled.to(model_dtype_));
+        return;
+    }
+    if (bucket_numel_ + g.numel() > config_.reduce_bucket_size) flush_bucket();
+    bucket_.push_back(i);
+    bucket_grads_.push_back(scaled.to(model_dtype_));
+    bucket_numel_ += g.numel();
+    if (bucket_numel_ >= config_.reduce_bucket_size) flush_bucket();   // a parameter larger than the bucket goes alone
+}
+
+void ZeroEngine::flush_bucket() {
+    if (bucket_.empty()) return;
+    launch(bucket_, bucket_grads_);
+    bucket_.clear();
+    bucket_grads_.clear();
+    bucket_numel_ = 0;
+    if (!config_.overlap_comm) complete_pending();
+}
+
+// Owner-contiguous pack, one reduce-scatter (sum; the gradients were pre-divided).
+void ZeroEngine::launch(const std::vector<size_t>& params, const std::vector<Tensor>& grads) {
+    NoGradGuard no_grad;
+    BucketPacking packing = pack_bucket(layout_, params);
+    const int W = group_->world_size(), me = group_->rank();
+    auto pending = std::make_unique<Pending>();
+    const TensorOptions options = TensorOptions().dtype(model_dtype_).device(params_[0].device());
+    pending->send = zeros({W * packing.chunk}, options);
+    pending->recv = zeros({packing.chunk}, options);
+    for (size_t k = 0; k < packing.pieces.size(); ++k) {
+        const Piece& piece = packing.pieces[k];
+        size_t slot = static_cast<size_t>(std::find(params.begin(), params.end(), piece.param) - params.begin());
+        pending->send.narrow(0, packing.buffer_offset[k], piece.numel)
+            .copy_(grads[slot].narrow(0, piece.param_offset, piece.numel));
+        if (piece.rank == me) {
+            pending->mine.push_back(piece);
+            pending->recv_offset.push_back(packing.buffer_offset[k] - static_cast<int64_t>(me) * packing.chunk);
+        }
+    }
+    pending->work = group_->reduce_scatter(pending->recv, pending->send, dist::ReduceOp::kSum, /*async_op=*/true);
+    pending_.push_back(std::move(pending));
+}
+
+// Wait for every launched reduce-scatter, in launch order, and add this rank's pieces into its
+// gradient partition (f32): accumulation across phases and micro-steps.
+void ZeroEngine::complete_pending() {
+    NoGradGuard no_grad;
+    const int64_t begin = layout_.partition_begin(group_->rank());
+    for (auto& p : pending_) {
+        p->work->wait(group_->timeout());
+        for (size_t k = 0; k < p->mine.size(); ++k)
+            grad_partition_.narrow(0, p->mine[k].flat_begin - begin, p->mine[k].numel)
+                .add_(p->recv.narrow(0, p->recv_offset[k], p->mine[k].numel).to(master_dtype_));
+    }
+    pending_.clear();
+}
+
+// Stage 1, at the boundary: the whole flat gradient is already owner-contiguous.
+void ZeroEngine::reduce_full_grads() {
+    NoGradGuard no_grad;
+    Tensor mine = zeros({layout_.partition_numel()}, TensorOptions().dtype(model_dtype_).device(full_grads_.device()));
+    group_->reduce_scatter(mine, full_grads_, dist::ReduceOp::kSum, /*async_op=*/false);
+    grad_partition_.add_(mine.to(master_dtype_));
+    full_grads_.zero_();
+}
+
+// The epilogue: once per user backward, after every checkpoint phase (outermost-task callback).
+void ZeroEngine::end_backward() {
+    if (config_.stage == 2) {
+        flush_bucket();
+        complete_pending();
+    } else if (is_gradient_accumulation_boundary()) {
+        reduce_full_grads();
+    }
+    if (scaler_ && !this_scaled_)
+        throw AutogradError(
+            "ZeroEngine: Loss scaling is required for this configuration (fp16.enabled), but backward() was called "
+            "directly without scaling the loss: call engine.backward(loss), or engine.scale(loss).backward()");
+}
+
+}  // namespace ampgrad::zero

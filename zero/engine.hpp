@@ -1,0 +1,128 @@
+// zero/engine.hpp: a DeepSpeed-style training engine with ZeRO stages 1 and 2 (DeepSpeed's
+// deepspeed/runtime/engine.py driving deepspeed/runtime/zero/stage_1_and_2.py). docs/zero.md
+// walks through one step.
+//
+//   zero::ZeroEngine engine(model, zero::load_config("ds_config.json"),
+//       [](std::vector<Tensor> masters) { return std::make_unique<optim::AdamW>(masters, optim::AdamWOptions(1e-3)); });
+//   for (auto& [x, y] : micro_batches) {
+//       Tensor loss = loss_fn(model->forward(x), y);
+//       engine.backward(loss);        // scaled (fp16), /accumulation steps; gradients reduced by hooks
+//       engine.step();                // every micro-batch; updates only at accumulation boundaries
+//   }
+//   // or, as plain PyTorch: engine.scale(loss).backward();  out.backward(grad);   then engine.step()
+//
+// Per rank: the full model (its dtype), the f32 master and optimizer state of ONE partition
+// (stage 1 and 2), and either the full gradients (stage 1: reduced once per step, at the boundary)
+// or only the partition's (stage 2: buckets reduce-scattered while backward runs, every
+// micro-step). Every parameter's post-accumulate-grad hook hands its gradient over and clears
+// .grad; the end-of-backward epilogue (autograd::BackwardEpilogue) runs once per user backward,
+// after every reentrant checkpoint phase, and never for a backward called inside a forward.
+#pragma once
+#include "amp/loss_scaler.hpp"
+#include "autograd/backward_epilogue.hpp"
+#include "dist/process_group.hpp"
+#include "nn/module.hpp"
+#include "optim/lr_scheduler.hpp"
+#include "optim/optimizer.hpp"
+#include "zero/config.hpp"
+#include "zero/layout.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ampgrad::zero {
+
+// The inner optimizer gets this rank's master partition: one flat f32 (f64 for an f64 model) leaf.
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> master_partition)>;
+using SchedulerFactory = std::function<std::unique_ptr<optim::LRScheduler>(optim::Optimizer& inner)>;
+
+// Bytes this rank holds for the model states, by kind (the ZeRO paper's 2Ψ + 2Ψ + KΨ split).
+struct ModelStateBytes {
+    int64_t params = 0;            // the model's parameters (full on every rank in stages 1, 2)
+    int64_t grads = 0;             // stage 1: full flat gradients; stage 2: bucket + partition
+    int64_t optimizer = 0;         // master partition + the inner optimizer's state tensors
+    int64_t total() const { return params + grads + optimizer; }
+};
+// The ZeRO paper's per-device figure (Table 1): psi parameters, K = 12 for Adam in mixed precision,
+// 2-byte params and grads. Stage 1: 4Ψ + KΨ/N; stage 2: 2Ψ + (2 + K)Ψ/N.
+double zero_paper_bytes(int stage, int64_t psi, int world_size, double k = 12.0);
+
+class ZeroEngine {
+public:
+    // Broadcasts rank 0's parameters, lays out the partitions, hooks every trainable parameter.
+    ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, const OptimizerFactory& make_optimizer,
+               dist::ProcessGroup* group = nullptr, const SchedulerFactory& make_scheduler = {});
+    ~ZeroEngine();
+    ZeroEngine(const ZeroEngine&) = delete;
+    ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+    // (loss * scale).backward(); the gradients are divided by gradient_accumulation_steps unless
+    // scale_wrt_gas is false. Returns loss / accumulation steps, for logging. loss: one element.
+    Tensor backward(const Tensor& loss, bool retain_graph = false, bool scale_wrt_gas = true);
+    // loss * loss scale, for users who call .backward() themselves (required with fp16).
+    Tensor scale(const Tensor& loss);
+    // Call after every micro-batch's backward. At an accumulation boundary: agree on overflow
+    // across ranks, update the scaler, then skip, or unscale + clip + step + all-gather.
+    void step();
+    bool is_gradient_accumulation_boundary() const;
+
+    bool was_step_applied() const { return step_applied_; }
+    int64_t global_steps() const { return global_steps_; }
+    int64_t micro_steps() const { return micro_steps_; }
+    int64_t skipped_steps() const { return skipped_steps_; }
+    int64_t epilogues_run() const { return epilogue_.epilogues_run(); }
+    double loss_scale() const { return scaler_ ? scaler_->loss_scale() : 1.0; }
+    double global_grad_norm() const { return grad_norm_; }   // unscaled, before clipping; last applied step
+    const FlatLayout& layout() const { return layout_; }
+    const ZeroConfig& config() const { return config_; }
+    nn::Module& module() const { return *module_; }
+    optim::Optimizer& optimizer() const { return *inner_; }
+    ModelStateBytes model_state_bytes() const;
+    // This rank's reduced, still scaled gradient partition (P elements, f32); for tests and debugging.
+    Tensor& grad_partition() { return grad_partition_; }
+    // The full reduced (unscaled by nothing, still loss-scaled) gradient of a parameter, gathered
+    // from its owners: a collective, every rank must call it (DeepSpeed's safe_get_full_grad).
+    Tensor full_grad(const std::string& name);
+
+private:
+    struct Pending;
+    void on_grad(size_t i);
+    void begin_backward();
+    void end_backward();
+    void flush_bucket();
+    void launch(const std::vector<size_t>& params, const std::vector<Tensor>& grads);
+    void complete_pending();
+    void reduce_full_grads();
+    void apply_step();
+
+    std::shared_ptr<nn::Module> module_;
+    ZeroConfig config_;
+    dist::ProcessGroup* group_;
+    std::vector<std::string> names_;
+    std::vector<Tensor> params_;
+    FlatLayout layout_;
+    DType model_dtype_, master_dtype_;
+    Tensor master_;                       // (P) this rank's master partition, a leaf
+    Tensor grad_partition_;               // (P) reduced gradients, accumulated until the step
+    Tensor full_grads_;                   // stage 1: (padded) local gradients, accumulated
+    std::vector<size_t> bucket_;          // stage 2: parameters whose gradients wait in bucket_grads_
+    std::vector<Tensor> bucket_grads_;
+    int64_t bucket_numel_ = 0;
+    std::vector<std::unique_ptr<Pending>> pending_;
+    std::unique_ptr<optim::Optimizer> inner_;
+    std::unique_ptr<optim::LRScheduler> scheduler_;
+    std::unique_ptr<amp::LossScaler> scaler_;
+    autograd::BackwardEpilogue epilogue_;
+    std::vector<autograd::ScopedHook> hooks_;
+    double divisor_ = 1.0;                // this backward's gradients are divided by it (W * GAS)
+    bool next_scale_wrt_gas_ = true;      // set by backward(); read when the backward begins
+    bool next_scaled_ = false;            // backward()/scale() was called for the next backward
+    bool this_scaled_ = false;
+    int64_t global_steps_ = 0, micro_steps_ = 0, skipped_steps_ = 0;
+    bool step_applied_ = false;
+    double grad_norm_ = 0.0;
+};
+
+}  // namespace ampgrad::zero

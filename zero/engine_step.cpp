@@ -1,0 +1,99 @@
+// zero/engine_step.cpp: the ZeRO engine's step (DeepSpeed's DeepSpeedZeroOptimizer.step in
+// deepspeed/runtime/zero/stage_1_and_2.py, with two fixes): every rank agrees on overflow with
+// one all-reduce (max) of its partition's found-inf; the gradient norm is one all-reduce (sum) of
+// the partitions' squared norms; the gradients are unscaled with the scale the backward USED (not
+// the one update_scale just set); then the inner optimizer steps the master partition and one
+// all-gather gives every rank the whole updated model.
+#include "zero/engine.hpp"
+
+#include "autograd/grad_mode.hpp"
+#include "autograd/ops/ops.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace ampgrad::zero {
+
+void ZeroEngine::step() {
+    if (epilogue_.in_backward())
+        throw AutogradError("ZeroEngine.step: called while a backward is still running (from a hook?)");
+    const bool boundary = is_gradient_accumulation_boundary();
+    ++micro_steps_;
+    if (!boundary) return;
+    apply_step();
+    ++global_steps_;
+}
+
+void ZeroEngine::apply_step() {
+    NoGradGuard no_grad;
+    // 1. Overflow, agreed: any non-finite element in any rank's partition skips the step everywhere.
+    Tensor found = (1.0 - isfinite(grad_partition_).to(kFloat32)).sum().reshape({1});
+    group_->all_reduce(found, dist::ReduceOp::kMax, /*async_op=*/false);
+    const bool overflow = found.item<float>() > 0.0f;
+    // 2. The scale the backward used, then the scaler's update (DeepSpeed's hysteresis; may throw at min).
+    const double backward_scale = loss_scale();
+    if (scaler_) scaler_->update_scale(overflow);
+    if (overflow) {
+        ++skipped_steps_;   // no optimizer step, no scheduler step, parameters untouched
+        step_applied_ = false;
+        grad_partition_.zero_();
+        return;
+    }
+    // 3. Global norm over every partition (padding is zero), unscaled.
+    Tensor sq = (grad_partition_.to(kFloat64) * grad_partition_.to(kFloat64)).sum().reshape({1});
+    group_->all_reduce(sq, dist::ReduceOp::kSum, /*async_op=*/false);
+    grad_norm_ = std::sqrt(sq.item<double>()) / backward_scale;
+    // 4. Unscale and clip in one multiply: g / (S * c), c = (norm + 1e-6) / clip when above 1.
+    double combined = backward_scale;
+    if (config_.gradient_clipping > 0.0) {
+        double c = (grad_norm_ + 1e-6) / config_.gradient_clipping;
+        if (c > 1.0) combined *= c;
+    }
+    master_.set_grad(grad_partition_ * (1.0 / combined));
+    inner_->step();
+    master_.set_grad(Tensor());
+    grad_partition_.zero_();
+    // 5. All-gather the updated partitions (model dtype) and write them into the parameters.
+    Tensor mine = master_.detach().to(model_dtype_);
+    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(master_.device()));
+    group_->all_gather(flat, mine, /*async_op=*/false);
+    for (size_t i = 0; i < params_.size(); ++i)
+        params_[i].detach().copy_(flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(params_[i].sizes()));
+    step_applied_ = true;
+    if (scheduler_) scheduler_->step();
+}
+
+Tensor ZeroEngine::full_grad(const std::string& name) {
+    auto it = std::find(names_.begin(), names_.end(), name);
+    if (it == names_.end()) throw ValueError(fmt::format("ZeroEngine.full_grad: no trainable parameter '{}'", name));
+    size_t i = static_cast<size_t>(it - names_.begin());
+    NoGradGuard no_grad;
+    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(master_dtype_).device(master_.device()));
+    group_->all_gather(flat, grad_partition_, /*async_op=*/false);
+    return flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(params_[i].sizes()).clone();
+}
+
+ModelStateBytes ZeroEngine::model_state_bytes() const {
+    ModelStateBytes b;
+    for (const Tensor& p : params_) b.params += p.numel() * static_cast<int64_t>(p.element_size());
+    b.grads = grad_partition_.numel() * static_cast<int64_t>(grad_partition_.element_size());
+    if (full_grads_.defined()) b.grads += full_grads_.numel() * static_cast<int64_t>(full_grads_.element_size());
+    else b.grads += std::min(config_.reduce_bucket_size, layout_.padded_numel()) * static_cast<int64_t>(params_[0].element_size());
+    b.optimizer = master_.numel() * static_cast<int64_t>(master_.element_size());
+    if (const optim::ParamState* st = inner_->find_state(master_))
+        for (const auto& [key, t] : *st) b.optimizer += t.numel() * static_cast<int64_t>(t.element_size());
+    return b;
+}
+
+double zero_paper_bytes(int stage, int64_t psi, int world_size, double k) {
+    const double p = static_cast<double>(psi), n = world_size;
+    switch (stage) {
+        case 0: return (4.0 + k) * p;
+        case 1: return 4.0 * p + k * p / n;
+        case 2: return 2.0 * p + (2.0 + k) * p / n;
+        case 3: return (4.0 + k) * p / n;
+        default: throw ValueError(fmt::format("zero_paper_bytes: stage {} is not 0..3", stage));
+    }
+}
+
+}  // namespace ampgrad::zero
