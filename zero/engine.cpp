@@ -3,6 +3,7 @@
 // The step (overflow, norm, clip, update, all-gather) is in engine_step.cpp.
 #include "zero/engine.hpp"
 
+#include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "dist/ddp.hpp"
@@ -117,7 +118,6 @@ Tensor ZeroEngine::backward(const Tensor& loss, bool retain_graph, bool scale_wr
         throw AutogradError("ZeroEngine.backward: the loss does not require grad (no parameter reached it)");
     next_scale_wrt_gas_ = scale_wrt_gas;
     scale(loss).backward(Tensor(), retain_graph);
-    next_scale_wrt_gas_ = true;
     NoGradGuard no_grad;
     return scale_wrt_gas ? loss.detach() * (1.0 / static_cast<double>(config_.gradient_accumulation_steps)) : loss.detach();
 }
@@ -136,6 +136,7 @@ void ZeroEngine::begin_backward() {
     bucket_numel_ = 0;
     divisor_ = static_cast<double>(group_->world_size()) *
                (next_scale_wrt_gas_ ? static_cast<double>(config_.gradient_accumulation_steps) : 1.0);
+    next_scale_wrt_gas_ = true;
     this_scaled_ = next_scaled_;
     next_scaled_ = false;
 }

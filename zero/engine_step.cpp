@@ -6,6 +6,7 @@
 // all-gather gives every rank the whole updated model.
 #include "zero/engine.hpp"
 
+#include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 
@@ -15,8 +16,8 @@
 namespace ampgrad::zero {
 
 void ZeroEngine::step() {
-    if (epilogue_.in_backward())
-        throw AutogradError("ZeroEngine.step: called while a backward is still running (from a hook?)");
+    if (autograd::current_graph_task_depth() > 0)
+        throw AutogradError("ZeroEngine.step: called while a backward is running (from a hook or a callback?)");
     const bool boundary = is_gradient_accumulation_boundary();
     ++micro_steps_;
     if (!boundary) return;

@@ -185,7 +185,8 @@ TEST_CASE("a backward called inside a forward does not count as the user's backw
 TEST_CASE("count_leaves_to_accumulate: the parameters each backward phase will produce, counted once per phase") {
     TwoLinear m;
     manual_seed(3);
-    Tensor x = randn({6, 4}, TensorOptions(kFloat64));
+    // x requires grad: reentrant checkpointing with no input that requires grad computes no gradient.
+    Tensor x = randn({6, 4}, TensorOptions(kFloat64).requires_grad(true));
     std::vector<Tensor> leaves{m.w1, m.b1, m.w2, m.b2};
     CHECK(autograd::count_leaves_to_accumulate(leaves) == 0);             // outside backward
     SUBCASE("plain backward: every parameter in one phase") {

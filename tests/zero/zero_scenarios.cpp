@@ -20,6 +20,7 @@
 #include "nn/linear.hpp"
 #include "nn/utils/clip_grad.hpp"
 #include "optim/adamw.hpp"
+#include "optim/lr_scheduler.hpp"
 #include "zero/engine.hpp"
 
 #include <algorithm>
@@ -191,7 +192,11 @@ int run_fp16(int stage) {
         "fp16": {{ "enabled": true, "initial_scale_power": 8, "hysteresis": 1, "loss_scale_window": 100 }} }})", stage));
     set_rng_state({7, 0});
     auto net = std::make_shared<Net>(kFloat16);
-    zero::ZeroEngine engine(net, config, adamw);
+    // The scheduler halves the lr on every applied step, and must not move on a skipped one.
+    zero::ZeroEngine engine(net, config, adamw, nullptr, [](optim::Optimizer& o) {
+        return std::make_unique<optim::StepLR>(o, optim::StepLROptions{.step_size = 1, .gamma = 0.5});
+    });
+    auto lr = [&] { return engine.optimizer().param_groups()[0].lr(); };
     set_rng_state({static_cast<uint64_t>(90 + R), 0});
     Tensor x = randn({kLocalBatch, 4}).to(kFloat16), y = randn({kLocalBatch, 3}).to(kFloat16);
     engine.backward(mse(net->forward(x), y));
@@ -206,6 +211,7 @@ int run_fp16(int stage) {
     engine.step();
     EXPECT(!engine.was_step_applied() && engine.skipped_steps() == 1, "rank %d did not skip", R);
     EXPECT(engine.loss_scale() == 128, "scale %g after the overflow, expected 128", engine.loss_scale());
+    EXPECT(lr() == 0.025, "lr %g after one applied and one skipped step, expected 0.025", lr());
     std::vector<Tensor> after = snapshot(*net);
     for (size_t i = 0; i < before.size(); ++i) EXPECT(bit_equal(before[i], after[i]), "parameter %zu changed", i);
     EXPECT(bit_equal(exp_avg, engine.optimizer().state(engine.optimizer().param_groups()[0].params[0]).at("exp_avg")),
@@ -220,6 +226,8 @@ int run_fp16(int stage) {
     engine.scale(mse(net->forward(x), y)).backward();
     engine.step();
     EXPECT(engine.was_step_applied(), "scale(loss).backward() step not applied");
+    EXPECT(lr() == 0.0125 && engine.global_steps() == 3, "lr %g, global steps %lld", lr(),
+           static_cast<long long>(engine.global_steps()));
     try {
         mse(net->forward(x), y).backward();
         EXPECT(false, "an unscaled fp16 backward did not throw");
