@@ -37,8 +37,8 @@ void check_cross_entropy_args(const Tensor& logits, const Tensor& targets) {
 // backward 0 * inf = NaN. The forward loss keeps 0/0 = NaN, as PyTorch's does.
 Tensor nonzero_count(const Tensor& count) { return clamp(count, 1.0, std::nullopt); }
 
-// dlogits = (softmax(logits) - onehot(targets)) * g / count, zero on ignored rows, as
-// differentiable ops (the create_graph path). logits (N,V), targets (N), g and count 0-dim.
+// dlogits = (softmax(logits) - onehot(targets)) * g / count, zero on ignored rows (NaN where the row
+// is), as differentiable ops (the create_graph path). logits (N,V), targets (N), g and count 0-dim.
 Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targets, const Tensor& g,
                                         const Tensor& count, int64_t ignore_index) {
     const int64_t N = logits.size(0), V = logits.size(1);
@@ -47,7 +47,10 @@ Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targ
     Tensor onehot = eq(classes, target_col).to(logits.dtype());                                     // (N,V)
     Tensor valid = ne(target_col, ops::wrapped_scalar(static_cast<double>(ignore_index), targets)); // (N,1)
     Tensor scale = (g / nonzero_count(count)).to(logits.dtype());                                   // ()
-    return where(valid, (softmax(logits, 1) - onehot) * scale, 0.0);                               // (N,V)
+    Tensor probs = softmax(logits, 1);                                                              // (N,V)
+    // ignored rows: softmax * 0, NaN only where a NaN/+inf logit made the row NaN (as the fused kernel
+    // and PyTorch's log_softmax backward of a zero gradient)
+    return where(valid, (probs - onehot) * scale, probs * 0.0);                                    // (N,V)
 }
 
 }  // namespace

@@ -115,6 +115,9 @@ TEST_CASE("cross_entropy: a NaN class weight or logit in an ignored row, as PyTo
     CHECK(same_values(ce, f.at("ce")));
     ce.backward();
     CHECK(same_values(logits2.grad(), f.at("dce")));               // NaN in the ignored NaN row, as torch
+    Tensor logits3 = leaf(f, "logits");                            // the fused op's create_graph backward
+    tensor_list g = autograd::grad({F::cross_entropy(logits3, targets)}, {logits3}, {}, true, /*create_graph=*/true);
+    CHECK(same_values(g[0], f.at("dce")));
 }
 
 TEST_CASE("scaled_dot_product_attention: a row of all -inf scores gives 0 without a mask, as PyTorch's math path") {
