@@ -137,7 +137,8 @@ Tensor max(const Tensor& x) {
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
     ops::check_defined("max", x, "input");
     int64_t dim = ops::wrap_dim("max", dim_in, x.dim());
-    if (x.dim() == 0) return {amax(x, Shape{}, keepdim), zeros({}, TensorOptions(kInt64).device(x.device()))};
+    // a 0-d input: the element itself, and the gradient passes (as min(dim); amax's would be NaN at NaN)
+    if (x.dim() == 0) return {clone(x), zeros({}, TensorOptions(kInt64).device(x.device()))};
     Shape kshape = x.sizes();
     kshape[static_cast<size_t>(dim)] = 1;
     Tensor values = make_empty(kshape, x.dtype(), x.device());

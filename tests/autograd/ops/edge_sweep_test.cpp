@@ -151,3 +151,15 @@ TEST_CASE("binary_cross_entropy: gradients at p = 0 and 1 use PyTorch's float EP
     CHECK(same_values(p.grad(), f.at("dp")));                      // (p - y) / 9.9999999600e-13 at the ends
     CHECK(same_values(y.grad(), f.at("dy")));                      // [-inf, finite, inf] / 3
 }
+
+TEST_CASE("max(dim) and min(dim) of a 0-d NaN return it and pass the gradient, as PyTorch") {
+    for (bool use_max : {true, false}) {
+        CAPTURE(use_max);
+        Tensor s = scalar_tensor(std::nan(""), TensorOptions(kFloat16).requires_grad(true));
+        auto [values, indices] = use_max ? max(s, -1, false) : min(s, -1, false);
+        CHECK(std::isnan(values.item<double>()));
+        CHECK(indices.item<int64_t>() == 0);
+        values.backward();
+        CHECK(s.grad().item<double>() == 1.0);                    // amax's rule would give NaN
+    }
+}
