@@ -1,6 +1,6 @@
-// autocast.cpp: the thread-local autocast state, AutocastGuard, the cast cache, and the op hook
-// (autocast_inputs) that every op in the policy table calls first. The decisions themselves are
-// made by decide_casts() in autocast_policy.cpp; this file only applies them.
+// autocast.cpp: AutocastGuard, the cast cache, and the op hook (autocast_inputs) that every op in
+// the policy table calls first, installed in core/autocast_state.hpp at load time. The decisions
+// themselves are made by decide_casts() in autocast_policy.cpp; this file only applies them.
 #include "amp/autocast.hpp"
 
 #include <map>
@@ -16,14 +16,6 @@ namespace ampgrad::amp {
 
 namespace {
 
-int slot(DeviceType d) { return d == kCUDA ? 1 : 0; }
-
-// ---- per-thread state (PyTorch keeps the same fields thread-local) ----
-thread_local std::array<AutocastState, 2> t_state = {AutocastState{false, kBFloat16}, AutocastState{false, kFloat16}};
-thread_local bool t_any_enabled = false;     // t_state[0].enabled || t_state[1].enabled
-thread_local bool t_suspended = false;       // set by the engine for the duration of backward
-thread_local bool t_cache_enabled = true;
-thread_local int t_nesting = 0;
 thread_local AutocastRecorder* t_recorder = nullptr;
 
 // ---- the cast cache ----
@@ -44,12 +36,10 @@ struct CastCache {
 };
 thread_local CastCache t_cache;
 
-void refresh_any_enabled() { t_any_enabled = t_state[0].enabled || t_state[1].enabled; }
-
 // PyTorch caches only f32 -> lower-precision casts of leaves that require grad and are not views:
 // the weights, which every forward casts again otherwise.
 bool cacheable(const Tensor& t, DType target) {
-    if (!t_cache_enabled || t.dtype() != kFloat32 || !is_reduced_float(target)) return false;
+    if (!autocast::cache_enabled() || t.dtype() != kFloat32 || !is_reduced_float(target)) return false;
     if (!t.is_leaf() || !t.requires_grad()) return false;
     const autograd::AutogradMeta* meta = autograd::maybe_meta(t);
     return !(meta && meta->is_differentiable_view);
@@ -80,35 +70,32 @@ Tensor cached_cast(const Tensor& t, DType target, bool& hit) {
 
 }  // namespace
 
-// ---- state queries ----
+// ---- state queries (the state itself is core's: core/autocast_state.hpp) ----
 
-DType default_autocast_dtype(DeviceType device) { return device == kCUDA ? kFloat16 : kBFloat16; }
-bool is_autocast_enabled(DeviceType device) { return t_state[slot(device)].enabled; }
-DType get_autocast_dtype(DeviceType device) { return t_state[slot(device)].dtype; }
-bool is_autocast_cache_enabled() { return t_cache_enabled; }
-int autocast_nesting() { return t_nesting; }
-std::array<AutocastState, 2> current_autocast_state() { return t_state; }
+DType default_autocast_dtype(DeviceType device) { return autocast::default_dtype(device); }
+bool is_autocast_enabled(DeviceType device) { return autocast::state(device).enabled; }
+DType get_autocast_dtype(DeviceType device) { return autocast::state(device).dtype; }
+bool is_autocast_cache_enabled() { return autocast::cache_enabled(); }
+int autocast_nesting() { return autocast::nesting(); }
+bool autocast_active() { return autocast::active(); }
+AutocastStates current_autocast_state() { return autocast::states(); }
 
 // ---- AutocastGuard ----
 
-AutocastGuard::AutocastGuard(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
-    : device_(device), previous_(t_state[slot(device)]), previous_cache_enabled_(t_cache_enabled) {
+namespace {
+DType checked_dtype(DeviceType device, std::optional<DType> dtype) {
     DType d = dtype.value_or(default_autocast_dtype(device));
     if (!is_reduced_float(d))
         throw AmpError(fmt::format("AutocastGuard: unsupported autocast dtype for {}: {}; expected f16 or bf16",
                                    device_type_name(device), dtype_name(d)));
-    t_state[slot(device)] = AutocastState{enabled, d};
-    t_cache_enabled = cache_enabled;
-    refresh_any_enabled();
-    ++t_nesting;
+    return d;
 }
+}  // namespace
 
-AutocastGuard::~AutocastGuard() {
-    if (--t_nesting == 0) clear_autocast_cache();      // the outermost region ends
-    t_state[slot(device_)] = previous_;
-    t_cache_enabled = previous_cache_enabled_;
-    refresh_any_enabled();
-}
+AutocastGuard::AutocastGuard(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
+    : guard_(device, AutocastState{enabled, checked_dtype(device, dtype)}, cache_enabled) {}
+
+AutocastGuard::~AutocastGuard() = default;
 
 // ---- cache ----
 
@@ -139,16 +126,10 @@ std::string AutocastRecorder::str() const {
 }
 
 namespace detail {
-bool set_autocast_suspended(bool suspended) {
-    bool previous = t_suspended;
-    t_suspended = suspended;
-    return previous;
-}
+bool set_autocast_suspended(bool suspended) { return autocast::set_suspended(suspended); }
 }  // namespace detail
 
-// ---- the op hook (autograd/ops/autocast_hook.hpp) ----
-
-bool autocast_active() { return t_any_enabled && !t_suspended; }
+// ---- the op hook (AMPGRAD_AUTOCAST in autograd/ops/autocast_hook.hpp calls it through core) ----
 
 void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args) {
     const PolicyEntry* entry = find_policy(op);
@@ -159,12 +140,13 @@ void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args) {
         if (!t || !t->defined()) inputs.push_back(CastInput{false, kFloat32, kCPU});
         else inputs.push_back(CastInput{true, t->dtype(), t->device().type});
     }
+    const AutocastStates state = autocast::states();
     if (entry->policy == CastPolicy::kBanned) {
         for (const CastInput& in : inputs)
-            if (in.defined && t_state[slot(in.device)].enabled) throw AmpError(banned_message(op));
+            if (in.defined && state[device_type_index(in.device)].enabled) throw AmpError(banned_message(op));
         return;
     }
-    std::vector<std::optional<DType>> casts = decide_casts(entry->policy, inputs, t_state);
+    std::vector<std::optional<DType>> casts = decide_casts(entry->policy, inputs, state);
     std::vector<bool> hits(args.size(), false);
     size_t i = 0;
     for (Tensor* t : args) {
@@ -175,10 +157,11 @@ void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args) {
         }
         ++i;
     }
-    if (t_recorder) t_recorder->events_.push_back(CastEvent{std::string(op), inputs, casts, hits, t_state});
+    if (t_recorder) t_recorder->events_.push_back(CastEvent{std::string(op), inputs, casts, hits, state});
 }
 
-AutocastSuspendGuard::AutocastSuspendGuard() : previous_(t_suspended) { t_suspended = true; }
-AutocastSuspendGuard::~AutocastSuspendGuard() { t_suspended = previous_; }
+// Installs the policy and the cache's cleanup in core at load time.
+[[maybe_unused]] static const bool g_hooks_installed = (autocast::set_cast_hook(&autocast_inputs),
+                                                 autocast::set_exit_hook(&clear_autocast_cache), true);
 
 }  // namespace ampgrad::amp

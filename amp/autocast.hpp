@@ -1,7 +1,9 @@
 // autocast.hpp: automatic mixed precision for the forward pass (docs/amp.md §2).
 // Inside an AutocastGuard, the ops in the policy table (autocast_policy.cpp) cast their floating
 // inputs first: matmul/linear run in f16/bf16, exp/log/losses in f32, softmax/sum return f32.
-// The state is per thread and per device type, and guards nest. Backward never autocasts (the
+// The state is per thread and per device type, and guards nest; it lives in core
+// (core/autocast_state.hpp) so the op layer and the engine read it without calling up into amp/.
+// This file installs the policy and the cast cache there as hooks. Backward never autocasts (the
 // engine suspends it); custom_fwd/custom_bwd (custom_fwd.hpp) restore it for custom Functions.
 //
 //   {
@@ -18,7 +20,7 @@
 #include <vector>
 
 #include "amp/autocast_policy.hpp"
-#include "autograd/ops/autocast_hook.hpp"
+#include "core/autocast_state.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::amp {
@@ -29,6 +31,14 @@ bool is_autocast_enabled(DeviceType device);
 DType get_autocast_dtype(DeviceType device);
 bool is_autocast_cache_enabled();
 int autocast_nesting();               // open AutocastGuards on this thread
+// True when autocast is enabled for some device type on this thread and not suspended.
+bool autocast_active();
+// Cast the floating tensors in `args` per the policy for `op` (the hook AMPGRAD_AUTOCAST runs).
+// Throws AmpError for banned ops.
+void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args);
+// Backward never autocasts (backward ops run in their forward's dtypes): the engine holds this
+// guard while a graph task runs. custom_bwd re-enables autocast explicitly.
+using AutocastSuspendGuard = autocast::SuspendGuard;
 
 // RAII: enable (or, with enabled=false, disable) autocast for one device type on this thread.
 // On exit it restores the previous enabled flag, dtype and cache flag; when the outermost guard
@@ -42,9 +52,7 @@ public:
     AutocastGuard& operator=(const AutocastGuard&) = delete;
 
 private:
-    DeviceType device_;
-    AutocastState previous_;
-    bool previous_cache_enabled_;
+    autocast::StateGuard guard_;
 };
 
 // ---- the cast cache (aten/src/ATen/autocast_mode.cpp's, with its two bugs fixed; docs/amp.md §2) ----
@@ -69,7 +77,7 @@ struct CastEvent {
     std::vector<CastInput> inputs;              // before the casts
     std::vector<std::optional<DType>> casts;    // the dtype each input was cast to (nullopt: kept)
     std::vector<bool> cache_hits;               // per input: the cast came from the cache
-    std::array<AutocastState, 2> state;         // the autocast state the op saw
+    AutocastStates state;                       // the autocast state the op saw
 };
 // While alive, records every decision the op hook makes on this thread (for tools/amp_policy and
 // tests): "why did this op run in this dtype?".
@@ -88,8 +96,8 @@ private:
     AutocastRecorder* previous_;
 };
 
-// The autocast state of both device types on this thread (indexed by DeviceType).
-std::array<AutocastState, 2> current_autocast_state();
+// The autocast state of every device type on this thread (indexed by device_type_index).
+AutocastStates current_autocast_state();
 
 namespace detail {
 // Used by custom_bwd to run a custom backward under autocast although the engine suspends it.

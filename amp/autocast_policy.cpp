@@ -47,10 +47,8 @@ constexpr std::array kPolicyTable = {
 };
 // clang-format on
 
-int device_slot(DeviceType d) { return d == kCUDA ? 1 : 0; }
-
 // The widest floating dtype among the eligible inputs (f32 beats f16/bf16; f16 + bf16 -> f32).
-std::optional<DType> widest_eligible(std::span<const CastInput> inputs, std::span<const AutocastState, 2> state) {
+std::optional<DType> widest_eligible(std::span<const CastInput> inputs, std::span<const AutocastState, kNumDeviceTypes> state) {
     std::optional<DType> widest;
     for (const CastInput& in : inputs) {
         if (!is_eligible(in, state)) continue;
@@ -80,12 +78,12 @@ const PolicyEntry* find_policy(std::string_view op) {
     return nullptr;
 }
 
-bool is_eligible(const CastInput& in, std::span<const AutocastState, 2> state) {
-    return in.defined && is_floating(in.dtype) && in.dtype != kFloat64 && state[device_slot(in.device)].enabled;
+bool is_eligible(const CastInput& in, std::span<const AutocastState, kNumDeviceTypes> state) {
+    return in.defined && is_floating(in.dtype) && in.dtype != kFloat64 && state[device_type_index(in.device)].enabled;
 }
 
 std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<const CastInput> inputs,
-                                               std::span<const AutocastState, 2> state) {
+                                               std::span<const AutocastState, kNumDeviceTypes> state) {
     std::vector<std::optional<DType>> targets(inputs.size());
     std::optional<DType> widest = policy == kPromote ? widest_eligible(inputs, state) : std::nullopt;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -93,7 +91,7 @@ std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<cons
         if (!is_eligible(in, state)) continue;
         std::optional<DType> target;
         switch (policy) {
-            case kLowerPrecision: target = state[device_slot(in.device)].dtype; break;
+            case kLowerPrecision: target = state[device_type_index(in.device)].dtype; break;
             case kFp32: target = kFloat32; break;
             case kFp32OutputDtype: if (i == 0) target = kFloat32; break;   // only the data input
             case kPromote: target = widest; break;
@@ -114,7 +112,7 @@ std::string banned_message(std::string_view op) {
         op);
 }
 
-std::string explain(std::string_view op, std::span<const CastInput> inputs, std::span<const AutocastState, 2> state) {
+std::string explain(std::string_view op, std::span<const CastInput> inputs, std::span<const AutocastState, kNumDeviceTypes> state) {
     const PolicyEntry* entry = find_policy(op);
     std::string out;
     if (!entry) {
@@ -133,7 +131,7 @@ std::string explain(std::string_view op, std::span<const CastInput> inputs, std:
         std::string from = fmt::format("{} {}", dtype_name(in.dtype), device_type_name(in.device));
         if (targets[i]) {
             out += fmt::format("{}{} -> {}\n", where, from, dtype_name(*targets[i]));
-        } else if (!state[device_slot(in.device)].enabled) {
+        } else if (!state[device_type_index(in.device)].enabled) {
             out += fmt::format("{}{}: kept (autocast is off for {})\n", where, from, device_type_name(in.device));
         } else if (!is_floating(in.dtype) || in.dtype == kFloat64) {
             out += fmt::format("{}{}: kept (only f32/f16/bf16 are cast; f64 and integers never)\n", where, from);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/autocast_state.hpp"
 #include "core/device.hpp"
 #include "core/dtype.hpp"
 
@@ -41,25 +42,23 @@ struct CastInput {
     DType dtype = kFloat32;
     DeviceType device = kCPU;
 };
-// The autocast state of one device type.
-struct AutocastState {
-    bool enabled = false;
-    DType dtype = kBFloat16;    // the lower-precision dtype
-};
+// The autocast state of one device type (core/autocast_state.hpp).
+using ampgrad::AutocastState;
+using ampgrad::AutocastStates;
 
 // An input is eligible for a cast when it is defined, floating but not f64, and on a device type
 // whose autocast is enabled (PyTorch's aten/src/ATen/autocast_mode.h; docs/amp.md §2).
-bool is_eligible(const CastInput& in, std::span<const AutocastState, 2> state);
+bool is_eligible(const CastInput& in, std::span<const AutocastState, kNumDeviceTypes> state);
 
 // The dtype each input is cast to under `policy` (nullopt: left as it is). Pure: no tensors.
-// `state` is indexed by DeviceType (0 = CPU, 1 = CUDA).
+// `state` is indexed by device_type_index(device type).
 std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<const CastInput> inputs,
-                                               std::span<const AutocastState, 2> state);
+                                               std::span<const AutocastState, kNumDeviceTypes> state);
 
 // Why `op` with these inputs runs in the dtypes it does, as a few lines of text, e.g.
 //   matmul: policy lower_precision (tensor-core ops: ...)
 //     input 0: f32 cpu -> bf16 (CPU autocast dtype)
-std::string explain(std::string_view op, std::span<const CastInput> inputs, std::span<const AutocastState, 2> state);
+std::string explain(std::string_view op, std::span<const CastInput> inputs, std::span<const AutocastState, kNumDeviceTypes> state);
 
 // The whole table as text, grouped by policy (what `amp_policy` and `ampgrad info` print).
 std::string policy_table_text();

@@ -6,10 +6,6 @@
 
 namespace ampgrad::amp {
 
-namespace {
-DeviceType other(DeviceType d) { return d == kCPU ? kCUDA : kCPU; }
-}  // namespace
-
 CustomFwdScope::CustomFwdScope(DeviceType device, std::optional<DType> cast_inputs,
                                std::initializer_list<Tensor*> inputs) {
     state_.dtype = get_autocast_dtype(device);
@@ -45,10 +41,17 @@ AutocastFwdState load_fwd_state(const autograd::AutogradContext* ctx) {
 }
 
 CustomBwdScope::CustomBwdScope(DeviceType device, const AutocastFwdState& state)
-    : previous_suspended_(detail::set_autocast_suspended(false)),
-      other_device_(other(device), std::nullopt, /*enabled=*/false),
-      device_(device, state.dtype, state.fwd_used_autocast) {}
+    : previous_suspended_(detail::set_autocast_suspended(false)) {
+    for (size_t t = 0; t < kNumDeviceTypes; ++t)      // the other device types stay off, as the engine had them
+        if (static_cast<DeviceType>(t) != device)
+            other_devices_[t].emplace(static_cast<DeviceType>(t), std::nullopt, /*enabled=*/false);
+    device_.emplace(device, state.dtype, state.fwd_used_autocast);
+}
 
-CustomBwdScope::~CustomBwdScope() { detail::set_autocast_suspended(previous_suspended_); }
+CustomBwdScope::~CustomBwdScope() {
+    device_.reset();
+    for (auto it = other_devices_.rbegin(); it != other_devices_.rend(); ++it) it->reset();
+    detail::set_autocast_suspended(previous_suspended_);
+}
 
 }  // namespace ampgrad::amp

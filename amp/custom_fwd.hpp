@@ -14,6 +14,7 @@
 //       }
 //   };
 #pragma once
+#include <array>
 #include <initializer_list>
 #include <optional>
 
@@ -64,8 +65,8 @@ public:
 
 private:
     bool previous_suspended_;
-    AutocastGuard other_device_;     // the other device type stays off, as the engine had it
-    AutocastGuard device_;
+    std::array<std::optional<AutocastGuard>, kNumDeviceTypes> other_devices_;   // off, as the engine had them
+    std::optional<AutocastGuard> device_;
 };
 
 }  // namespace ampgrad::amp

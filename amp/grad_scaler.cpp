@@ -9,7 +9,7 @@
 #include "amp/loss_scaler.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::amp {
@@ -133,7 +133,7 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st) 
     for (auto& [device, grads] : by_device) {
         Tensor found = zeros({}, TensorOptions(kFloat32).device(device));
         Tensor inv = device == inv_scale.device() ? inv_scale : to_device(inv_scale, device);
-        backend_for(device).non_finite_check_and_unscale(grads, found, inv);
+        kernels::non_finite_check_and_unscale(grads, found, inv);
         for (const Tensor& grad : grads) grad.bump_version();
         st.found_inf.emplace_back(device, found);
     }
@@ -211,9 +211,9 @@ void GradScaler::update(std::optional<double> new_scale) {
                 found_total = found_total.defined() ? found_total + f : f;
             }
         if (!found_total.defined()) throw AmpError("GradScaler.update: No inf checks were recorded prior to update.");
-        backend_of(scale_).update_scale(scale_, growth_tracker_, found_total, options_.growth_factor,
-                                        options_.backoff_factor, options_.growth_interval, options_.min_scale,
-                                        options_.max_scale);
+        kernels::update_scale(scale_, growth_tracker_, found_total, options_.growth_factor,
+                              options_.backoff_factor, options_.growth_interval, options_.min_scale,
+                              options_.max_scale);
         scale_.bump_version();
         growth_tracker_.bump_version();
     }

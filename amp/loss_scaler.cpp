@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::amp {
@@ -134,7 +134,7 @@ bool grads_have_overflow(const std::vector<Tensor>& params) {
     for (auto& [device, grads] : by_device) {
         Tensor found = zeros({}, TensorOptions(kFloat32).device(device));
         Tensor one = ones({}, TensorOptions(kFloat32).device(device));          // inv_scale 1: check only
-        backend_for(device).non_finite_check_and_unscale(grads, found, one);
+        kernels::non_finite_check_and_unscale(grads, found, one);
         overflow = overflow || found.item<float>() != 0.0f;                     // HOST SYNC: decide
     }
     return overflow;

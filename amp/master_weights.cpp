@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 #include "nn/utils/clip_grad.hpp"
 
@@ -84,7 +84,7 @@ StepResult MasterWeightsOptimizer::step() {
     for (auto& [device, grads] : by_device) {
         Tensor found = zeros({}, TensorOptions(kFloat32).device(device));
         Tensor inv = full({}, static_cast<float>(1.0 / backward_scale), TensorOptions(kFloat32).device(device));
-        backend_for(device).non_finite_check_and_unscale(grads, found, inv);
+        kernels::non_finite_check_and_unscale(grads, found, inv);
         overflow = overflow || found.item<float>() != 0.0f;                     // HOST SYNC: decide
     }
     // 2. Overflow provenance (rare path), then the scale update (may throw LossScaleError at min_scale).

@@ -19,7 +19,11 @@ struct ViewInfo {
     bool made_in_no_grad = false;   // created with grad mode off: in-place with grad is an error
 };
 
-struct AutogradMeta {
+// Hung off TensorImpl::autograd_meta (a core AutogradMetaInterface); meta_of/maybe_meta cast back.
+struct AutogradMeta : AutogradMetaInterface {
+    // A grad_fn chain can be 100k nodes long: the destructor releases it iteratively (node.hpp).
+    ~AutogradMeta() override;
+
     bool requires_grad = false;            // leaves only; a non-leaf requires grad via grad_fn
     bool retains_grad = false;
     Tensor grad;

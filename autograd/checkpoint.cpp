@@ -11,11 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "amp/autocast.hpp"
 #include "autograd/autograd.hpp"
 #include "autograd/checkpoint_state.hpp"
 #include "autograd/function.hpp"
 #include "autograd/saved_variable.hpp"
+#include "core/autocast_state.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 
@@ -32,7 +32,7 @@ namespace {
 struct ForwardState {
     bool has_rng = false;
     GeneratorState rng;
-    std::array<amp::AutocastState, 2> autocast{};   // indexed by DeviceType
+    AutocastStates autocast{};                      // indexed by device type
     bool autocast_cache_enabled = true;
 };
 
@@ -40,8 +40,8 @@ ForwardState capture_forward_state(bool preserve_rng) {
     ForwardState s;
     s.has_rng = preserve_rng;
     if (preserve_rng) s.rng = get_rng_state();
-    s.autocast = amp::current_autocast_state();
-    s.autocast_cache_enabled = amp::is_autocast_cache_enabled();
+    s.autocast = autocast::states();
+    s.autocast_cache_enabled = autocast::cache_enabled();
     return s;
 }
 
@@ -55,14 +55,12 @@ public:
             set_rng_state(fwd.rng);
             restore_rng_ = true;
         }
-        for (DeviceType d : {kCPU, kCUDA}) {
-            const amp::AutocastState& a = fwd.autocast[static_cast<size_t>(d)];
-            autocast_[static_cast<size_t>(d)].emplace(d, a.dtype, a.enabled, fwd.autocast_cache_enabled);
-        }
-        was_suspended_ = amp::detail::set_autocast_suspended(false);
+        for (size_t t = 0; t < kNumDeviceTypes; ++t)
+            autocast_[t].emplace(static_cast<DeviceType>(t), fwd.autocast[t], fwd.autocast_cache_enabled);
+        was_suspended_ = autocast::set_suspended(false);
     }
     ~ReplayGuard() {
-        amp::detail::set_autocast_suspended(was_suspended_);
+        autocast::set_suspended(was_suspended_);
         if (restore_rng_) set_rng_state(saved_rng_);
     }
     ReplayGuard(const ReplayGuard&) = delete;
@@ -71,7 +69,7 @@ public:
 private:
     bool restore_rng_ = false;
     GeneratorState saved_rng_;
-    std::array<std::optional<amp::AutocastGuard>, 2> autocast_;
+    std::array<std::optional<autocast::StateGuard>, kNumDeviceTypes> autocast_;
     bool was_suspended_ = false;
 };
 

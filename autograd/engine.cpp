@@ -21,8 +21,8 @@
 #include "autograd/autograd_meta.hpp"
 #include "autograd/engine_hooks.hpp"
 #include "autograd/grad_mode.hpp"
-#include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/autocast_state.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::autograd {
@@ -134,7 +134,7 @@ GraphTask* outermost_task() {
 struct TaskScope {
     GraphTask* saved;
     AutoGradMode grad_mode;
-    amp::AutocastSuspendGuard no_autocast;
+    autocast::SuspendGuard no_autocast;
     explicit TaskScope(GraphTask* task) : saved(t_current_task), grad_mode(task->create_graph) { t_current_task = task; }
     ~TaskScope() { t_current_task = saved; }
 };

@@ -11,17 +11,22 @@
 namespace ampgrad {
 namespace autograd {
 
+AutogradMeta::~AutogradMeta() {
+    if (grad_fn) release_node_iteratively(std::move(grad_fn));
+}
+
+// TensorImpl only ever holds an AutogradMeta, so the casts below are exact.
 AutogradMeta& meta_of(const Tensor& t) {
     auto& m = t.impl()->autograd_meta;
     if (!m) m = std::make_unique<AutogradMeta>();
-    return *m;
+    return static_cast<AutogradMeta&>(*m);
 }
 
-AutogradMeta* maybe_meta(const Tensor& t) { return t.impl()->autograd_meta.get(); }
+AutogradMeta* maybe_meta(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
 
 // maybe_meta, with a view's grad_fn brought up to date first (view_history.hpp).
 AutogradMeta* fresh_meta(const Tensor& t) {
-    AutogradMeta* m = t.impl()->autograd_meta.get();
+    AutogradMeta* m = maybe_meta(t);
     if (m && m->view) refresh_view_history(t, *m);
     return m;
 }
@@ -92,7 +97,7 @@ bool Tensor::is_leaf() const {
 
 const Tensor& Tensor::grad() const {
     static const Tensor undefined;
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = maybe_meta(*this);
     return m ? m->grad : undefined;
 }
 
@@ -112,7 +117,7 @@ uint32_t Tensor::output_nr() const {
 
 void Tensor::set_name(std::string name) const { meta_of(*this).name = std::move(name); }
 std::string Tensor::name() const {
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = maybe_meta(*this);
     return m ? m->name : std::string();
 }
 
@@ -181,7 +186,7 @@ void Tensor::retain_grad() const {
 }
 
 bool Tensor::retains_grad() const {
-    const AutogradMeta* m = impl_->autograd_meta.get();
+    const AutogradMeta* m = maybe_meta(*this);
     return m && m->retains_grad;
 }
 

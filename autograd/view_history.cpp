@@ -9,7 +9,7 @@
 #include "autograd/node.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::autograd {
@@ -37,7 +37,7 @@ Tensor window_scatter(const Tensor& g, const Window& window, const Shape& base_s
 Tensor window_gather(const Tensor& t, const Window& window) {
     Tensor src = t.contiguous();                                   // (base shape)
     Tensor out = make_empty(window.sizes, src.dtype(), src.device());   // (view shape)
-    backend_of(out).copy(out, window.cut(src));
+    kernels::copy(out, window.cut(src));
     Shape base_shape = src.sizes();
     return record("window_gather", out, {src}, {}, [window, base_shape](BackwardContext&, const tensor_list& g) {
         return tensor_list{window_scatter(g[0], window, base_shape)};
@@ -47,8 +47,8 @@ Tensor window_gather(const Tensor& t, const Window& window) {
 // Zeros of the base's shape with g (view shape) in the window.
 Tensor window_scatter(const Tensor& g, const Window& window, const Shape& base_shape) {
     Tensor out = make_empty(base_shape, g.dtype(), g.device());   // (base shape)
-    backend_of(out).fill(out, 0.0);
-    backend_of(out).copy(window.cut(out), g);
+    kernels::fill(out, 0.0);
+    kernels::copy(window.cut(out), g);
     return record("window_scatter", out, {g}, {}, [window](BackwardContext&, const tensor_list& gg) {
         return tensor_list{window_gather(gg[0], window)};
     });
@@ -57,8 +57,8 @@ Tensor window_scatter(const Tensor& g, const Window& window, const Shape& base_s
 // True outside the window: (base shape) bool
 Tensor outside_window(const Window& window, const Shape& base_shape, Device device) {
     Tensor mask = make_empty(base_shape, kBool, device);
-    backend_of(mask).fill(mask, 1.0);
-    backend_of(mask).fill(window.cut(mask), 0.0);
+    kernels::fill(mask, 1.0);
+    kernels::fill(window.cut(mask), 0.0);
     return mask;
 }
 

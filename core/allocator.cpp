@@ -1,28 +1,12 @@
-// allocator.cpp: the table of per-device-type allocator getters (filled by cpu/ and cuda/ at load
-// time) and the public memory statistics built on it.
+// allocator.cpp: the public memory statistics, asked of the allocator each device type registers
+// with its DeviceHooks (core/device_registry.hpp).
 #include "core/allocator.hpp"
 
-#include <array>
-
-#include "core/error.hpp"
+#include "core/device_registry.hpp"
 
 namespace ampgrad {
 
-namespace {
-constexpr size_t kDeviceTypes = 2;                       // kCPU, kCUDA
-// Constant-initialized, so registrations from static initializers in any order are safe.
-constinit std::array<AllocatorGetter, kDeviceTypes> g_getters{};
-}  // namespace
-
-void register_allocator(DeviceType type, AllocatorGetter getter) { g_getters[static_cast<size_t>(type)] = getter; }
-
-Allocator& allocator_for(Device device) {
-    AllocatorGetter getter = g_getters[static_cast<size_t>(device.type)];
-    if (getter == nullptr)
-        throw DeviceError(fmt::format("{}: no allocator is registered for this device type (ampgrad was built without "
-                                      "{} support)", device.str(), device_type_name(device.type)));
-    return getter(device.index);
-}
+// allocator_for is core/device_registry.cpp's: each device's allocator comes with its DeviceHooks.
 
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }
 int64_t memory_allocated(Device device) { return memory_stats(device).allocated_bytes; }

@@ -8,8 +8,9 @@
 //
 // "allocated" counts bytes handed out (as requested); "reserved" counts bytes the allocator holds
 // from the system or device (blocks rounded up, plus anything it caches for reuse).
-// The CPU allocator is cpu/allocator.cpp; the CUDA one is cuda/allocator.cu. Each device type
-// registers a function that returns its allocator for a device index.
+// The CPU allocator is cpu/allocator.cpp; the CUDA one is cuda/allocator.cu. Each device type hands
+// core its allocator through its DeviceHooks (core/device_registry.hpp), the one registration a
+// backend makes for its device.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,12 +49,9 @@ public:
     virtual void empty_cache() = 0;
 };
 
-// The allocator for a device; throws DeviceError when the device cannot be used.
+// The allocator for a device, from its DeviceHooks (core/device_registry.cpp); throws DeviceError
+// when the device cannot be used or no backend registered its type.
 Allocator& allocator_for(Device device);
-
-// Registration, from the device type's folder at load time.
-using AllocatorGetter = Allocator& (*)(int device_index);
-void register_allocator(DeviceType type, AllocatorGetter getter);
 
 // ---- public statistics, per device ----
 AllocatorStats memory_stats(Device device);

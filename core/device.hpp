@@ -1,19 +1,39 @@
 // device.hpp: where a tensor lives. Device("cpu"), Device("cuda:0"), or the shorthands kCPU / kCUDA.
-// Not here: whether CUDA is actually usable; that is the CUDA backend's question (cuda/).
+// The device types come from one list (AMPGRAD_DEVICE_TYPES); tables indexed by device type
+// (kernel slots, autocast state, allocators) are sized by kNumDeviceTypes.
+// Not here: whether a device is actually usable; that is core/device_registry.hpp's question.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace ampgrad {
 
-enum class DeviceType : uint8_t { kCPU, kCUDA };
+// X(enumerator, name used in "name:index" specs, autocast's default lower-precision dtype).
+// Adding a device type starts here (docs/architecture.md, "How to add a device").
+#define AMPGRAD_DEVICE_TYPES(X)      \
+    X(kCPU, "cpu", kBFloat16)        \
+    X(kCUDA, "cuda", kFloat16)
+
+enum class DeviceType : uint8_t {
+#define AMPGRAD_DEVICE_ENUM(e, name, autocast_dtype) e,
+    AMPGRAD_DEVICE_TYPES(AMPGRAD_DEVICE_ENUM)
+#undef AMPGRAD_DEVICE_ENUM
+};
+inline constexpr size_t kNumDeviceTypes = 0
+#define AMPGRAD_DEVICE_COUNT(e, name, autocast_dtype) +1
+    AMPGRAD_DEVICE_TYPES(AMPGRAD_DEVICE_COUNT);
+#undef AMPGRAD_DEVICE_COUNT
 inline constexpr DeviceType kCPU = DeviceType::kCPU;
 inline constexpr DeviceType kCUDA = DeviceType::kCUDA;
 
+// The position of a device type in per-device-type tables.
+constexpr size_t device_type_index(DeviceType t) { return static_cast<size_t>(t); }
+
 struct Device {
     DeviceType type = DeviceType::kCPU;
-    int index = 0;                          // CUDA ordinal; always 0 for the CPU
+    int index = 0;                          // ordinal on accelerators; always 0 for the CPU
 
     Device() = default;
     Device(DeviceType t, int i = 0) : type(t), index(t == DeviceType::kCPU ? 0 : i) {}  // NOLINT

@@ -1,5 +1,8 @@
-// dtype.cpp: type promotion (PyTorch's table restricted to our seven dtypes).
+// dtype.cpp: type promotion (PyTorch's table restricted to our seven dtypes), and the dtype
+// error every kernel's dispatch throws (core/dispatch.hpp).
+#include "core/dispatch.hpp"
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 
 namespace ampgrad {
 
@@ -22,6 +25,10 @@ DType promote_types(DType a, DType b) {
     if (a == b) return a;
     if (is_reduced_float(a) && is_reduced_float(b)) return kFloat32;   // f16 + bf16 -> f32
     return rank_of(a) >= rank_of(b) ? a : b;
+}
+
+void throw_bad_dtype(const char* prefix, const char* kernel, DType dtype, const char* expected) {
+    throw DTypeError(fmt::format("{}{}: unsupported dtype {}; expected {}", prefix, kernel, dtype_name(dtype), expected));
 }
 
 }  // namespace ampgrad

@@ -18,6 +18,8 @@ struct Error : std::runtime_error { using std::runtime_error::runtime_error; };
 struct ShapeError : Error { using Error::Error; };          // incompatible shapes
 struct DTypeError : Error { using Error::Error; };          // unsupported or mismatched dtype
 struct DeviceError : Error { using Error::Error; };         // mismatched or unavailable device
+// A kernel with no implementation for the device of its operands (an empty registry slot).
+struct NotImplementedError : DeviceError { using DeviceError::DeviceError; };
 struct ValueError : Error { using Error::Error; };          // bad scalar argument or option
 struct IndexError : Error { using Error::Error; };          // out-of-range index or dim
 struct AutogradError : Error { using Error::Error; };       // graph misuse: second backward, version mismatch...

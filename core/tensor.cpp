@@ -5,9 +5,7 @@
 
 #include <numeric>
 
-#include "autograd/autograd_meta.hpp"
-#include "autograd/node.hpp"
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad {
@@ -16,11 +14,8 @@ TensorImpl::TensorImpl(Storage s, Shape sz, Shape st, int64_t off, DType dt, std
     : storage(std::move(s)), sizes(std::move(sz)), strides(std::move(st)), offset(off), dtype(dt),
       version(std::move(v)) {}
 
-TensorImpl::~TensorImpl() {
-    // A grad_fn chain can be 100k nodes long: release it iteratively (see node.hpp).
-    if (autograd_meta && autograd_meta->grad_fn)
-        autograd::release_node_iteratively(std::move(autograd_meta->grad_fn));
-}
+// The autograd state's own destructor releases a long grad_fn chain iteratively (autograd_meta.hpp).
+TensorImpl::~TensorImpl() = default;
 
 Shape contiguous_strides(const Shape& sizes) {
     Shape strides(sizes.size());
@@ -120,7 +115,7 @@ void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
     Tensor host = make_empty(sizes(), dtype_of<T>(), Device(kCPU));
-    backend_for(device()).copy(host, *this);
+    kernels::copy(host, *this);
     const T* p = host.data_ptr<T>();
     return std::vector<T>(p, p + host.numel());
 }

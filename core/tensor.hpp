@@ -6,7 +6,8 @@
 //   y.backward();                                  // x.grad() is now (4,3)
 //
 // The math methods are thin forwards to the free functions in autograd/ops/ops.hpp, which
-// record the graph; the kernels they call live in cpu/ and cuda/ behind core/backend.hpp.
+// record the graph; the kernels they call are declared in core/kernels.hpp and implemented in
+// cpu/ and cuda/.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -28,9 +29,15 @@ using tensor_list = std::vector<Tensor>;
 
 namespace autograd {
 class Node;
-struct AutogradMeta;
 class RemovableHandle;
 }  // namespace autograd
+
+// The autograd state a tensor may carry; autograd::AutogradMeta (autograd/autograd_meta.hpp)
+// derives from it. Core only owns and destroys it, so core never includes autograd/ (the same
+// split as PyTorch's c10::AutogradMetaInterface).
+struct AutogradMetaInterface {
+    virtual ~AutogradMetaInterface() = default;
+};
 
 class TensorOptions {
 public:
@@ -65,7 +72,7 @@ struct TensorImpl {
     int64_t offset = 0;                // in elements
     DType dtype = kFloat32;
     std::shared_ptr<VersionCounter> version;
-    std::unique_ptr<autograd::AutogradMeta> autograd_meta;   // null until autograd needs it
+    std::unique_ptr<AutogradMetaInterface> autograd_meta;    // null until autograd needs it
 };
 
 class Tensor {

@@ -1,5 +1,5 @@
-// allocator.cpp: the CPU allocator (64-byte aligned, with statistics) and the CPU backend
-// singleton. Threads: OpenMP, defaulting to the core count.
+// allocator.cpp: the CPU allocator (64-byte aligned, with live/peak byte counters) and the CPU's
+// entry in core's device registry. Kernels register themselves from their own files.
 //
 // Large blocks are cached: a training step frees and reallocates the same activation sizes every
 // step, and handing them back to the OS (glibc munmaps or trims large blocks) made the next step
@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/device_registry.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad {
@@ -180,42 +180,14 @@ Allocator& cpu_allocator() {
     return *a;
 }
 
+namespace cpu {
 namespace {
-[[maybe_unused]] const bool cpu_allocator_registered = [] {
-    register_allocator(kCPU, [](int) -> Allocator& { return cpu_allocator(); });
-    return true;
-}();
+int one_device() { return 1; }
+void require_cpu(int) {}
+Allocator& allocator_of(int) { return cpu_allocator(); }
 }  // namespace
 
-void set_num_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(std::max(n, 1));
-#else
-    (void)n;
-#endif
-}
-
-int get_num_threads() {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-namespace cpu {
-CpuBackend& cpu_backend() {
-    static CpuBackend* b = new CpuBackend();
-    return *b;
-}
-
-void throw_bad_dtype(const char* kernel, DType dtype, const char* expected) {
-    throw DTypeError(fmt::format("{}: unsupported dtype {}; expected {}", kernel, dtype_name(dtype), expected));
-}
+AMPGRAD_REGISTER_DEVICE(kCPU, (DeviceHooks{&one_device, &require_cpu, &allocator_of}));
 }  // namespace cpu
 
 }  // namespace ampgrad
-
-namespace ampgrad::cpu {
-Backend& cpu_backend_ref() { return cpu_backend(); }
-}  // namespace ampgrad::cpu

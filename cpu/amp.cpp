@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
@@ -86,8 +86,8 @@ void write_tracker(const Tensor& t, int64_t v) {
 
 // Contiguous grads are treated as one flat range of elements split evenly across the threads, so
 // a thousand small grads cost one parallel region, not a thousand.
-void CpuBackend::non_finite_check_and_unscale(std::span<Tensor> grads, const Tensor& found_inf,
-                                              const Tensor& inv_scale) {
+void non_finite_check_and_unscale(std::span<Tensor> grads, const Tensor& found_inf,
+                                  const Tensor& inv_scale) {
     require_scalar("non_finite_check_and_unscale", "found_inf", found_inf, false);
     require_scalar("non_finite_check_and_unscale", "inv_scale", inv_scale, false);
     const float inv = *inv_scale.data_ptr<float>();
@@ -129,9 +129,9 @@ void CpuBackend::non_finite_check_and_unscale(std::span<Tensor> grads, const Ten
 // otherwise: tracker += 1; once tracker >= interval: scale = min(scale * growth, max_scale) if
 //            scale * growth is finite in f32; tracker = 0
 // Products are taken in double and rounded to f32 once, as PyTorch does.
-void CpuBackend::update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
-                              double growth_factor, double backoff_factor, int64_t growth_interval, double min_scale,
-                              double max_scale) {
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval, double min_scale,
+                  double max_scale) {
     require_scalar("update_scale", "scale", scale, false);
     require_scalar("update_scale", "found_inf", found_inf, false);
     require_scalar("update_scale", "growth_tracker", growth_tracker, true);
@@ -150,5 +150,8 @@ void CpuBackend::update_scale(const Tensor& scale, const Tensor& growth_tracker,
         write_tracker(growth_tracker, successful);
     }
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::non_finite_check_and_unscale, kCPU, non_finite_check_and_unscale);
+AMPGRAD_REGISTER_KERNEL(kernels::update_scale, kCPU, update_scale);
 
 }  // namespace ampgrad::cpu

@@ -1,6 +1,6 @@
 // copy.cpp: strided copy with dtype conversion, and fill. Conversions to f16/bf16 round to
 // nearest even (core/dtype.hpp); to bool test != 0; float to int truncates toward zero.
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
@@ -35,7 +35,7 @@ void copy_typed(const Tensor& dst, const Tensor& src) {
 }
 }  // namespace
 
-void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+void copy(const Tensor& dst, const Tensor& src) {
     AMPGRAD_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "cpu copy got {} <- {}", dst.describe(),
                   src.describe());
     if (dst.numel() == 0) return;
@@ -44,7 +44,7 @@ void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
     });
 }
 
-void CpuBackend::fill(const Tensor& dst, double value) {
+void fill(const Tensor& dst, double value) {
     if (dst.numel() == 0) return;
     dispatch_all(dst.dtype(), "fill", [&](auto tag) {
         using T = decltype(tag);
@@ -55,5 +55,8 @@ void CpuBackend::fill(const Tensor& dst, double value) {
         });
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::copy, kCPU, copy);
+AMPGRAD_REGISTER_KERNEL(kernels::fill, kCPU, fill);
 
 }  // namespace ampgrad::cpu

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -93,8 +93,8 @@ void check_rows(const char* kernel, const Tensor& logits, std::initializer_list<
 
 // ---- launchers ----
 
-void CpuBackend::cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
-                               int64_t ignore_index) {
+void cross_entropy(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
+                   int64_t ignore_index) {
     check_rows("cross_entropy", logits, {&loss, &lse});
     AMPGRAD_CHECK(loss.is_contiguous() && lse.is_contiguous(), "cross_entropy: loss/lse must be contiguous");
     std::vector<int64_t> t = read_targets(targets, logits, ignore_index);
@@ -106,8 +106,8 @@ void CpuBackend::cross_entropy(const Tensor& loss, const Tensor& lse, const Tens
     });
 }
 
-void CpuBackend::cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
-                                        const Tensor& lse, const Tensor& targets, int64_t ignore_index) {
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits,
+                            const Tensor& lse, const Tensor& targets, int64_t ignore_index) {
     check_rows("cross_entropy_backward", logits, {&dloss, &lse});
     AMPGRAD_CHECK(dlogits.is_contiguous() && dlogits.sizes() == logits.sizes() && dlogits.dtype() == logits.dtype() &&
                       lse.is_contiguous(),
@@ -122,5 +122,8 @@ void CpuBackend::cross_entropy_backward(const Tensor& dlogits, const Tensor& dlo
                                       static_cast<const Acc*>(lse.raw_data()), t, logits.size(1), ignore_index);
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::cross_entropy, kCPU, cross_entropy);
+AMPGRAD_REGISTER_KERNEL(kernels::cross_entropy_backward, kCPU, cross_entropy_backward);
 
 }  // namespace ampgrad::cpu

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -78,7 +78,7 @@ void embedding_backward_kernel(T* dweight, const T* dout, const std::vector<int6
 
 // ---- launchers ----
 
-void CpuBackend::embedding(const Tensor& out, const Tensor& idx, const Tensor& weight) {
+void embedding(const Tensor& out, const Tensor& idx, const Tensor& weight) {
     AMPGRAD_CHECK(weight.dim() == 2 && weight.is_contiguous() && out.is_contiguous() && out.dtype() == weight.dtype() &&
                       out.numel() == idx.numel() * weight.size(1),
                   "embedding kernel: out {} / weight {} / idx {} do not fit", out.describe(), weight.describe(),
@@ -92,7 +92,7 @@ void CpuBackend::embedding(const Tensor& out, const Tensor& idx, const Tensor& w
     });
 }
 
-void CpuBackend::embedding_backward(const Tensor& dweight, const Tensor& idx, const Tensor& dout) {
+void embedding_backward(const Tensor& dweight, const Tensor& idx, const Tensor& dout) {
     AMPGRAD_CHECK(dweight.dim() == 2 && dweight.is_contiguous() && dout.is_contiguous() &&
                       dout.dtype() == dweight.dtype() && dout.numel() == idx.numel() * dweight.size(1),
                   "embedding_backward kernel: dweight {} / dout {} / idx {} do not fit", dweight.describe(),
@@ -105,5 +105,8 @@ void CpuBackend::embedding_backward(const Tensor& dweight, const Tensor& idx, co
                                   dweight.size(1));
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::embedding, kCPU, embedding);
+AMPGRAD_REGISTER_KERNEL(kernels::embedding_backward, kCPU, embedding_backward);
 
 }  // namespace ampgrad::cpu

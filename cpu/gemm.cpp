@@ -13,7 +13,8 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
+#include "core/threads.hpp"
 #include "cpu/gemm_epilogue.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
@@ -133,8 +134,8 @@ MatrixBatch<T> readable_or_packed(const MatrixBatch<T>& m, int64_t batch, std::v
 
 }  // namespace
 
-void CpuBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
-                      double alpha, double beta) {
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+          double alpha, double beta) {
     AMPGRAD_CHECK(out.is_contiguous() && out.dim() >= 2 && out.dim() <= 3, "gemm: out is {}", out.describe());
     AMPGRAD_CHECK(a.dim() >= 2 && a.dim() <= 3 && b.dim() >= 2 && b.dim() <= 3, "gemm: a is {}, b is {}",
                   a.describe(), b.describe());
@@ -277,5 +278,7 @@ void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const 
         }
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::gemm, kCPU, gemm);
 
 }  // namespace ampgrad::cpu

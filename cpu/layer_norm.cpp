@@ -4,7 +4,7 @@
 // does not depend on the thread count. Derivation: docs/ops/layernorm.md.
 #include <cmath>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -129,8 +129,8 @@ void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const 
 
 // ---- launchers ----
 
-void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                            const Tensor& weight, const Tensor& bias, double eps) {
+void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                const Tensor& weight, const Tensor& bias, double eps) {
     check_layout("layer_norm", x, {&y}, {&weight, &bias});
     check_stats("layer_norm", x, mean, rstd);
     if (x.numel() == 0) return;
@@ -143,8 +143,8 @@ void CpuBackend::layer_norm(const Tensor& y, const Tensor& mean, const Tensor& r
     });
 }
 
-void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
-                                     const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
     check_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
     check_stats("layer_norm_backward", x, mean, rstd);
     AMPGRAD_CHECK(weight.defined() || !dweight.defined(), "layer_norm_backward: dweight requested without a weight");
@@ -154,8 +154,8 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
         using Acc = compute_t<T>;
         LayerNormGrads g{ptr_or_null(dx), ptr_or_null(dweight), ptr_or_null(dbias)};
         if (x.size(0) == 0) {                                   // no rows: the sums are zero
-            if (dweight.defined()) fill(dweight, 0.0);
-            if (dbias.defined()) fill(dbias, 0.0);
+            if (dweight.defined()) kernels::fill(dweight, 0.0);
+            if (dbias.defined()) kernels::fill(dbias, 0.0);
             return;
         }
         layer_norm_backward_kernel(g, static_cast<const T*>(dy.raw_data()), static_cast<const T*>(x.raw_data()),
@@ -163,5 +163,8 @@ void CpuBackend::layer_norm_backward(const Tensor& dx, const Tensor& dweight, co
                                    ptr_or_null<T>(weight), x.size(0), x.size(1));
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::layer_norm, kCPU, layer_norm);
+AMPGRAD_REGISTER_KERNEL(kernels::layer_norm_backward, kCPU, layer_norm_backward);
 
 }  // namespace ampgrad::cpu

@@ -1,5 +1,6 @@
 // loops.hpp: the CPU backend's iteration machinery (a small TensorIterator).
-//   - dispatch_float / dispatch_all: turn a runtime DType into a C++ type (Half, BFloat16, ...);
+//   - dispatch_float / dispatch_all: turn a runtime DType into a C++ type (Half, BFloat16, ...),
+//     through core/dispatch.hpp (shared with cuda/loops.cuh);
 //   - compute_t<T>: the type arithmetic runs in (fp32 for Half/BFloat16, as tensor cores do);
 //   - for_each_run: walk N same-shaped strided tensors as 1-d runs, split across OpenMP threads,
 //     after merging dims that are contiguous in every operand.
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dispatch.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 
@@ -31,33 +33,21 @@ template <> struct ComputeType<Half> { using type = float; };
 template <> struct ComputeType<BFloat16> { using type = float; };
 template <typename T> using compute_t = typename ComputeType<T>::type;
 
-[[noreturn]] void throw_bad_dtype(const char* kernel, DType dtype, const char* expected);
+// DTypeError naming the kernel (core/dispatch.hpp).
+[[noreturn]] inline void throw_bad_dtype(const char* kernel, DType dtype, const char* expected) {
+    ampgrad::throw_bad_dtype("", kernel, dtype, expected);
+}
 
-// Calls fn(T{}) with T the C++ type of a floating dtype.
+// Calls fn(T{}) with T the C++ type of a floating dtype (core/dispatch.hpp, host storage types).
 template <typename Fn>
 decltype(auto) dispatch_float(DType dtype, const char* kernel, Fn&& fn) {
-    switch (dtype) {
-        case kFloat32: return fn(float{});
-        case kFloat64: return fn(double{});
-        case kFloat16: return fn(Half{});
-        case kBFloat16: return fn(BFloat16{});
-        default: throw_bad_dtype(kernel, dtype, "a floating dtype (f32, f64, f16, bf16)");
-    }
+    return dispatch_float_as<HostStorage>(dtype, "", kernel, std::forward<Fn>(fn));
 }
 
 // Calls fn(T{}) for any of the seven dtypes.
 template <typename Fn>
 decltype(auto) dispatch_all(DType dtype, const char* kernel, Fn&& fn) {
-    switch (dtype) {
-        case kFloat32: return fn(float{});
-        case kFloat64: return fn(double{});
-        case kFloat16: return fn(Half{});
-        case kBFloat16: return fn(BFloat16{});
-        case kInt64: return fn(int64_t{});
-        case kInt32: return fn(int32_t{});
-        case kBool: return fn(bool{});
-    }
-    throw_bad_dtype(kernel, dtype, "a known dtype");
+    return dispatch_all_as<HostStorage>(dtype, "", kernel, std::forward<Fn>(fn));
 }
 
 inline constexpr int kMaxDims = 16;

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/philox.hpp"
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
@@ -34,7 +34,7 @@ void fill_contiguous(const Tensor& out, const char* kernel, Fn value_at) {
 }
 }  // namespace
 
-void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
     fill_contiguous(out, "random_uniform", [=](int64_t pair) {
         auto u = uniform_pair(seed, offset, pair);
         // lo + (hi - lo) * u as one fused multiply-add: rounded once whatever the compiler flags
@@ -44,7 +44,7 @@ void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offse
 }
 
 // Box-Muller: two uniforms give two independent standard normals.
-void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
     fill_contiguous(out, "random_normal", [=](int64_t pair) {
         auto u = uniform_pair(seed, offset, pair);
         double radius = std::sqrt(-2.0 * std::log(1.0 - u[0]));      // 1-u in (0,1]: log is finite
@@ -53,5 +53,8 @@ void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset
         return std::array<double, 2>{std::fma(scaled, std::cos(theta), mean), std::fma(scaled, std::sin(theta), mean)};
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::random_uniform, kCPU, random_uniform);
+AMPGRAD_REGISTER_KERNEL(kernels::random_normal, kCPU, random_normal);
 
 }  // namespace ampgrad::cpu

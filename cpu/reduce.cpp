@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "core/bounds.hpp"
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
@@ -150,14 +150,14 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in, std::span<co
 
 }  // namespace
 
-void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) {
+void reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) {
     AMPGRAD_CHECK(out.is_contiguous() && out.dtype() == in.dtype(), "reduce: out {} in {}", out.describe(),
                   in.describe());
     if (in.numel() == 0) {                       // empty reductions: sum 0, prod 1, mean nan; max is an error
         if (out.numel() == 0) return;            // nothing to write (a kept dim is empty)
         if (op == ReduceOp::kMax || op == ReduceOp::kMin)
             throw ValueError(fmt::format("max/min: cannot reduce an empty tensor {} (no identity)", in.describe()));
-        fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));
+        kernels::fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));
         return;
     }
     dispatch_all(in.dtype(), "reduce", [&](auto tag) {
@@ -170,7 +170,7 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::s
     });
 }
 
-void CpuBackend::max_with_indices(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
+void max_with_indices(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
     if (in.size(dim) == 0)
         throw IndexError(fmt::format("max: cannot take the max over empty dimension {} of {}", dim, in.describe()));
     dispatch_all(in.dtype(), "max_with_indices", [&](auto tag) {
@@ -202,5 +202,8 @@ void CpuBackend::max_with_indices(const Tensor& values, const Tensor& indices, c
         }
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::reduce, kCPU, reduce);
+AMPGRAD_REGISTER_KERNEL(kernels::max_with_indices, kCPU, max_with_indices);
 
 }  // namespace ampgrad::cpu

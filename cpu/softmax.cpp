@@ -3,7 +3,7 @@
 // subtracted before exp, so exp never overflows. Derivation: docs/ops/softmax.md.
 #include <cmath>
 
-#include "cpu/backend_cpu.hpp"
+#include "core/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -64,7 +64,7 @@ int64_t last_dim(const Tensor& t) { return t.dim() == 0 ? 1 : t.sizes().back(); 
 
 // ---- launchers ----
 
-void CpuBackend::softmax(const Tensor& y, const Tensor& x, bool log) {
+void softmax(const Tensor& y, const Tensor& x, bool log) {
     AMPGRAD_CHECK(x.is_contiguous() && y.is_contiguous() && x.sizes() == y.sizes() && x.dtype() == y.dtype(),
                   "softmax kernel needs contiguous same-shaped x, y: x is {}, y is {}", x.describe(), y.describe());
     if (x.numel() == 0) return;
@@ -76,7 +76,7 @@ void CpuBackend::softmax(const Tensor& y, const Tensor& x, bool log) {
     });
 }
 
-void CpuBackend::softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log) {
+void softmax_backward(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log) {
     AMPGRAD_CHECK(dx.is_contiguous() && y.is_contiguous() && dy.is_contiguous() && dx.sizes() == y.sizes() &&
                       dy.sizes() == y.sizes() && dx.dtype() == y.dtype() && dy.dtype() == y.dtype(),
                   "softmax_backward kernel needs contiguous same-shaped dx, y, dy: dx is {}, y is {}, dy is {}",
@@ -89,5 +89,8 @@ void CpuBackend::softmax_backward(const Tensor& dx, const Tensor& y, const Tenso
                                 static_cast<const T*>(dy.raw_data()), y.numel() / C, C, log);
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::softmax, kCPU, softmax);
+AMPGRAD_REGISTER_KERNEL(kernels::softmax_backward, kCPU, softmax_backward);
 
 }  // namespace ampgrad::cpu

@@ -6,7 +6,7 @@
 // the exact libm loops. Each function returns false when it does not apply (the caller then runs
 // the scalar loop), so the scalar formulas stay the reference.
 #pragma once
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 
 namespace ampgrad::cpu {
 

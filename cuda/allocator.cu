@@ -14,7 +14,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cuda/backend_cuda.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
@@ -174,7 +173,7 @@ Allocator& cuda_allocator(int index) {
     // One allocator per GPU, made on first use and never destroyed: tensors may outlive statics.
     static std::vector<CudaAllocator*>* allocators = [] {
         auto* v = new std::vector<CudaAllocator*>();
-        for (int i = 0; i < device_count(); ++i) v->push_back(new CudaAllocator(i));
+        for (int i = 0; i < count_devices(); ++i) v->push_back(new CudaAllocator(i));
         return v;
     }();
     return *(*allocators)[static_cast<size_t>(index)];

@@ -59,17 +59,18 @@ void require_scalar_f32(const char* kernel, const char* what, const Tensor& t) {
 
 }  // namespace
 
-void CudaBackend::non_finite_check_and_unscale(std::span<Tensor> grads, const Tensor& found_inf,
-                                               const Tensor& inv_scale) {
+void non_finite_check_and_unscale(std::span<Tensor> grads, const Tensor& found_inf,
+                                  const Tensor& inv_scale) {
+    const int index = found_inf.device().index;
     require_scalar_f32("non_finite_check_and_unscale", "found_inf", found_inf);
     require_scalar_f32("non_finite_check_and_unscale", "inv_scale", inv_scale);
-    require_on_device("non_finite_check_and_unscale", index(), {&found_inf, &inv_scale});
-    DeviceGuard guard(index());
+    require_on_device("non_finite_check_and_unscale", index, {&found_inf, &inv_scale});
+    DeviceGuard guard(index);
     float* found = device_ptr<float>(found_inf);
     const float* inv = device_ptr<const float>(inv_scale);
     for (const Tensor& grad : grads) {                       // one pass over each grad's data
         if (!grad.defined() || grad.numel() == 0) continue;
-        require_on_device("non_finite_check_and_unscale", index(), {&grad});
+        require_on_device("non_finite_check_and_unscale", index, {&grad});
         int64_t n = grad.numel();
         OffsetCalc<1> calc = make_offset_calc<1>({&grad});
         dispatch_float(grad.dtype(), "non_finite_check_and_unscale", [&](auto tag) {
@@ -81,16 +82,17 @@ void CudaBackend::non_finite_check_and_unscale(std::span<Tensor> grads, const Te
     }
 }
 
-void CudaBackend::update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
-                               double growth_factor, double backoff_factor, int64_t growth_interval, double min_scale,
-                               double max_scale) {
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  double growth_factor, double backoff_factor, int64_t growth_interval, double min_scale,
+                  double max_scale) {
+    const int index = scale.device().index;
     require_scalar_f32("update_scale", "scale", scale);
     require_scalar_f32("update_scale", "found_inf", found_inf);
     if (growth_tracker.numel() != 1 || (growth_tracker.dtype() != kInt32 && growth_tracker.dtype() != kInt64))
         throw DTypeError(fmt::format("cuda update_scale: growth_tracker must be a 1-element i32 or i64 tensor, got {}",
                                      growth_tracker.describe()));
-    require_on_device("update_scale", index(), {&scale, &growth_tracker, &found_inf});
-    DeviceGuard guard(index());
+    require_on_device("update_scale", index, {&scale, &growth_tracker, &found_inf});
+    DeviceGuard guard(index);
     auto launch = [&](auto tracker_tag) {
         using Tracker = decltype(tracker_tag);
         update_scale_kernel<Tracker><<<1, 1, 0, current_stream()>>>(
@@ -101,5 +103,8 @@ void CudaBackend::update_scale(const Tensor& scale, const Tensor& growth_tracker
     if (growth_tracker.dtype() == kInt32) launch(int32_t{});
     else launch(int64_t{});
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::non_finite_check_and_unscale, kCUDA, non_finite_check_and_unscale);
+AMPGRAD_REGISTER_KERNEL(kernels::update_scale, kCUDA, update_scale);
 
 }  // namespace ampgrad::cuda

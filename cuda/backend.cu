@@ -1,12 +1,12 @@
-// backend.cu: device discovery (is_available, device_count), the per-GPU CudaBackend objects,
-// the vendor error helpers behind CUDA_CHECK/CUBLAS_CHECK, and the kernels that are not written
-// yet (they throw DeviceError naming themselves). Without a GPU or driver, every request for
-// cuda:N fails with a DeviceError that says why; nothing crashes.
+// backend.cu: device discovery (device_count, require_device), the vendor error helpers behind
+// CUDA_CHECK/CUBLAS_CHECK, and the registration of the CUDA device with core's device registry.
+// Without a GPU or driver, every request for cuda:N fails with a DeviceError that says why;
+// nothing crashes. Kernels register themselves from their own files (copy.cu, gemm.cu, ...); a
+// kernel with no CUDA implementation yet fails with the registry's NotImplementedError.
 #include <string_view>
 #include <vector>
 
-#include "core/cuda_info.hpp"
-#include "cuda/backend_cuda.hpp"
+#include "core/device_registry.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
@@ -32,9 +32,6 @@ void throw_cublas_error(cublasStatus_t status, const char* expr, const char* fil
                                   cublasGetStatusString(status), cublasGetStatusName(status)));
 }
 
-void throw_bad_dtype(const char* kernel, DType dtype, const char* expected) {
-    throw DTypeError(fmt::format("cuda {}: unsupported dtype {}; expected {}", kernel, dtype_name(dtype), expected));
-}
 
 // ---- discovery ----
 
@@ -59,8 +56,7 @@ const DeviceQuery& query_devices() {
 }
 }  // namespace
 
-int device_count() { return query_devices().count; }
-bool is_available() { return device_count() > 0; }
+int count_devices() { return query_devices().count; }
 
 void require_device(int index) {
     const DeviceQuery& q = query_devices();
@@ -92,53 +88,8 @@ DeviceGuard::~DeviceGuard() {
     if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);   // no throw here
 }
 
-Backend& cuda_backend(int index) {
-    require_device(index);
-    // One backend per GPU, made on first use and never destroyed (tensors may outlive statics).
-    static std::vector<CudaBackend*>* backends = [] {
-        auto* v = new std::vector<CudaBackend*>();
-        for (int i = 0; i < device_count(); ++i) v->push_back(new CudaBackend(i));
-        return v;
-    }();
-    return *(*backends)[static_cast<size_t>(index)];
-}
+// ---- registration: core reaches CUDA devices only through these hooks ----
 
-// ---- kernels still to come (the full backend arrives in a later issue) ----
-
-namespace {
-[[noreturn]] void not_implemented(const char* kernel) {
-    throw DeviceError(fmt::format("cuda: {} is not implemented yet in the CUDA backend", kernel));
-}
-}  // namespace
-
-void CudaBackend::reduce(ReduceOp, const Tensor&, const Tensor&, std::span<const int64_t>) {
-    not_implemented("reduce");
-}
-void CudaBackend::max_with_indices(const Tensor&, const Tensor&, const Tensor&, int64_t) {
-    not_implemented("max_with_indices");
-}
-void CudaBackend::softmax(const Tensor&, const Tensor&, bool) { not_implemented("softmax"); }
-void CudaBackend::softmax_backward(const Tensor&, const Tensor&, const Tensor&, bool) {
-    not_implemented("softmax_backward");
-}
-void CudaBackend::layer_norm(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             double) {
-    not_implemented("layer_norm");
-}
-void CudaBackend::layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                      const Tensor&, const Tensor&, const Tensor&) {
-    not_implemented("layer_norm_backward");
-}
-void CudaBackend::embedding(const Tensor&, const Tensor&, const Tensor&) { not_implemented("embedding"); }
-void CudaBackend::embedding_backward(const Tensor&, const Tensor&, const Tensor&) {
-    not_implemented("embedding_backward");
-}
-void CudaBackend::cross_entropy(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t) {
-    not_implemented("cross_entropy");
-}
-void CudaBackend::cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                         int64_t) {
-    not_implemented("cross_entropy_backward");
-}
+AMPGRAD_REGISTER_DEVICE(kCUDA, (DeviceHooks{&count_devices, &require_device, &cuda_allocator}));
 
 }  // namespace ampgrad::cuda

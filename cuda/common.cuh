@@ -1,7 +1,7 @@
 // common.cuh: what every cuda/*.cu file shares: the vendor status checks (CUDA_CHECK,
 // CUBLAS_CHECK: the vendor tier of core/error.hpp), launch sizing for grid-stride loops, the stream kernels
 // run on, and the device-side fp16/bf16 load/store that mirrors compute_t<T> in cpu/loops.hpp.
-// Not here: strided indexing and dtype dispatch (cuda/loops.cuh), the backend class (backend_cuda.hpp).
+// device checks shared by the kernels. Not here: strided indexing (cuda/loops.cuh).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -11,7 +11,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/allocator.hpp"
+#include "core/dispatch.hpp"
 #include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace ampgrad::cuda {
 
@@ -19,6 +22,22 @@ namespace ampgrad::cuda {
 
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line);
+
+// ---- devices (backend.cu, allocator.cu) ----
+
+int count_devices();                           // GPUs the runtime reports (0 without a driver or GPU)
+// Throws DeviceError unless `index` names a usable GPU: "cuda:0: no CUDA device is available (...)"
+// or "cuda:3: device index out of range (2 devices)".
+void require_device(int index);
+Allocator& cuda_allocator(int index);          // checks the device first
+
+// Throws DeviceError unless every tensor lives on cuda:<index> (kernels never read host memory).
+void require_on_device(const char* kernel, int index, std::initializer_list<const Tensor*> ts);
+
+// DTypeError "cuda <kernel>: unsupported dtype ..." (core/dispatch.hpp).
+[[noreturn]] inline void throw_bad_dtype(const char* kernel, DType dtype, const char* expected) {
+    ampgrad::throw_bad_dtype("cuda ", kernel, dtype, expected);
+}
 
 }  // namespace ampgrad::cuda
 

@@ -76,7 +76,7 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
     Tensor host = src;                                                        // dense, in dst's dtype
     if (!is_dense_copy(dst, src)) {
         host = make_empty(dst.sizes(), dst.dtype(), Device(kCPU));
-        backend_for(Device(kCPU)).copy(host, src);
+        kernels::copy(host, src);
     }
     Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
     // From pageable memory the call returns once the bytes are staged, so `host` may die after it.
@@ -100,7 +100,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
     CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), dense.raw_data(),
                                static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));                                // HOST SYNC: the host reads next
-    if (!host.is_same(dst)) backend_for(Device(kCPU)).copy(dst, host);
+    if (!host.is_same(dst)) kernels::copy(dst, host);
 }
 
 // GPU a -> GPU b: make src dense in dst's dtype on its own GPU, then a peer copy, then scatter on b.
@@ -161,7 +161,7 @@ void fill_typed(const Tensor& dst, double value) {
 
 }  // namespace
 
-void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+void copy(const Tensor& dst, const Tensor& src) {
     AMPGRAD_CHECK(dst.sizes() == src.sizes(), "copy of {} into {}", src.describe(), dst.describe());
     AMPGRAD_CHECK(dst.device().is_cuda() || src.device().is_cuda(), "cuda copy got {} <- {}", dst.describe(),
                   src.describe());
@@ -180,10 +180,11 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
     }
 }
 
-void CudaBackend::fill(const Tensor& dst, double value) {
-    require_on_device("fill", index(), {&dst});
+void fill(const Tensor& dst, double value) {
+    const int index = dst.device().index;
+    require_on_device("fill", index, {&dst});
     if (dst.numel() == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     switch (dst.element_size()) {
         case 1: return fill_typed<uint8_t>(dst, value);
         case 2: return fill_typed<uint16_t>(dst, value);
@@ -192,5 +193,8 @@ void CudaBackend::fill(const Tensor& dst, double value) {
     }
     throw_bad_dtype("fill", dst.dtype(), "a known dtype");
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::copy, kCUDA, copy);
+AMPGRAD_REGISTER_KERNEL(kernels::fill, kCUDA, fill);
 
 }  // namespace ampgrad::cuda

@@ -1,49 +1,29 @@
 // elementwise.cu: unary, binary, axpy, where, clamp and activation-gradient kernels, the GPU twins
-// of cpu/elementwise.cpp (same formulas, so results agree to the math library's last bits).
+// of cpu/elementwise.cpp. Both use core/scalar_math.hpp's formulas, so results agree to the math
+// library's last bits, and the op lists of core/kernels.hpp expand into the switches below.
 // Every kernel loads to device_compute_t<T> (fp32 for f16/bf16), applies the op, and rounds once
 // on store. The op is a kernel argument, switched on per element: it is the same for every
 // thread, so the branch costs nothing next to the memory traffic, and each dtype needs one kernel.
 #include <limits>
 
 #include "core/bounds.hpp"
+#include "core/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
 
 namespace {
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kInvSqrt2 = 0.7071067811865476;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;
-
-// ---- kernels ----
-
-template <typename C>
-__device__ __forceinline__ C sigmoid_of(C x) { return C(1) / (C(1) + exp(-x)); }
+// ---- kernels: the op lists of core/kernels.hpp expanded over core/scalar_math.hpp's formulas ----
 
 // C is float or double
 template <typename C>
 __device__ C unary_float_value(UnaryOp op, C x) {
     switch (op) {
-        case UnaryOp::kNeg: return -x;
-        case UnaryOp::kExp: return exp(x);
-        case UnaryOp::kLog: return log(x);
-        case UnaryOp::kSqrt: return sqrt(x);
-        case UnaryOp::kRsqrt: return C(1) / sqrt(x);
-        case UnaryOp::kAbs: return fabs(x);
-        case UnaryOp::kTanh: return tanh(x);
-        case UnaryOp::kSigmoid: return sigmoid_of(x);
-        case UnaryOp::kRelu: return x < C(0) ? C(0) : x;
-        case UnaryOp::kGeluTanh: {
-            C inner = C(kSqrt2OverPi) * (x + C(0.044715) * x * x * x);
-            return C(0.5) * x * (C(1) + tanh(inner));
-        }
-        case UnaryOp::kGeluErf: return C(0.5) * x * (C(1) + erf(x * C(kInvSqrt2)));
-        case UnaryOp::kSilu: return x * sigmoid_of(x);
-        case UnaryOp::kSign: return C((x > C(0)) - (x < C(0)));
-        case UnaryOp::kReciprocal: return C(1) / x;
-        case UnaryOp::kSquare: return x * x;
-        case UnaryOp::kLogicalNot: break;             // has its own kernel
+#define AMPGRAD_UNARY_CASE(e, name, F) \
+        case UnaryOp::e: return static_cast<C>(formulas::F::value(x));
+        AMPGRAD_UNARY_OPS(AMPGRAD_UNARY_CASE)
+#undef AMPGRAD_UNARY_CASE
     }
     return x;
 }
@@ -52,12 +32,14 @@ __device__ C unary_float_value(UnaryOp op, C x) {
 template <typename T>
 __device__ T unary_int_value(UnaryOp op, T x) {
     switch (op) {
-        case UnaryOp::kNeg: return static_cast<T>(-x);
-        case UnaryOp::kAbs: return static_cast<T>(x < 0 ? -x : x);
-        case UnaryOp::kSquare: return static_cast<T>(x * x);
-        case UnaryOp::kSign: return static_cast<T>((x > 0) - (x < 0));
-        default: return x;
+#define AMPGRAD_UNARY_INT_CASE(e, name, F)                                          \
+        case UnaryOp::e:                                                            \
+            if constexpr (formulas::F::kIntegers) return static_cast<T>(formulas::F::value(x)); \
+            else return x;
+        AMPGRAD_UNARY_OPS(AMPGRAD_UNARY_INT_CASE)
+#undef AMPGRAD_UNARY_INT_CASE
     }
+    return x;
 }
 
 template <typename T>
@@ -73,7 +55,7 @@ template <typename T>
 __global__ void logical_not_kernel(int64_t n, OffsetCalc<2> calc, bool* out, const T* in) {
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
         Offsets<2> o = calc.get(i);
-        out[o.at[0]] = load_compute(in[o.at[1]]) == device_compute_t<T>(0);
+        out[o.at[0]] = formulas::LogicalNot::value(load_compute(in[o.at[1]]));
     }
 }
 
@@ -81,15 +63,10 @@ __global__ void logical_not_kernel(int64_t n, OffsetCalc<2> calc, bool* out, con
 template <typename C>
 __device__ C arithmetic_value(BinaryOp op, C x, C y) {
     switch (op) {
-        case BinaryOp::kAdd: return x + y;
-        case BinaryOp::kSub: return x - y;
-        case BinaryOp::kMul: return x * y;
-        case BinaryOp::kDiv: return x / y;
-        case BinaryOp::kPow:
-            if constexpr (std::is_integral_v<C>) return static_cast<C>(pow(double(x), double(y)));
-            else return pow(x, y);
-        case BinaryOp::kMaximum: return (x != x || x > y) ? x : y;     // NaN propagates, as in PyTorch
-        case BinaryOp::kMinimum: return (x != x || x < y) ? x : y;
+#define AMPGRAD_ARITHMETIC_CASE(e, name, F) \
+        case BinaryOp::e: return formulas::F::value(x, y);
+        AMPGRAD_ARITHMETIC_OPS(AMPGRAD_ARITHMETIC_CASE)
+#undef AMPGRAD_ARITHMETIC_CASE
         default: return x;                                            // comparisons: compare_kernel
     }
 }
@@ -97,14 +74,10 @@ __device__ C arithmetic_value(BinaryOp op, C x, C y) {
 template <typename C>
 __device__ bool compare_value(BinaryOp op, C x, C y) {
     switch (op) {
-        case BinaryOp::kEq: return x == y;
-        case BinaryOp::kNe: return x != y;
-        case BinaryOp::kLt: return x < y;
-        case BinaryOp::kLe: return x <= y;
-        case BinaryOp::kGt: return x > y;
-        case BinaryOp::kGe: return x >= y;
-        case BinaryOp::kLogicalAnd: return x != C(0) && y != C(0);
-        case BinaryOp::kLogicalOr: return x != C(0) || y != C(0);
+#define AMPGRAD_COMPARISON_CASE(e, name, F) \
+        case BinaryOp::e: return formulas::F::value(x, y);
+        AMPGRAD_COMPARISON_OPS(AMPGRAD_COMPARISON_CASE)
+#undef AMPGRAD_COMPARISON_CASE
         default: return false;
     }
 }
@@ -163,7 +136,7 @@ __global__ void clamp_kernel(int64_t n, OffsetCalc<2> calc, T* out, const T* in,
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
         Offsets<2> o = calc.get(i);
         device_compute_t<T> x = load_compute(in[o.at[1]]);
-        out[o.at[0]] = store_compute<T>(x != x ? x : (x < lo ? lo : (x > hi ? hi : x)));   // NaN stays NaN
+        out[o.at[0]] = store_compute<T>(formulas::clamp(x, lo, hi));
     }
 }
 
@@ -171,22 +144,10 @@ __global__ void clamp_kernel(int64_t n, OffsetCalc<2> calc, T* out, const T* in,
 template <typename C>
 __device__ C activation_grad_value(ActivationGrad op, C v, C g) {
     switch (op) {
-        // tanh, sigmoid, relu: v is the forward output y
-        case ActivationGrad::kTanh: return g * (C(1) - v * v);
-        case ActivationGrad::kSigmoid: return g * v * (C(1) - v);
-        case ActivationGrad::kRelu: return v <= C(0) ? C(0) : g;   // NaN passes g, as PyTorch
-        case ActivationGrad::kGeluTanh: {
-            C inner = C(kSqrt2OverPi) * (v + C(0.044715) * v * v * v);
-            C t = tanh(inner);
-            C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * 0.044715) * v * v);
-            return g * (C(0.5) * (C(1) + t) + C(0.5) * v * (C(1) - t * t) * dinner);
-        }
-        case ActivationGrad::kGeluErf: {
-            C cdf = C(0.5) * (C(1) + erf(v * C(kInvSqrt2)));
-            C pdf = C(kInvSqrt2Pi) * exp(C(-0.5) * v * v);
-            return g * (cdf + v * pdf);
-        }
-        case ActivationGrad::kSilu: { C s = sigmoid_of(v); return g * s * (C(1) + v * (C(1) - s)); }
+#define AMPGRAD_GRAD_CASE(e, name, F) \
+        case ActivationGrad::e: return formulas::F::grad(v, g);
+        AMPGRAD_ACTIVATION_GRADS(AMPGRAD_GRAD_CASE)
+#undef AMPGRAD_GRAD_CASE
     }
     return g;
 }
@@ -202,10 +163,15 @@ __global__ void activation_backward_kernel(int64_t n, ActivationGrad op, OffsetC
 
 // ---- launchers ----
 
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq; }
 
 bool int_supports(UnaryOp op) {
-    return op == UnaryOp::kNeg || op == UnaryOp::kAbs || op == UnaryOp::kSquare || op == UnaryOp::kSign;
+    switch (op) {
+#define AMPGRAD_INT_SUPPORT(e, name, F) \
+        case UnaryOp::e: return formulas::F::kIntegers;
+        AMPGRAD_UNARY_OPS(AMPGRAD_INT_SUPPORT)
+#undef AMPGRAD_INT_SUPPORT
+    }
+    return false;
 }
 
 template <typename Bits>
@@ -220,11 +186,12 @@ void where_typed(const Tensor& out, const Tensor& cond, const Tensor& a, const T
 
 }  // namespace
 
-void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-    require_on_device(op_name(op).data(), index(), {&out, &in});
+void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+    const int index = out.device().index;
+    require_on_device(op_name(op).data(), index, {&out, &in});
     int64_t n = out.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     OffsetCalc<2> calc = make_offset_calc<2>({&out, &in});
     if (op == UnaryOp::kLogicalNot) {
         dispatch_all(in.dtype(), "logical_not", [&](auto tag) {
@@ -249,13 +216,14 @@ void CudaBackend::unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     });
 }
 
-void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-    require_on_device(op_name(op).data(), index(), {&out, &a, &b});
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+    const int index = out.device().index;
+    require_on_device(op_name(op).data(), index, {&out, &a, &b});
     int64_t n = out.numel();
     if (n == 0) return;
     AMPGRAD_CHECK(a.dtype() == b.dtype(), "{}: operand dtypes differ ({} vs {})", op_name(op), a.describe(),
                   b.describe());
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     OffsetCalc<3> calc = make_offset_calc<3>({&out, &a, &b});
     dispatch_all(a.dtype(), "binary", [&](auto tag) {
         using T = decltype(tag);
@@ -274,13 +242,14 @@ void CudaBackend::binary(BinaryOp op, const Tensor& out, const Tensor& a, const 
     });
 }
 
-void CudaBackend::binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar,
-                                bool scalar_first) {
-    require_on_device(op_name(op).data(), index(), {&out, &a});
+void binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a, double scalar,
+                   bool scalar_first) {
+    const int index = out.device().index;
+    require_on_device(op_name(op).data(), index, {&out, &a});
     int64_t n = out.numel();
     if (n == 0) return;
-    AMPGRAD_CHECK(op <= BinaryOp::kDiv, "binary_scalar called with {}", op_name(op));
-    DeviceGuard guard(index());
+    AMPGRAD_CHECK(!is_comparison(op), "binary_scalar called with {}", op_name(op));
+    DeviceGuard guard(index);
     OffsetCalc<2> calc = make_offset_calc<2>({&out, &a});
     dispatch_float(a.dtype(), "binary_scalar", [&](auto tag) {
         using T = decltype(tag);
@@ -291,11 +260,12 @@ void CudaBackend::binary_scalar(BinaryOp op, const Tensor& out, const Tensor& a,
     });
 }
 
-void CudaBackend::add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
-    require_on_device("add", index(), {&out, &a, &b});
+void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+    const int index = out.device().index;
+    require_on_device("add", index, {&out, &a, &b});
     int64_t n = out.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     OffsetCalc<3> calc = make_offset_calc<3>({&out, &a, &b});
     dispatch_all(out.dtype(), "add", [&](auto tag) {
         using T = decltype(tag);
@@ -306,11 +276,12 @@ void CudaBackend::add_scaled(const Tensor& out, const Tensor& a, const Tensor& b
     });
 }
 
-void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-    require_on_device("where", index(), {&out, &cond, &a, &b});
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+    const int index = out.device().index;
+    require_on_device("where", index, {&out, &cond, &a, &b});
     if (out.numel() == 0) return;
     AMPGRAD_CHECK(cond.dtype() == kBool, "where: condition is {}", cond.describe());
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     switch (out.element_size()) {
         case 1: return where_typed<uint8_t>(out, cond, a, b);
         case 2: return where_typed<uint16_t>(out, cond, a, b);
@@ -320,11 +291,12 @@ void CudaBackend::where(const Tensor& out, const Tensor& cond, const Tensor& a, 
     throw_bad_dtype("where", out.dtype(), "a known dtype");
 }
 
-void CudaBackend::clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::optional<double> hi) {
-    require_on_device("clamp", index(), {&out, &in});
+void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::optional<double> hi) {
+    const int index = out.device().index;
+    require_on_device("clamp", index, {&out, &in});
     int64_t n = out.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     OffsetCalc<2> calc = make_offset_calc<2>({&out, &in});
     dispatch_all(in.dtype(), "clamp", [&](auto tag) {
         using T = decltype(tag);
@@ -341,11 +313,12 @@ void CudaBackend::clamp(const Tensor& out, const Tensor& in, std::optional<doubl
     });
 }
 
-void CudaBackend::activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy) {
-    require_on_device("activation_backward", index(), {&dx, &x, &dy});
+void activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy) {
+    const int index = dx.device().index;
+    require_on_device("activation_backward", index, {&dx, &x, &dy});
     int64_t n = dx.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     OffsetCalc<3> calc = make_offset_calc<3>({&dx, &x, &dy});
     dispatch_float(x.dtype(), "activation_backward", [&](auto tag) {
         using T = decltype(tag);
@@ -354,5 +327,13 @@ void CudaBackend::activation_backward(ActivationGrad op, const Tensor& dx, const
         CUDA_CHECK(cudaGetLastError());
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::unary, kCUDA, unary);
+AMPGRAD_REGISTER_KERNEL(kernels::binary, kCUDA, binary);
+AMPGRAD_REGISTER_KERNEL(kernels::binary_scalar, kCUDA, binary_scalar);
+AMPGRAD_REGISTER_KERNEL(kernels::add_scaled, kCUDA, add_scaled);
+AMPGRAD_REGISTER_KERNEL(kernels::where, kCUDA, where);
+AMPGRAD_REGISTER_KERNEL(kernels::clamp, kCUDA, clamp);
+AMPGRAD_REGISTER_KERNEL(kernels::activation_backward, kCUDA, activation_backward);
 
 }  // namespace ampgrad::cuda

@@ -21,7 +21,7 @@ struct CublasHandle {
 };
 
 CublasHandle& cublas_for(int index) {
-    static std::vector<CublasHandle>* handles = new std::vector<CublasHandle>(static_cast<size_t>(device_count()));
+    static std::vector<CublasHandle>* handles = new std::vector<CublasHandle>(static_cast<size_t>(count_devices()));
     CublasHandle& h = (*handles)[static_cast<size_t>(index)];
     std::lock_guard<std::mutex> lock(h.mutex);
     if (h.handle == nullptr) CUBLAS_CHECK(cublasCreate(&h.handle));
@@ -100,21 +100,21 @@ void gemm_cublas(cublasHandle_t handle, const Tensor& out, const MatrixArg& lhs,
 
 // out = beta * out, for K == 0 (BLAS semantics: beta == 0 writes zeros even over NaN)
 void scale_by_beta(const Tensor& out, double beta) {
-    Backend& backend = backend_of(out);
     if (beta == 0.0) {
-        backend.fill(out, 0.0);
+        kernels::fill(out, 0.0);
         return;
     }
     Tensor zero = make_empty({}, out.dtype(), out.device());
-    backend.fill(zero, 0.0);
-    backend.add_scaled(out, make_view(zero, out.sizes(), Shape(out.sizes().size(), 0), 0), out, beta);
+    kernels::fill(zero, 0.0);
+    kernels::add_scaled(out, make_view(zero, out.sizes(), Shape(out.sizes().size(), 0), 0), out, beta);
 }
 
 }  // namespace
 
-void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, double alpha,
-                       double beta) {
-    require_on_device("gemm", index(), {&out, &a, &b});
+void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, double alpha,
+          double beta) {
+    const int index = out.device().index;
+    require_on_device("gemm", index, {&out, &a, &b});
     AMPGRAD_CHECK(a.dim() == b.dim() && out.dim() == a.dim() && (a.dim() == 2 || a.dim() == 3),
                   "gemm: expected 2-d or 3-d operands, got a {}, b {}, out {}", a.describe(), b.describe(),
                   out.describe());
@@ -132,7 +132,7 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool
                   "gemm: batch sizes differ (expand with stride 0 to broadcast): a {}, b {}, out {}", a.describe(),
                   b.describe(), out.describe());
     if (out.numel() == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     if (K == 0) {                                   // nothing to multiply: out = beta * out
         scale_by_beta(out, beta);
         return;
@@ -143,17 +143,19 @@ void CudaBackend::gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool
     MatrixArg rhs{}, lhs{};
     if (!describe_matrix(a_mat, trans_a, rhs)) {
         a_mat = make_empty(a.sizes(), a.dtype(), a.device());
-        copy(a_mat, a);
+        kernels::copy(a_mat, a);
         describe_matrix(a_mat, trans_a, rhs);
     }
     if (!describe_matrix(b_mat, trans_b, lhs)) {
         b_mat = make_empty(b.sizes(), b.dtype(), b.device());
-        copy(b_mat, b);
+        kernels::copy(b_mat, b);
         describe_matrix(b_mat, trans_b, lhs);
     }
-    CublasHandle& h = cublas_for(index());
+    CublasHandle& h = cublas_for(index);
     std::lock_guard<std::mutex> lock(h.mutex);
     gemm_cublas(h.handle, out, lhs, rhs, batch, M, N, K, alpha, beta);
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::gemm, kCUDA, gemm);
 
 }  // namespace ampgrad::cuda

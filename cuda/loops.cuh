@@ -1,42 +1,32 @@
 // loops.cuh: the CUDA backend's iteration machinery (the GPU twin of cpu/loops.hpp).
-//   - dispatch_float / dispatch_all: a runtime DType to the device storage type (__half, ...);
+//   - dispatch_float / dispatch_all: a runtime DType to the device storage type (__half, ...),
+//     through core/dispatch.hpp (shared with cpu/loops.hpp);
 //   - OffsetCalc<N>: the element offset of each of N same-shaped strided operands at a linear
 //     (row-major) index, after merging the dims that are contiguous in every operand;
 //   - grid-stride loop helpers.
 #pragma once
 #include <array>
 
+#include "core/dispatch.hpp"
 #include "core/tensor.hpp"
-#include "cuda/backend_cuda.hpp"
+#include "core/kernels.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
 
+// Device storage types of f16/bf16 for core/dispatch.hpp.
+using DeviceStorage = StorageTypes<__half, __nv_bfloat16>;
+
 // Calls fn(T{}) with T the device type of a floating dtype.
 template <typename Fn>
-void dispatch_float(DType dtype, const char* kernel, Fn&& fn) {
-    switch (dtype) {
-        case kFloat32: return fn(float{});
-        case kFloat64: return fn(double{});
-        case kFloat16: return fn(__half{});
-        case kBFloat16: return fn(__nv_bfloat16{});
-        default: throw_bad_dtype(kernel, dtype, "a floating dtype (f32, f64, f16, bf16)");
-    }
+decltype(auto) dispatch_float(DType dtype, const char* kernel, Fn&& fn) {
+    return dispatch_float_as<DeviceStorage>(dtype, "cuda ", kernel, std::forward<Fn>(fn));
 }
 
 // Calls fn(T{}) for any of the seven dtypes.
 template <typename Fn>
-void dispatch_all(DType dtype, const char* kernel, Fn&& fn) {
-    switch (dtype) {
-        case kFloat32: return fn(float{});
-        case kFloat64: return fn(double{});
-        case kFloat16: return fn(__half{});
-        case kBFloat16: return fn(__nv_bfloat16{});
-        case kInt64: return fn(int64_t{});
-        case kInt32: return fn(int32_t{});
-        case kBool: return fn(bool{});
-    }
-    throw_bad_dtype(kernel, dtype, "a known dtype");
+decltype(auto) dispatch_all(DType dtype, const char* kernel, Fn&& fn) {
+    return dispatch_all_as<DeviceStorage>(dtype, "cuda ", kernel, std::forward<Fn>(fn));
 }
 
 // ---- strided indexing ----

@@ -61,12 +61,13 @@ void require_contiguous(const char* kernel, const Tensor& out) {
 
 }  // namespace
 
-void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
-    require_on_device("random_uniform", index(), {&out});
+void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi) {
+    const int index = out.device().index;
+    require_on_device("random_uniform", index, {&out});
     require_contiguous("random_uniform", out);
     int64_t n = out.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     dispatch_float(out.dtype(), "random_uniform", [&](auto tag) {
         using T = decltype(tag);
         uniform_kernel<T><<<grid_for((n + 1) / 2), kBlockSize, 0, current_stream()>>>(n, device_ptr<T>(out), seed,
@@ -75,12 +76,13 @@ void CudaBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offs
     });
 }
 
-void CudaBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
-    require_on_device("random_normal", index(), {&out});
+void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std) {
+    const int index = out.device().index;
+    require_on_device("random_normal", index, {&out});
     require_contiguous("random_normal", out);
     int64_t n = out.numel();
     if (n == 0) return;
-    DeviceGuard guard(index());
+    DeviceGuard guard(index);
     dispatch_float(out.dtype(), "random_normal", [&](auto tag) {
         using T = decltype(tag);
         normal_kernel<T><<<grid_for((n + 1) / 2), kBlockSize, 0, current_stream()>>>(n, device_ptr<T>(out), seed,
@@ -88,5 +90,8 @@ void CudaBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offse
         CUDA_CHECK(cudaGetLastError());
     });
 }
+
+AMPGRAD_REGISTER_KERNEL(kernels::random_uniform, kCUDA, random_uniform);
+AMPGRAD_REGISTER_KERNEL(kernels::random_normal, kCUDA, random_normal);
 
 }  // namespace ampgrad::cuda

@@ -2,7 +2,7 @@
 // generator exactly as the random factories do (autograd/ops/factory.cpp).
 #include "nn/init.hpp"
 
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 
@@ -19,7 +19,7 @@ void uniform_(const Tensor& t, double lo, double hi) {
     check_floating("uniform_", t);
     GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_uniform(t, g.seed, offset, lo, hi);
+    kernels::random_uniform(t, g.seed, offset, lo, hi);
     t.bump_version();
 }
 
@@ -27,13 +27,13 @@ void normal_(const Tensor& t, double mean, double std) {
     check_floating("normal_", t);
     GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_normal(t, g.seed, offset, mean, std);
+    kernels::random_normal(t, g.seed, offset, mean, std);
     t.bump_version();
 }
 
 void constant_(const Tensor& t, double value) {
     check_floating("constant_", t);
-    backend_of(t).fill(t, value);
+    kernels::fill(t, value);
     t.bump_version();
 }
 

@@ -37,15 +37,17 @@ int explain(const std::vector<std::string>& args) {
     std::vector<DType> dtypes;
     for (size_t i = 1; i < args.size(); ++i) {
         if (args[i] == "--autocast" && i + 1 < args.size()) autocast = args[++i];
-        else if (args[i] == "--device" && i + 1 < args.size()) device = args[++i] == "cuda" ? kCUDA : kCPU;
+        else if (args[i] == "--device" && i + 1 < args.size()) device = Device(args[++i]).type;
         else {
             DType d;
             if (!parse_dtype(args[i], d)) return usage();
             dtypes.push_back(d);
         }
     }
-    std::array<amp::AutocastState, 2> state{amp::AutocastState{false, kBFloat16}, amp::AutocastState{false, kFloat16}};
-    amp::AutocastState& s = state[device == kCUDA ? 1 : 0];
+    AutocastStates state{};
+    for (size_t t = 0; t < kNumDeviceTypes; ++t)
+        state[t] = AutocastState{false, autocast::default_dtype(static_cast<DeviceType>(t))};
+    AutocastState& s = state[device_type_index(device)];
     s.enabled = autocast != "off";
     if (autocast == "f16") s.dtype = kFloat16;
     if (autocast == "bf16") s.dtype = kBFloat16;

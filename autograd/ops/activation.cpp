@@ -27,15 +27,14 @@ constexpr double kGeluCubic = 0.044715;
 Tensor unary_forward(std::string_view op, UnaryOp kind, const Tensor& x) {            // (*)
     ops::check_floating(op, x);
     Tensor y = make_empty(x.sizes(), x.dtype(), x.device());
-    backend_of(x).unary(kind, y, x);
+    kernels::unary(kind, y, x);
     return y;
 }
 
 // dx = dy * f'(x) through the fused kernel (no graph). `saved` is x, or y for tanh/sigmoid/relu.
 Tensor fused_backward(ActivationGrad kind, const Tensor& saved, const Tensor& dy) {   // (*)
     Tensor dx = make_empty(saved.sizes(), saved.dtype(), saved.device());
-    backend_of(saved).activation_backward(kind, dx, saved,
-                                          ops::expand_raw(ops::cast_raw(dy, saved.dtype()), saved.sizes()));
+    kernels::activation_backward(kind, dx, saved, ops::expand_raw(ops::cast_raw(dy, saved.dtype()), saved.sizes()));
     return dx;
 }
 

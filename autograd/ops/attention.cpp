@@ -126,9 +126,9 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is
     be.gemm(scores, qf, kf, false, true, scale, 0.0);                          // q k^T * scale
     if (is_causal) apply_causal_mask(scores);
     Tensor probs = make_empty(scores.sizes(), q.dtype(), q.device());           // (BH,T,S)
-    be.softmax(probs, scores, false);
+    kernels::softmax(probs, scores, false);
     Tensor out = make_empty({B * NH, T, HSv}, q.dtype(), q.device());           // (BH,T,HSv)
-    be.gemm(out, probs, vf, false, false, 1.0, 0.0);
+    kernels::gemm(out, probs, vf, false, false, 1.0, 0.0);
     {
         NoGradGuard no_grad;
         out = out.view({B, NH, T, HSv});                                        // (B,NH,T,HSv)
@@ -141,17 +141,16 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is
         Tensor qf = fold_heads(ctx.saved(0)), kf = fold_heads(ctx.saved(1)), vf = fold_heads(ctx.saved(2));
         Tensor probs = ctx.saved(3);                                            // (BH,T,S)
         Tensor dout = fold_heads(g[0].dtype() == qf.dtype() ? g[0] : g[0].to(qf.dtype()));   // (BH,T,HSv)
-        Backend& be = backend_of(qf);
         tensor_list d(3);
         if (ctx.needs_input_grad(2)) {
             d[2] = make_empty(vf.sizes(), vf.dtype(), vf.device());             // (BH,S,HSv)
-            be.gemm(d[2], probs, dout, true, false, 1.0, 0.0);                  // dv = P^T dO
+            kernels::gemm(d[2], probs, dout, true, false, 1.0, 0.0);                  // dv = P^T dO
         }
         if (ctx.needs_input_grad(0) || ctx.needs_input_grad(1)) {
             Tensor dprobs = make_empty(probs.sizes(), probs.dtype(), probs.device());    // (BH,T,S)
-            be.gemm(dprobs, dout, vf, false, true, 1.0, 0.0);                   // dP = dO v^T
+            kernels::gemm(dprobs, dout, vf, false, true, 1.0, 0.0);                   // dP = dO v^T
             Tensor dscores = make_empty(probs.sizes(), probs.dtype(), probs.device());   // (BH,T,S)
-            be.softmax_backward(dscores, probs, dprobs, false);                 // dS
+            kernels::softmax_backward(dscores, probs, dprobs, false);                 // dS
             if (ctx.needs_input_grad(0)) {
                 d[0] = make_empty(qf.sizes(), qf.dtype(), qf.device());         // (BH,T,HS)
                 be.gemm(d[0], dscores, kf, false, false, scale, 0.0);           // dq = dS k * scale

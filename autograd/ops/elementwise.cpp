@@ -29,15 +29,15 @@ Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Ten
     if ((op == BinaryOp::kDiv || op == BinaryOp::kPow) && !is_floating(compute) && op == BinaryOp::kDiv)
         compute = kFloat32;                                // true division, as in PyTorch
     Tensor out = make_empty(shape, comparison ? kBool : compute, a.device());
-    backend_of(a).binary(op, out, ops::expand_raw(ops::cast_raw(a, compute), shape),
-                         ops::expand_raw(ops::cast_raw(b, compute), shape));
+    kernels::binary(op, out, ops::expand_raw(ops::cast_raw(a, compute), shape),
+                    ops::expand_raw(ops::cast_raw(b, compute), shape));
     return out;
 }
 
 Tensor unary_raw(UnaryOp op, const Tensor& x) {
     ops::check_defined(op_name(op), x, "input");
     Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
-    backend_of(x).unary(op, out, x);
+    kernels::unary(op, out, x);
     return out;
 }
 
@@ -47,7 +47,7 @@ Tensor unary_raw(UnaryOp op, const Tensor& x) {
 // Callers have checked that `a` is defined (they look at its dtype first).
 Tensor scalar_raw(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
     Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
-    backend_of(a).binary_scalar(op, out, a, s, scalar_first);
+    kernels::binary_scalar(op, out, a, s, scalar_first);
     return out;
 }
 
@@ -64,8 +64,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
     Shape shape = ops::broadcast_shapes("add", a, b);
     DType dt = ops::result_type(a, b);
     Tensor out = make_empty(shape, dt, a.device());
-    backend_of(a).add_scaled(out, ops::expand_raw(ops::cast_raw(a, dt), shape),
-                             ops::expand_raw(ops::cast_raw(b, dt), shape), alpha);
+    kernels::add_scaled(out, ops::expand_raw(ops::cast_raw(a, dt), shape),
+                        ops::expand_raw(ops::cast_raw(b, dt), shape), alpha);
     return record("add", out, {a, b}, {}, [alpha](BackwardContext& ctx, const tensor_list& g) {
         tensor_list d(2);
         if (ctx.needs_input_grad(0)) d[0] = g[0];
@@ -252,7 +252,7 @@ Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double>
     auto integral = [](std::optional<double> v) { return !v || *v == std::trunc(*v); };
     Tensor a = is_floating(a_in.dtype()) || (integral(lo) && integral(hi)) ? a_in : to_dtype(a_in, kFloat32);
     Tensor out = make_empty(a.sizes(), a.dtype(), a.device());
-    backend_of(a).clamp(out, a, lo, hi);
+    kernels::clamp(out, a, lo, hi);
     return record("clamp", out, {a}, {a}, [lo, hi](BackwardContext& ctx, const tensor_list& g) {
         Tensor x = ctx.saved(0);
         Tensor keep = ones_like(x, TensorOptions(kBool).device(x.device()));
@@ -273,8 +273,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Shape shape = ops::broadcast_shapes("where", ops::broadcast_shapes("where", cond, a), b.sizes());
     DType dt = ops::result_type(a, b);
     Tensor out = make_empty(shape, dt, a.device());
-    backend_of(a).where(out, ops::expand_raw(cond, shape), ops::expand_raw(ops::cast_raw(a, dt), shape),
-                        ops::expand_raw(ops::cast_raw(b, dt), shape));
+    kernels::where(out, ops::expand_raw(cond, shape), ops::expand_raw(ops::cast_raw(a, dt), shape),
+                   ops::expand_raw(ops::cast_raw(b, dt), shape));
     return record("where", out, {a, b}, {cond}, [](BackwardContext& ctx, const tensor_list& g) {
         tensor_list d(2);
         Tensor c = ctx.saved(0);
@@ -316,7 +316,7 @@ Tensor gt(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kGt, "
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kGe, "ge", a, b); }
 Tensor logical_not(const Tensor& a) {
     Tensor out = make_empty(a.sizes(), kBool, a.device());
-    backend_of(a).unary(UnaryOp::kLogicalNot, out, a);
+    kernels::unary(UnaryOp::kLogicalNot, out, a);
     return out;
 }
 Tensor operator&(const Tensor& a, const Tensor& b) { return binary_raw(BinaryOp::kLogicalAnd, "logical_and", a, b); }

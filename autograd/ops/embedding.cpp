@@ -20,7 +20,7 @@ Tensor embedding_backward(const Tensor& dout, const Tensor& indices, int64_t V) 
         NoGradGuard no_grad;
         Tensor idx = indices.reshape({-1});                                   // (N)
         Tensor rows = dout.contiguous().view({idx.numel(), C});               // (N,C)
-        backend_of(dout).embedding_backward(dweight, idx, rows);
+        kernels::embedding_backward(dweight, idx, rows);
     }
     return record("embedding_backward", dweight, {dout}, {indices}, [](BackwardContext& ctx, const tensor_list& g) {
         return tensor_list{embedding(ctx.saved(0), g[0])};                    // (*,C)
@@ -54,7 +54,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
         NoGradGuard no_grad;
         Tensor idx = indices.reshape({-1});                                   // (N)
         Tensor rows = make_empty({idx.numel(), C}, weight.dtype(), weight.device());   // (N,C)
-        backend_of(weight).embedding(rows, idx, weight.contiguous());
+        kernels::embedding(rows, idx, weight.contiguous());
         out = rows.view(out_shape);                                           // (*,C)
     }
     return record("embedding", out, {weight}, {indices}, [V, pad](BackwardContext& ctx, const tensor_list& g) {

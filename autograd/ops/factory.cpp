@@ -22,7 +22,7 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
 
 Tensor full(const Shape& shape, double value, TensorOptions opts) {
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
-    backend_of(t).fill(t, value);
+    kernels::fill(t, value);
     return finish(std::move(t), opts);
 }
 
@@ -36,7 +36,7 @@ Tensor randn(const Shape& shape, TensorOptions opts) {
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_normal(t, g.seed, offset, 0.0, 1.0);
+    kernels::random_normal(t, g.seed, offset, 0.0, 1.0);
     return finish(std::move(t), opts);
 }
 
@@ -46,7 +46,7 @@ Tensor rand(const Shape& shape, TensorOptions opts) {
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
-    backend_of(t).random_uniform(t, g.seed, offset, 0.0, 1.0);
+    kernels::random_uniform(t, g.seed, offset, 0.0, 1.0);
     return finish(std::move(t), opts);
 }
 
@@ -58,12 +58,12 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
     GeneratorState g = get_rng_state();
     uint64_t offset = generator_reserve(static_cast<uint64_t>(u.numel()) * 2);
     double span = static_cast<double>(high - low);
-    backend_of(u).random_uniform(u, g.seed, offset, 0.0, span);
-    backend_of(u).clamp(u, u, 0.0, span - 0.5);           // guard against u == span after rounding
+    kernels::random_uniform(u, g.seed, offset, 0.0, span);
+    kernels::clamp(u, u, 0.0, span - 0.5);           // guard against u == span after rounding
     Tensor k = make_empty(shape, kInt64, dev);
-    backend_of(k).copy(k, u);
+    kernels::copy(k, u);
     Tensor lo = ops::expand_raw(full({}, static_cast<double>(low), TensorOptions(kInt64).device(dev)), shape);
-    backend_of(k).add_scaled(k, k, lo, 1.0);
+    kernels::add_scaled(k, k, lo, 1.0);
     return finish(ops::cast_raw(k, opts.dtype()), opts);
 }
 
@@ -96,7 +96,7 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions op
     T* p = host.data_ptr<T>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
-    backend_of(t).copy(t, host);
+    kernels::copy(t, host);
     return finish(std::move(t), opts);
 }
 
@@ -127,7 +127,7 @@ Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape, TensorO
     std::vector<int32_t> ints(values.begin(), values.end());
     Tensor as_int = tensor(ints, shape, TensorOptions(kInt32));
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
-    backend_of(t).copy(t, as_int);
+    kernels::copy(t, as_int);
     return finish(std::move(t), opts);
 }
 template <>

@@ -36,7 +36,7 @@ bool needs_history(std::string_view op, const Tensor& self, const Tensor& other)
 
 // Write `result` (same shape as self) into self and make self the output of result's node.
 Tensor& commit(Tensor& self, const Tensor& result) {
-    backend_of(self).copy(self, result);
+    kernels::copy(self, result);
     self.bump_version();
     if (result.requires_grad()) autograd::rebase_history(self, result);
     return self;
@@ -68,7 +68,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
     check_inplace_allowed("add_", self);
     check_broadcasts_into("add_", self, other);
     if (needs_history("add_", self, other)) return commit(self, add(self, other, alpha));
-    backend_of(self).add_scaled(self, self, ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()), alpha);
+    kernels::add_scaled(self, self, ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()), alpha);
     self.bump_version();
     return self;
 }
@@ -77,8 +77,8 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
     check_inplace_allowed("mul_", self);
     check_broadcasts_into("mul_", self, other);
     if (needs_history("mul_", self, other)) return commit(self, mul(clone(self), other));
-    backend_of(self).binary(BinaryOp::kMul, self, self,
-                            ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()));
+    kernels::binary(BinaryOp::kMul, self, self,
+                    ops::expand_raw(ops::cast_raw(other, self.dtype()), self.sizes()));
     self.bump_version();
     return self;
 }
@@ -102,7 +102,7 @@ Tensor& scalar_inplace(std::string_view op, BinaryOp kind, Tensor& self, double 
         Tensor other = full({}, s, TensorOptions(self.dtype()).device(self.device()));
         return kind == BinaryOp::kAdd ? add_(self, other) : mul_(self, other);
     }
-    backend_of(self).binary_scalar(kind, self, self, s, false);
+    kernels::binary_scalar(kind, self, self, s, false);
     self.bump_version();
     return self;
 }
@@ -120,12 +120,12 @@ Tensor& fill_(Tensor& self, double value) {
     check_inplace_allowed("fill_", self);
     if (needs_history("fill_", self, Tensor())) {
         Tensor result = make_empty(self.sizes(), self.dtype(), self.device());
-        backend_of(result).fill(result, value);
+        kernels::fill(result, value);
         return commit(self, record("fill_", result, {self}, {}, [](BackwardContext&, const tensor_list& g) {
             return tensor_list{zeros_like(g[0])};
         }));
     }
-    backend_of(self).fill(self, value);
+    kernels::fill(self, value);
     self.bump_version();
     return self;
 }
@@ -142,7 +142,7 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
         Tensor moved = src.device() == self.device() ? src : to_device(src, self.device());
         Tensor value = expand(to_dtype(moved, self.dtype()), self.sizes());
         Tensor result = make_empty(self.sizes(), self.dtype(), self.device());
-        backend_of(result).copy(result, value);
+        kernels::copy(result, value);
         return commit(self, record("copy_", result, {self, value}, {}, [](BackwardContext& ctx, const tensor_list& g) {
             tensor_list d(2);
             if (ctx.needs_input_grad(0)) d[0] = zeros_like(g[0]);
@@ -150,11 +150,7 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
             return d;
         }));
     }
-    if (src.device() != self.device() && !self.device().is_cpu()) {
-        backend_of(self).copy(self, ops::expand_raw(src, self.sizes()));      // H2D handled by the device backend
-    } else {
-        backend_of(src).copy(self, ops::expand_raw(src, self.sizes()));
-    }
+    kernels::copy(self, ops::expand_raw(src, self.sizes()));         // cross-device: the accelerator's copy
     self.bump_version();
     return self;
 }
@@ -164,7 +160,7 @@ Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi)
     for (std::optional<double> bound : {lo, hi})
         if (bound) check_scalar_fits("clamp_", self, *bound);       // clamp(int, 1.5) would be f32
     if (needs_history("clamp_", self, Tensor())) return commit(self, clamp(clone(self), lo, hi));
-    backend_of(self).clamp(self, self, lo, hi);
+    kernels::clamp(self, self, lo, hi);
     self.bump_version();
     return self;
 }

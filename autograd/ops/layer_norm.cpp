@@ -74,7 +74,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
         rstd_rows = make_empty({N}, stat, x.device());                        // (N)
         Tensor w = weight.defined() ? weight.contiguous().view({C}) : Tensor();   // (C)
         Tensor b = bias.defined() ? bias.contiguous().view({C}) : Tensor();       // (C)
-        backend_of(x).layer_norm(y_rows, mean_rows, rstd_rows, x_rows, w, b, eps);
+        kernels::layer_norm(y_rows, mean_rows, rstd_rows, x_rows, w, b, eps);
         y = y_rows.view(x.sizes());
     }
 
@@ -91,8 +91,8 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
             d = {needed[0] ? make_empty({N, C}, x.dtype(), x.device()) : Tensor(),             // (N,C)
                  needed[1] ? make_empty({C}, x.dtype(), x.device()) : Tensor(),                // (C)
                  needed[2] ? make_empty({C}, x.dtype(), x.device()) : Tensor()};               // (C)
-            backend_of(x).layer_norm_backward(d[0], d[1], d[2], dy.contiguous(), x.contiguous().view({N, C}),
-                                              ctx.saved(2), ctx.saved(3), w_rows);
+            kernels::layer_norm_backward(d[0], d[1], d[2], dy.contiguous(), x.contiguous().view({N, C}),
+                                         ctx.saved(2), ctx.saved(3), w_rows);
         }
         for (size_t i = 0; i < 3; ++i)                     // back to the shapes of x, weight, bias
             if (d[i].defined()) d[i] = d[i].reshape(ctx.input_meta(i).shape);

@@ -72,7 +72,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ign
         Tensor t = targets.reshape({N});                                      // (N)
         Tensor row_loss = make_empty({N}, stat, logits.device());             // (N)
         lse = make_empty({N}, stat, logits.device());                         // (N)
-        backend_of(logits).cross_entropy(row_loss, lse, rows, t, ignore_index);
+        kernels::cross_entropy(row_loss, lse, rows, t, ignore_index);
         count = ne(t, ops::wrapped_scalar(static_cast<double>(ignore_index), t)).to(stat).sum();   // ()
         loss = (row_loss.sum() / count).to(logits.dtype());                   // ()
     }
@@ -87,7 +87,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ign
         } else {
             Tensor dloss = ops::expand_raw((g[0].to(count.dtype()) / nonzero_count(count)).reshape({1}), {N});  // (N)
             dlogits = make_empty({N, V}, logits.dtype(), logits.device());                       // (N,V)
-            backend_of(logits).cross_entropy_backward(dlogits, dloss, logits.contiguous(), lse, targets, ignore_index);
+            kernels::cross_entropy_backward(dlogits, dloss, logits.contiguous(), lse, targets, ignore_index);
         }
         return tensor_list{dlogits.reshape(ctx.input_meta(0).shape)};
     });

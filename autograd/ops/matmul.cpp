@@ -61,7 +61,7 @@ Tensor transpose_last_raw(const Tensor& t) {                  // (...,R,C) -> (.
 
 Tensor copy_raw(const Tensor& t) {                             // a fresh contiguous copy
     Tensor out = make_empty(t.sizes(), t.dtype(), t.device());
-    backend_of(t).copy(out, t);
+    kernels::copy(out, t);
     return out;
 }
 
@@ -112,7 +112,7 @@ GemmOperand gemm_operand(const Tensor& t) {
 Tensor gemm_forward(const Tensor& a, const Tensor& b, const Shape& out_shape) {
     Tensor out = make_empty(out_shape, a.dtype(), a.device());
     GemmOperand ga = gemm_operand(a), gb = gemm_operand(b);
-    backend_of(out).gemm(out, ga.tensor, gb.tensor, ga.trans, gb.trans, 1.0, 0.0);
+    kernels::gemm(out, ga.tensor, gb.tensor, ga.trans, gb.trans, 1.0, 0.0);
     return out;
 }
 
@@ -244,8 +244,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     if (b.defined() && y2.device().is_cpu() && b.is_contiguous()) {      // bias added in the GEMM's epilogue
         cpu::gemm_epilogue(y2, Tensor(), gx.tensor, gw.tensor, gx.trans, !gw.trans, b, GemmEpilogue::kBias);
     } else {
-        if (b.defined()) backend_of(y2).copy(y2, ops::expand_raw(b, y2.sizes()));
-        backend_of(y2).gemm(y2, gx.tensor, gw.tensor, gx.trans, !gw.trans, 1.0, b.defined() ? 1.0 : 0.0);
+        if (b.defined()) kernels::copy(y2, ops::expand_raw(b, y2.sizes()));
+        kernels::gemm(y2, gx.tensor, gw.tensor, gx.trans, !gw.trans, 1.0, b.defined() ? 1.0 : 0.0);
     }
     Shape y_shape = x.sizes();
     y_shape.back() = n;

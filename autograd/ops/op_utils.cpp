@@ -74,7 +74,7 @@ Tensor expand_raw(const Tensor& t, const Shape& shape) {
 Tensor cast_raw(const Tensor& t, DType dtype) {
     if (t.dtype() == dtype) return t;
     Tensor out = make_empty(t.sizes(), dtype, t.device());
-    backend_of(t).copy(out, t);
+    kernels::copy(out, t);
     return out;
 }
 
@@ -101,7 +101,7 @@ Tensor wrapped_scalar(double value, const Tensor& like) {
                                          : (value == static_cast<double>(static_cast<int64_t>(value)) ? like.dtype() : kFloat32);
     if (dt == kBool) dt = kInt64;
     Tensor s = make_empty({}, dt, like.device());
-    backend_of(s).fill(s, value);
+    kernels::fill(s, value);
     return s;
 }
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <string_view>
 
-#include "core/backend.hpp"
+#include "core/kernels.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 

@@ -60,7 +60,7 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims
         throw IndexError(fmt::format("{}: expected the reduced dims to have non-zero size, but the input is {} "
                                      "(a max/min over no elements has no value); specify non-empty dims",
                                      op == ReduceOp::kMax ? "amax" : "amin", x.describe()));
-    if (out.numel() > 0) backend_of(x).reduce(op, out, in, dims);
+    if (out.numel() > 0) kernels::reduce(op, out, in, dims);
     return keepdim ? out : make_view(out, squeezed_shape(x, dims), contiguous_strides(squeezed_shape(x, dims)), 0);
 }
 
@@ -143,7 +143,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
     kshape[static_cast<size_t>(dim)] = 1;
     Tensor values = make_empty(kshape, x.dtype(), x.device());
     Tensor indices = make_empty(kshape, kInt64, x.device());
-    backend_of(x).max_with_indices(values, indices, x, dim);
+    kernels::max_with_indices(values, indices, x, dim);
     if (!keepdim) {
         Shape s = x.sizes();
         s.erase(s.begin() + dim);
@@ -179,7 +179,7 @@ Tensor norm(const Tensor& x_in) {
     ops::check_floating("norm", x);
     Tensor sq = reduce_raw(ReduceOp::kSumSquares, x, reduce_dims("norm", x, {}), false, x.dtype());
     Tensor out = make_empty({}, x.dtype(), x.device());
-    backend_of(x).unary(UnaryOp::kSqrt, out, sq);
+    kernels::unary(UnaryOp::kSqrt, out, sq);
     return record("norm", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), n = ctx.saved(1);
         Tensor safe = where(eq(n, zeros_like(n)), ones_like(n), n);

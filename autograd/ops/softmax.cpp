@@ -33,7 +33,7 @@ Tensor softmax_op(std::string_view name, const Tensor& x_in, int64_t dim_in, boo
 
     Tensor x_rows = swap_dim_last(x, dim);                                  // (N,C), C = x.size(dim)
     Tensor y_rows = make_empty(x_rows.sizes(), x.dtype(), x.device());      // (N,C)
-    backend_of(x).softmax(y_rows, x_rows, log);
+    kernels::softmax(y_rows, x_rows, log);
     Tensor y = swap_dim_last(y_rows, dim);                                  // x's shape
 
     return record(name, y, {x}, {y}, [dim, log](BackwardContext& ctx, const tensor_list& g) {
@@ -46,7 +46,7 @@ Tensor softmax_op(std::string_view name, const Tensor& x_in, int64_t dim_in, boo
         Tensor y_rows = swap_dim_last(y, dim);                              // (N,C)
         Tensor dy_rows = swap_dim_last(dy, dim);                            // (N,C)
         Tensor dx_rows = make_empty(y_rows.sizes(), y.dtype(), y.device()); // (N,C)
-        backend_of(y).softmax_backward(dx_rows, y_rows, dy_rows, log);
+        kernels::softmax_backward(dx_rows, y_rows, dy_rows, log);
         return tensor_list{swap_dim_last(dx_rows, dim)};
     });
 }

@@ -88,8 +88,7 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
 
 Tensor copy_raw(const Tensor& x, DType dtype, Device device) {
     Tensor out = make_empty(x.sizes(), dtype, device);
-    if (device.is_cpu()) backend_of(x).copy(out, x);     // D2H is done by the source's backend
-    else backend_for(device).copy(out, x);                // H2D and D2D by the destination's
+    kernels::copy(out, x);                         // H2D, D2H and D2D run on the accelerator's copy
     return out;
 }
 
@@ -272,7 +271,7 @@ Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
     for (const Tensor& t : tensors) {
         Shape part = shape;
         part[dim] = t.sizes()[dim];
-        backend_of(out).copy(make_view(out, part, out.strides(), offset * out.strides()[dim]), t);
+        kernels::copy(make_view(out, part, out.strides(), offset * out.strides()[dim]), t);
         offset += t.sizes()[dim];
         sizes.push_back(t.sizes()[dim]);
     }

@@ -22,7 +22,7 @@ TEST_CASE("non_finite_check_and_unscale: matches PyTorch's _amp_foreach_non_fini
         Fixture fx = load_fixture(name);
         std::vector<Tensor> grads{fx.at("g").clone()};
         Tensor found = scalar_f32(0.0), inv = scalar_f32(fx.param("inv_scale"));
-        backend_for(kCPU).non_finite_check_and_unscale(grads, found, inv);
+        kernels::non_finite_check_and_unscale(grads, found, inv);
         std::vector<float> got = grads[0].to_vector<float>(), want = fx.at("unscaled").to_vector<float>();
         for (size_t i = 0; i < got.size(); ++i) {
             CAPTURE(i);
@@ -49,7 +49,7 @@ TEST_CASE("non_finite_check_and_unscale: one pass over many grads of every float
     expected.push_back(base.transpose(0, 1).to(kFloat64) * 0.125);
     grads.push_back(Tensor());                             // undefined grads are skipped
     Tensor found = scalar_f32(0.0);
-    backend_for(kCPU).non_finite_check_and_unscale(grads, found, scalar_f32(0.125));
+    kernels::non_finite_check_and_unscale(grads, found, scalar_f32(0.125));
     CHECK(found.item<float>() == 0.0f);
     for (size_t i = 0; i + 1 < grads.size(); ++i) {
         CAPTURE(i);
@@ -68,18 +68,18 @@ TEST_CASE("non_finite_check_and_unscale: flags inf and NaN anywhere, never clear
         }
         std::vector<Tensor> grads{bad, big};
         Tensor found = scalar_f32(0.0);
-        backend_for(kCPU).non_finite_check_and_unscale(grads, found, scalar_f32(0.5));
+        kernels::non_finite_check_and_unscale(grads, found, scalar_f32(0.5));
         CHECK(found.item<float>() == 1.0f);
         CHECK(bad.to_vector<float>() == std::vector<float>{0.5f, 1.0f, 2.0f});
         std::vector<Tensor> clean{tensor<float>({3.0f}).to(d)};
-        backend_for(kCPU).non_finite_check_and_unscale(clean, found, scalar_f32(1.0));
+        kernels::non_finite_check_and_unscale(clean, found, scalar_f32(1.0));
         CHECK(found.item<float>() == 1.0f);                 // accumulates across calls
         CHECK(clean[0].to_vector<float>()[0] == 3.0f);
     }
     Tensor inf_grad = tensor<float>({1.0f, std::numeric_limits<float>::infinity()});
     std::vector<Tensor> one{inf_grad};
     Tensor found = scalar_f32(0.0);
-    backend_for(kCPU).non_finite_check_and_unscale(one, found, scalar_f32(1.0));
+    kernels::non_finite_check_and_unscale(one, found, scalar_f32(1.0));
     CHECK(found.item<float>() == 1.0f);
 }
 
@@ -87,8 +87,8 @@ TEST_CASE("update_scale: backoff, growth, `>=` interval, f32-overflow cap, min/m
     auto run = [&](double scale, int64_t tracker, bool found_inf, int64_t interval, DType tracker_dtype,
                    double min_scale = 0.0, double max_scale = 1e300) {
         Tensor s = scalar_f32(scale), t = full({}, static_cast<double>(tracker), TensorOptions(tracker_dtype));
-        backend_for(kCPU).update_scale(s, t, scalar_f32(found_inf ? 1.0 : 0.0), 2.0, 0.5, interval, min_scale,
-                                       max_scale);
+        kernels::update_scale(s, t, scalar_f32(found_inf ? 1.0 : 0.0), 2.0, 0.5, interval, min_scale,
+                              max_scale);
         return std::pair<double, int64_t>{s.item<double>(), t.item<int64_t>()};
     };
     for (DType td : {kInt32, kInt64}) {
@@ -105,13 +105,13 @@ TEST_CASE("update_scale: backoff, growth, `>=` interval, f32-overflow cap, min/m
 
 TEST_CASE("amp kernels: bad input gives typed errors") {
     std::vector<Tensor> grads{ones({2})};
-    CHECK_THROWS_WITH_AS(backend_for(kCPU).non_finite_check_and_unscale(grads, full({2}, 0.0), scalar_f32(1.0)),
+    CHECK_THROWS_WITH_AS(kernels::non_finite_check_and_unscale(grads, full({2}, 0.0), scalar_f32(1.0)),
                          doctest::Contains("found_inf must be a 1-element f32 cpu tensor"), DTypeError);
-    CHECK_THROWS_AS(backend_for(kCPU).non_finite_check_and_unscale(grads, scalar_f32(0.0), full({}, 1.0, kFloat64)),
+    CHECK_THROWS_AS(kernels::non_finite_check_and_unscale(grads, scalar_f32(0.0), full({}, 1.0, kFloat64)),
                     DTypeError);
     std::vector<Tensor> ints{ones({2}, TensorOptions(kInt64))};
-    CHECK_THROWS_AS(backend_for(kCPU).non_finite_check_and_unscale(ints, scalar_f32(0.0), scalar_f32(1.0)), DTypeError);
-    CHECK_THROWS_WITH_AS(backend_for(kCPU).update_scale(scalar_f32(1.0), scalar_f32(0.0), scalar_f32(0.0), 2, 0.5, 10, 0,
-                                                        1e9),
+    CHECK_THROWS_AS(kernels::non_finite_check_and_unscale(ints, scalar_f32(0.0), scalar_f32(1.0)), DTypeError);
+    CHECK_THROWS_WITH_AS(kernels::update_scale(scalar_f32(1.0), scalar_f32(0.0), scalar_f32(0.0), 2, 0.5, 10, 0,
+                                               1e9),
                          doctest::Contains("growth_tracker must be a 1-element i32 or i64"), DTypeError);
 }

@@ -52,7 +52,7 @@ TEST_CASE("without a usable GPU, cuda tensors fail with a DeviceError that says 
     CHECK_THROWS_WITH_AS(empty({4}, TensorOptions().device(kCUDA)), doctest::Contains(why), DeviceError);
     CHECK_THROWS_WITH_AS(ones({1}, TensorOptions().device(Device("cuda:1"))), doctest::Contains("cuda:1: "),
                          DeviceError);
-    CHECK_THROWS_WITH_AS(backend_for(Device(kCUDA)), doctest::Contains(why), DeviceError);
+    CHECK_THROWS_WITH_AS(require_device(Device(kCUDA)), doctest::Contains(why), DeviceError);
     CHECK_THROWS_AS(allocator_for(Device(kCUDA)), DeviceError);
 
     Tensor x = ones({2, 2});
@@ -65,9 +65,9 @@ TEST_CASE("without a usable GPU, cuda tensors fail with a DeviceError that says 
 TEST_CASE("without CUDA the message says how to get it") {
     if (cuda::is_available()) return;
 #if AMPGRAD_WITH_CUDA
-    CHECK_THROWS_WITH_AS(backend_for(Device(kCUDA)), doctest::Contains("cudaGetDeviceCount"), DeviceError);
-    CHECK_THROWS_WITH_AS(backend_for(Device(kCUDA)), doctest::Contains("use Device(kCPU)"), DeviceError);
+    CHECK_THROWS_WITH_AS(require_device(Device(kCUDA)), doctest::Contains("cudaGetDeviceCount"), DeviceError);
+    CHECK_THROWS_WITH_AS(require_device(Device(kCUDA)), doctest::Contains("use Device(kCPU)"), DeviceError);
 #else
-    CHECK_THROWS_WITH_AS(backend_for(Device(kCUDA)), doctest::Contains("rebuild with -Dcuda=enabled"), DeviceError);
+    CHECK_THROWS_WITH_AS(require_device(Device(kCUDA)), doctest::Contains("rebuild with -Dcuda=enabled"), DeviceError);
 #endif
 }

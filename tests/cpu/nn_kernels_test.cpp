@@ -25,20 +25,19 @@ std::pair<tensor_list, tensor_list> with_one_and_two_threads(Fn fn) {
 
 TEST_CASE("nn kernels give bitwise identical results for 1 and 2 threads") {
     manual_seed(71);
-    Backend& cpu = backend_for(Device(kCPU));
     const int64_t N = 512, C = 300;                                   // several thread chunks
     Tensor x = randn({N, C}), dy = randn({N, C}), w = randn({C}), b = randn({C});
     Tensor idx = randint(0, 50, {N});
     auto [one, two] = with_one_and_two_threads([&] {
         Tensor y = empty({N, C}), dx = empty({N, C}), lx = empty({N, C});
-        cpu.softmax(y, x, false);
-        cpu.softmax_backward(dx, y, dy, false);
+        kernels::softmax(y, x, false);
+        kernels::softmax_backward(dx, y, dy, false);
         Tensor mean = empty({N}), rstd = empty({N}), dw = empty({C}), db = empty({C});
-        cpu.layer_norm(lx, mean, rstd, x, w, b, 1e-5);
+        kernels::layer_norm(lx, mean, rstd, x, w, b, 1e-5);
         Tensor ldx = empty({N, C});
-        cpu.layer_norm_backward(ldx, dw, db, dy, x, mean, rstd, w);
+        kernels::layer_norm_backward(ldx, dw, db, dy, x, mean, rstd, w);
         Tensor dtable = zeros({50, C});
-        cpu.embedding_backward(dtable, idx, dy);
+        kernels::embedding_backward(dtable, idx, dy);
         return tensor_list{y, dx, lx, ldx, dw, db, dtable};
     });
     for (size_t i = 0; i < one.size(); ++i) {
@@ -49,35 +48,33 @@ TEST_CASE("nn kernels give bitwise identical results for 1 and 2 threads") {
 
 TEST_CASE("layer_norm_backward computes only the gradients it is given") {
     manual_seed(73);
-    Backend& cpu = backend_for(Device(kCPU));
     Tensor x = randn({6, 10}, TensorOptions(kFloat64)), dy = randn({6, 10}, TensorOptions(kFloat64));
     Tensor w = randn({10}, TensorOptions(kFloat64));
     Tensor y = empty({6, 10}, kFloat64), mean = empty({6}, kFloat64), rstd = empty({6}, kFloat64);
-    cpu.layer_norm(y, mean, rstd, x, w, Tensor(), 1e-5);
+    kernels::layer_norm(y, mean, rstd, x, w, Tensor(), 1e-5);
     Tensor dx_all = empty({6, 10}, kFloat64), dw_all = empty({10}, kFloat64), db_all = empty({10}, kFloat64);
-    cpu.layer_norm_backward(dx_all, dw_all, db_all, dy, x, mean, rstd, w);
+    kernels::layer_norm_backward(dx_all, dw_all, db_all, dy, x, mean, rstd, w);
     Tensor dw = empty({10}, kFloat64);
-    cpu.layer_norm_backward(Tensor(), dw, Tensor(), dy, x, mean, rstd, w);
+    kernels::layer_norm_backward(Tensor(), dw, Tensor(), dy, x, mean, rstd, w);
     CHECK(equal(dw, dw_all));
     Tensor dx = empty({6, 10}, kFloat64);
-    cpu.layer_norm_backward(dx, Tensor(), Tensor(), dy, x, mean, rstd, w);
+    kernels::layer_norm_backward(dx, Tensor(), Tensor(), dy, x, mean, rstd, w);
     CHECK(equal(dx, dx_all));
     CHECK_CLOSE(db_all, dy.sum({0}), tol_for(kFloat64));
 }
 
 TEST_CASE("cross_entropy kernels: per-row loss, logsumexp, and zero rows for ignored targets") {
-    Backend& cpu = backend_for(Device(kCPU));
     Tensor logits = tensor<float>({1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f}, {2, 3});
     Tensor targets = tensor<int64_t>({2, -100});
     Tensor loss = empty({2}), lse = empty({2});
-    cpu.cross_entropy(loss, lse, logits, targets, -100);
+    kernels::cross_entropy(loss, lse, logits, targets, -100);
     std::vector<float> l = loss.to_vector<float>(), s = lse.to_vector<float>();
     double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
     CHECK(s[0] == doctest::Approx(lse0).epsilon(1e-6));
     CHECK(l[0] == doctest::Approx(lse0 - 3.0).epsilon(1e-6));
     CHECK(l[1] == 0.0f);
     Tensor dlogits = empty({2, 3});
-    cpu.cross_entropy_backward(dlogits, full({2}, 2.0), logits, lse, targets, -100);
+    kernels::cross_entropy_backward(dlogits, full({2}, 2.0), logits, lse, targets, -100);
     std::vector<float> d = dlogits.to_vector<float>();
     CHECK(d[2] == doctest::Approx(2.0 * (std::exp(3.0 - lse0) - 1.0)).epsilon(1e-6));
     CHECK(d[3] == 0.0f);

@@ -18,8 +18,8 @@ struct ScalerState {
 
 // One update with growth 2, backoff 0.5, interval 2 and the given bounds.
 void update(ScalerState& s, bool found_inf, double min_scale = 0.0, double max_scale = INFINITY) {
-    backend_for(kGpu).update_scale(s.scale, s.tracker, gpu_scalar(found_inf ? 1.0 : 0.0), 2.0, 0.5, 2, min_scale,
-                                   max_scale);
+    kernels::update_scale(s.scale, s.tracker, gpu_scalar(found_inf ? 1.0 : 0.0), 2.0, 0.5, 2, min_scale,
+                          max_scale);
 }
 
 }  // namespace
@@ -29,7 +29,7 @@ TEST_CASE("cuda non_finite_check_and_unscale: unscales every grad and flags inf/
     Tensor g16 = to_gpu(copy_to(tensor(std::vector<float>{6.0f, -2.0f}, {2}), kHost, kFloat16));
     Tensor found = gpu_scalar(0.0), inv = gpu_scalar(0.5);
     std::vector<Tensor> grads = {g32, Tensor(), g16};                   // an undefined grad is skipped
-    backend_for(kGpu).non_finite_check_and_unscale(grads, found, inv);
+    kernels::non_finite_check_and_unscale(grads, found, inv);
     CHECK(value_of(found) == 0.0);
     CHECK(host_values(g32) == std::vector<double>{1.0, -2.0, 4.0, 0.5});
     CHECK(host_values(g16) == std::vector<double>{3.0, -1.0});
@@ -37,10 +37,10 @@ TEST_CASE("cuda non_finite_check_and_unscale: unscales every grad and flags inf/
     Tensor bad = to_gpu(tensor(std::vector<float>{1.0f, INFINITY, 4.0f, NAN}, {4}));
     Tensor strided = make_view(bad, {2}, {2}, 0);                          // elements 0 and 2: finite
     std::vector<Tensor> only_finite = {strided};
-    backend_for(kGpu).non_finite_check_and_unscale(only_finite, found, inv);
+    kernels::non_finite_check_and_unscale(only_finite, found, inv);
     CHECK(value_of(found) == 0.0);
     std::vector<Tensor> all = {bad};
-    backend_for(kGpu).non_finite_check_and_unscale(all, found, gpu_scalar(1.0));
+    kernels::non_finite_check_and_unscale(all, found, gpu_scalar(1.0));
     CHECK(value_of(found) == 1.0);
     std::vector<double> v = host_values(bad);                              // unscaled even with inf found
     CHECK(v[0] == 0.5);
@@ -81,9 +81,9 @@ TEST_CASE("cuda update_scale: growth after `interval` clean steps, backoff on in
 
 TEST_CASE("cuda amp kernels reject scalars of the wrong dtype" * skip_without_gpu()) {
     ScalerState s;
-    CHECK_THROWS_AS(backend_for(kGpu).update_scale(s.scale, gpu_scalar(0.0), gpu_scalar(0.0), 2.0, 0.5, 2, 0.0, 1e9),
+    CHECK_THROWS_AS(kernels::update_scale(s.scale, gpu_scalar(0.0), gpu_scalar(0.0), 2.0, 0.5, 2, 0.0, 1e9),
                     DTypeError);
     std::vector<Tensor> none;
-    CHECK_THROWS_AS(backend_for(kGpu).non_finite_check_and_unscale(none, gpu_scalar(0.0, kFloat64), gpu_scalar(1.0)),
+    CHECK_THROWS_AS(kernels::non_finite_check_and_unscale(none, gpu_scalar(0.0, kFloat64), gpu_scalar(1.0)),
                     DTypeError);
 }

@@ -1,6 +1,6 @@
 // backend_test.cpp: cuda/backend.cu and cuda/allocator.cu: device discovery, the allocator's
 // live/peak counters, clear errors for bad device indices, operands on the wrong device and
-// kernels that are not written yet.
+// kernels with no CUDA implementation (the registry's NotImplementedError).
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -11,11 +11,10 @@ TEST_CASE("cuda discovery is consistent (runs with or without a GPU)") {
     CHECK(cuda::is_available() == (cuda::device_count() > 0));
 }
 
-TEST_CASE("cuda backend: one per device, reporting kCUDA" * skip_without_gpu()) {
-    Backend& backend = backend_for(kGpu);
-    CHECK(backend.device_type() == kCUDA);
-    CHECK(&backend_for(Device("cuda:0")) == &backend);
-    CHECK(&backend_for(Device("cuda")) == &backend);
+TEST_CASE("cuda device: usable, one allocator per device" * skip_without_gpu()) {
+    CHECK_NOTHROW(require_device(kGpu));
+    CHECK(&allocator_for(Device("cuda:0")) == &allocator_for(kGpu));
+    CHECK(&allocator_for(Device("cuda")) == &allocator_for(kGpu));
 }
 
 TEST_CASE("cuda allocator: live and peak bytes follow tensor lifetimes" * skip_without_gpu()) {
@@ -41,17 +40,17 @@ TEST_CASE("cuda errors: bad device index, operands on the host, kernels not writ
     Device missing(kCUDA, count);
     std::string expected = fmt::format("cuda:{}: device index out of range ({} device", count, count);
     CHECK_THROWS_WITH_AS(make_empty({2}, kFloat32, missing), doctest::Contains(expected.c_str()), DeviceError);
-    CHECK_THROWS_AS(backend_for(missing), DeviceError);
+    CHECK_THROWS_AS(require_device(missing), DeviceError);
 
     Tensor host_in = sample({3}, kFloat32, 1);
     Tensor out = make_empty({3}, kFloat32, kGpu);
-    CHECK_THROWS_WITH_AS(backend_for(kGpu).unary(UnaryOp::kExp, out, host_in),
+    CHECK_THROWS_WITH_AS(kernels::unary(UnaryOp::kExp, out, host_in),
                          doctest::Contains("is not on cuda:0"), DeviceError);
 
     Tensor x = make_empty({2, 3}, kFloat32, kGpu), y = make_empty({2, 3}, kFloat32, kGpu);
-    CHECK_THROWS_WITH_AS(backend_for(kGpu).softmax(y, x, false),
-                         doctest::Contains("cuda: softmax is not implemented yet in the CUDA backend"), DeviceError);
-    CHECK_THROWS_AS(backend_for(kGpu).layer_norm(y, Tensor(), Tensor(), x, Tensor(), Tensor(), 1e-5), DeviceError);
+    CHECK_THROWS_WITH_AS(kernels::softmax(y, x, false),
+                         doctest::Contains("kernel 'softmax' has no cuda implementation"), NotImplementedError);
+    CHECK_THROWS_AS(kernels::layer_norm(y, Tensor(), Tensor(), x, Tensor(), Tensor(), 1e-5), DeviceError);
 }
 
 TEST_CASE("cuda: factories and to_vector work through the CUDA backend" * skip_without_gpu()) {

@@ -44,7 +44,7 @@ TEST_CASE("cuda copy: dtype conversion on the GPU matches the CPU for every dtyp
             Tensor expected = copy_to(h, kHost, to);                       // the CPU backend converts
             Tensor on_gpu = to_gpu(h);
             Tensor converted = make_empty(h.sizes(), to, kGpu);
-            backend_for(kGpu).copy(converted, on_gpu);                       // GPU -> GPU conversion
+            kernels::copy(converted, on_gpu);                       // GPU -> GPU conversion
             CHECK_EXACT(converted, expected);
             CHECK_EXACT(copy_to(on_gpu, kHost, to), expected);               // converted on the way out
             CHECK_EXACT(copy_to(h, kGpu, to), expected);                     // converted on the way in
@@ -68,18 +68,18 @@ TEST_CASE("cuda copy: strided, offset and broadcast views gather and scatter cor
     }
     SUBCASE("strided GPU destination") {
         Tensor dst = to_gpu(zeros({6, 4}));                                  // written through a (4,6) view
-        backend_for(kGpu).copy(make_view(dst, {4, 6}, {1, 4}, 0), d);
+        kernels::copy(make_view(dst, {4, 6}, {1, 4}, 0), d);
         CHECK_EXACT(to_host(dst), to_host(make_view(h, {6, 4}, {1, 6}, 0)));
     }
     SUBCASE("strided host destination") {
         Tensor dst = zeros({6, 4});
-        backend_for(kGpu).copy(make_view(dst, {4, 6}, {1, 4}, 0), d);
+        kernels::copy(make_view(dst, {4, 6}, {1, 4}, 0), d);
         CHECK_EXACT(dst, to_host(make_view(h, {6, 4}, {1, 6}, 0)));
     }
     SUBCASE("broadcast host source into a GPU tensor") {
         Tensor row = sample({6}, kFloat64, 3);
         Tensor dst = make_empty({4, 6}, kFloat32, kGpu);
-        backend_for(kGpu).copy(dst, make_view(row, {4, 6}, {0, 1}, 0));
+        kernels::copy(dst, make_view(row, {4, 6}, {0, 1}, 0));
         CHECK_EXACT(dst, copy_to(make_view(row, {4, 6}, {0, 1}, 0), kHost, kFloat32));
     }
 }
@@ -89,7 +89,7 @@ TEST_CASE("cuda copy: empty tensors copy nothing and do not fail" * skip_without
     Tensor d = to_gpu(h);
     CHECK(d.numel() == 0);
     CHECK(to_host(d).numel() == 0);
-    backend_for(kGpu).fill(d, 1.0);
+    kernels::fill(d, 1.0);
 }
 
 TEST_CASE("cuda fill: every dtype and value matches the CPU, on contiguous and strided tensors" * skip_without_gpu()) {
@@ -100,16 +100,16 @@ TEST_CASE("cuda fill: every dtype and value matches the CPU, on contiguous and s
             CAPTURE(dtype_name(dtype));
             CAPTURE(v);
             Tensor expected = make_empty({5, 3}, dtype, kHost);
-            backend_for(kHost).fill(expected, v);
+            kernels::fill(expected, v);
             Tensor d = make_empty({5, 3}, dtype, kGpu);
-            backend_for(kGpu).fill(d, v);
+            kernels::fill(d, v);
             CHECK_EXACT(d, expected);
         }
         // A strided destination: rows 0 and 2 of a (4,3) tensor.
         Tensor d = to_gpu(sample({4, 3}, dtype, 5));
         Tensor h = to_host(d);
-        backend_for(kGpu).fill(make_view(d, {2, 3}, {6, 1}, 0), 1.0);
-        backend_for(kHost).fill(make_view(h, {2, 3}, {6, 1}, 0), 1.0);
+        kernels::fill(make_view(d, {2, 3}, {6, 1}, 0), 1.0);
+        kernels::fill(make_view(h, {2, 3}, {6, 1}, 0), 1.0);
         CHECK_EXACT(d, h);
     }
 }

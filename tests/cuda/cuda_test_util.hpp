@@ -1,5 +1,5 @@
 // cuda_test_util.hpp: helpers for the CUDA-vs-CPU kernel tests (tests/cuda/*_test.cpp). Each test
-// runs one Backend kernel on the CPU and on cuda:0 with the same inputs and compares; the tests
+// runs one kernel on the CPU and on cuda:0 with the same inputs and compares; the tests
 // call the backends directly, so they check kernels only, not the autograd ops above them.
 // Without a usable GPU every test case is reported as skipped (skip_without_gpu()).
 #pragma once
@@ -26,7 +26,7 @@ inline const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kFloat16, kBFl
 // host and GPU are the CUDA backend's job whichever side the GPU is on.
 inline Tensor copy_to(const Tensor& t, Device device, std::optional<DType> dtype = std::nullopt) {
     Tensor out = make_empty(t.sizes(), dtype.value_or(t.dtype()), device);
-    backend_for(device.is_cuda() ? device : t.device()).copy(out, t);
+    kernels::copy(out, t);
     return out;
 }
 inline Tensor to_gpu(const Tensor& t) { return copy_to(t, kGpu); }

@@ -42,7 +42,7 @@ Tolerance gemm_tol(DType dtype) {
 void check_gemm(const Tensor& a_gpu, const Tensor& b_gpu, const Tensor& c0, bool ta, bool tb, double alpha,
                 double beta) {
     Tensor out = to_gpu(c0);
-    backend_for(kGpu).gemm(out, a_gpu, b_gpu, ta, tb, alpha, beta);
+    kernels::gemm(out, a_gpu, b_gpu, ta, tb, alpha, beta);
     CHECK_GPU_CLOSE(out, reference_gemm(a_gpu, b_gpu, c0, ta, tb, alpha, beta), gemm_tol(c0.dtype()));
 }
 
@@ -97,5 +97,5 @@ TEST_CASE("cuda gemm: broadcast batch, column-major and odd-strided operands, 2-
 TEST_CASE("cuda gemm: mismatched dtypes are an internal error, not a wrong answer" * skip_without_gpu()) {
     Tensor a = to_gpu(sample({2, 3}, kFloat32, 12)), b = to_gpu(sample({3, 4}, kFloat64, 13));
     Tensor out = make_empty({2, 4}, kFloat32, kGpu);
-    CHECK_THROWS_AS(backend_for(kGpu).gemm(out, a, b, false, false, 1.0, 0.0), InternalError);
+    CHECK_THROWS_AS(kernels::gemm(out, a, b, false, false, 1.0, 0.0), InternalError);
 }

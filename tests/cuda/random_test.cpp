@@ -26,9 +26,9 @@ TEST_CASE("cuda random_uniform: identical to the CPU for every dtype, seed and o
             CAPTURE(d.seed);
             CAPTURE(d.offset);
             Tensor expected = make_empty({d.n}, dtype, kHost);
-            backend_for(kHost).random_uniform(expected, d.seed, d.offset, -2.0, 3.0);
+            kernels::random_uniform(expected, d.seed, d.offset, -2.0, 3.0);
             Tensor out = make_empty({d.n}, dtype, kGpu);
-            backend_for(kGpu).random_uniform(out, d.seed, d.offset, -2.0, 3.0);
+            kernels::random_uniform(out, d.seed, d.offset, -2.0, 3.0);
             CHECK_EXACT(out, expected);
             if (dtype == kFloat64) {
                 for (double v : host_values(out)) CHECK((v >= -2.0 && v < 3.0));
@@ -44,9 +44,9 @@ TEST_CASE("cuda random_normal: identical to the CPU (f64 within a few ulp)" * sk
             CAPTURE(d.seed);
             CAPTURE(d.offset);
             Tensor expected = make_empty({d.n}, dtype, kHost);
-            backend_for(kHost).random_normal(expected, d.seed, d.offset, 1.5, 0.5);
+            kernels::random_normal(expected, d.seed, d.offset, 1.5, 0.5);
             Tensor out = make_empty({d.n}, dtype, kGpu);
-            backend_for(kGpu).random_normal(out, d.seed, d.offset, 1.5, 0.5);
+            kernels::random_normal(out, d.seed, d.offset, 1.5, 0.5);
             if (dtype == kFloat64) CHECK_GPU_CLOSE(out, expected, (Tolerance{1e-15, 1e-15}));
             else CHECK_EXACT(out, expected);
         }
@@ -55,6 +55,6 @@ TEST_CASE("cuda random_normal: identical to the CPU (f64 within a few ulp)" * sk
 
 TEST_CASE("cuda random: a non-contiguous output is rejected" * skip_without_gpu()) {
     Tensor base = make_empty({4, 4}, kFloat32, kGpu);
-    CHECK_THROWS_AS(backend_for(kGpu).random_uniform(make_view(base, {4, 4}, {1, 4}, 0), 1, 0, 0.0, 1.0),
+    CHECK_THROWS_AS(kernels::random_uniform(make_view(base, {4, 4}, {1, 4}, 0), 1, 0, 0.0, 1.0),
                     InternalError);
 }

@@ -1,0 +1,55 @@
+// dispatch.hpp: turn a runtime DType into a C++ storage type, once for every backend.
+// cpu/loops.hpp and cuda/loops.cuh wrap these with their own storage types for f16/bf16
+// (ampgrad::Half/BFloat16 on the host, __half/__nv_bfloat16 on the GPU):
+//
+//     dispatch_float_as<HostStorage>(x.dtype(), "softmax", [&](auto tag) {
+//         using T = decltype(tag);            // float, double, Half or BFloat16
+//         ...
+//     });
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace ampgrad {
+
+// The storage types a backend uses for the two 16-bit floating dtypes, and the prefix its dtype
+// errors carry ("" on the host, "cuda " on the GPU).
+template <class HalfT, class BFloat16T>
+struct StorageTypes {
+    using half = HalfT;
+    using bfloat16 = BFloat16T;
+};
+using HostStorage = StorageTypes<Half, BFloat16>;
+
+// DTypeError: "<prefix><kernel>: unsupported dtype <dtype>; expected <expected>"
+[[noreturn]] void throw_bad_dtype(const char* prefix, const char* kernel, DType dtype, const char* expected);
+
+// Calls fn(T{}) with T the storage type of a floating dtype (f32, f64, f16, bf16).
+template <class Storage, class Fn>
+decltype(auto) dispatch_float_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
+    switch (dtype) {
+        case kFloat32: return fn(float{});
+        case kFloat64: return fn(double{});
+        case kFloat16: return fn(typename Storage::half{});
+        case kBFloat16: return fn(typename Storage::bfloat16{});
+        default: throw_bad_dtype(prefix, kernel, dtype, "a floating dtype (f32, f64, f16, bf16)");
+    }
+}
+
+// Calls fn(T{}) for any of the seven dtypes.
+template <class Storage, class Fn>
+decltype(auto) dispatch_all_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
+    switch (dtype) {
+        case kFloat32: return fn(float{});
+        case kFloat64: return fn(double{});
+        case kFloat16: return fn(typename Storage::half{});
+        case kBFloat16: return fn(typename Storage::bfloat16{});
+        case kInt64: return fn(int64_t{});
+        case kInt32: return fn(int32_t{});
+        case kBool: return fn(bool{});
+    }
+    throw_bad_dtype(prefix, kernel, dtype, "a known dtype");
+}
+
+}  // namespace ampgrad

@@ -1,0 +1,207 @@
+// kernels.hpp: every kernel ampgrad's ops call, declared once. Each is a Kernel object
+// (core/kernel_registry.hpp) with one slot per device type; cpu/*.cpp and cuda/*.cu fill the
+// slots from the files that define them (AMPGRAD_REGISTER_KERNEL), and callers write
+// kernels::gemm(out, a, b, ...). Kernels take plain tensors (already allocated outputs, already
+// broadcast inputs) and know nothing of autograd: differentiation lives in autograd/ops/.
+//
+// Conventions for every kernel:
+//  - `out` tensors are allocated by the caller with the right shape and dtype (usually contiguous);
+//  - inputs may be arbitrary strided views (stride 0 = broadcast) unless a comment says otherwise;
+//  - fp16/bf16 are loaded to fp32, computed in fp32, and rounded once on store (as tensor cores do);
+//  - floating kernels accept f32/f64/f16/bf16; anything else throws DTypeError naming the kernel.
+// The elementwise ops' formulas (value and gradient) live in core/scalar_math.hpp, shared by the
+// CPU loops and the CUDA kernels. The op lists below generate the enums and their names.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/kernel_registry.hpp"
+#include "core/tensor.hpp"
+
+namespace ampgrad {
+
+// ---- op lists: X(enumerator, name, formula struct in core/scalar_math.hpp) ----
+
+// out = f(in). logical_not writes kBool; the others keep the input dtype.
+#define AMPGRAD_UNARY_OPS(X)                 \
+    X(kNeg, "neg", Neg)                      \
+    X(kExp, "exp", Exp)                      \
+    X(kLog, "log", Log)                      \
+    X(kSqrt, "sqrt", Sqrt)                   \
+    X(kRsqrt, "rsqrt", Rsqrt)                \
+    X(kAbs, "abs", Abs)                      \
+    X(kTanh, "tanh", Tanh)                   \
+    X(kSigmoid, "sigmoid", Sigmoid)          \
+    X(kRelu, "relu", Relu)                   \
+    X(kGeluTanh, "gelu_tanh", GeluTanh)      \
+    X(kGeluErf, "gelu", GeluErf)             \
+    X(kSilu, "silu", Silu)                   \
+    X(kSign, "sign", Sign)                   \
+    X(kReciprocal, "reciprocal", Reciprocal) \
+    X(kSquare, "square", Square)             \
+    X(kLogicalNot, "logical_not", LogicalNot)
+
+// out = a (op) b in the operands' dtype.
+#define AMPGRAD_ARITHMETIC_OPS(X) \
+    X(kAdd, "add", Add)           \
+    X(kSub, "sub", Sub)           \
+    X(kMul, "mul", Mul)           \
+    X(kDiv, "div", Div)           \
+    X(kPow, "pow", Pow)           \
+    X(kMaximum, "maximum", Maximum) \
+    X(kMinimum, "minimum", Minimum)
+
+// out (kBool) = a (op) b.
+#define AMPGRAD_COMPARISON_OPS(X)              \
+    X(kEq, "eq", Eq)                           \
+    X(kNe, "ne", Ne)                           \
+    X(kLt, "lt", Lt)                           \
+    X(kLe, "le", Le)                           \
+    X(kGt, "gt", Gt)                           \
+    X(kGe, "ge", Ge)                           \
+    X(kLogicalAnd, "logical_and", LogicalAnd)  \
+    X(kLogicalOr, "logical_or", LogicalOr)
+
+// dx = dy * f'(x) from what the op saved: the output y for tanh, sigmoid and relu, else the input x
+// (the formula struct's kGradFromOutput); the struct's grad() (the same struct as the op's).
+#define AMPGRAD_ACTIVATION_GRADS(X)     \
+    X(kTanh, "tanh", Tanh)              \
+    X(kSigmoid, "sigmoid", Sigmoid)     \
+    X(kRelu, "relu", Relu)              \
+    X(kGeluTanh, "gelu_tanh", GeluTanh) \
+    X(kGeluErf, "gelu", GeluErf)        \
+    X(kSilu, "silu", Silu)
+
+#define AMPGRAD_REDUCE_OPS(X)       \
+    X(kSum, "sum", _)               \
+    X(kMean, "mean", _)             \
+    X(kMax, "max", _)               \
+    X(kMin, "min", _)               \
+    X(kProd, "prod", _)             \
+    X(kSumSquares, "sum_squares", _)
+
+#define AMPGRAD_OP_ENUMERATOR(e, name, formula) e,
+enum class UnaryOp : uint8_t { AMPGRAD_UNARY_OPS(AMPGRAD_OP_ENUMERATOR) };
+// Arithmetic first, then comparisons (is_comparison relies on the order).
+enum class BinaryOp : uint8_t { AMPGRAD_ARITHMETIC_OPS(AMPGRAD_OP_ENUMERATOR) AMPGRAD_COMPARISON_OPS(AMPGRAD_OP_ENUMERATOR) };
+enum class ActivationGrad : uint8_t { AMPGRAD_ACTIVATION_GRADS(AMPGRAD_OP_ENUMERATOR) };
+enum class ReduceOp : uint8_t { AMPGRAD_REDUCE_OPS(AMPGRAD_OP_ENUMERATOR) };
+#undef AMPGRAD_OP_ENUMERATOR
+
+std::string_view op_name(UnaryOp op);
+std::string_view op_name(BinaryOp op);
+std::string_view op_name(ActivationGrad op);
+std::string_view op_name(ReduceOp op);
+
+// Comparisons follow the arithmetic ops in BinaryOp and write kBool.
+#define AMPGRAD_PLUS_ONE(e, name, formula) +1
+inline constexpr int kNumArithmeticOps = 0 AMPGRAD_ARITHMETIC_OPS(AMPGRAD_PLUS_ONE);
+#undef AMPGRAD_PLUS_ONE
+constexpr bool is_comparison(BinaryOp op) { return static_cast<int>(op) >= kNumArithmeticOps; }
+
+namespace kernels {
+
+// ---- memory ----
+// dst = src (same shape; src may be broadcast; any dtype pair). dst and src may be on different
+// devices: the accelerator's copy (the non-CPU operand's) moves the bytes both ways.
+extern constinit Kernel<void(const Tensor& dst, const Tensor& src)> copy;
+extern constinit Kernel<void(const Tensor& dst, double value)> fill;
+
+// ---- elementwise ----
+extern constinit Kernel<void(UnaryOp op, const Tensor& out, const Tensor& in)> unary;
+// out = a (op) b; a, b already expanded to out's shape (stride 0 where broadcast).
+// Arithmetic: a, b and out share one dtype (the op layer promotes first).
+// Comparisons and logic: a and b share one dtype; out is kBool.
+extern constinit Kernel<void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b)> binary;
+// out = a (op) scalar, or scalar (op) a when scalar_first; op is kAdd, kSub, kMul or kDiv; a and
+// out are one floating dtype. The scalar is converted to the compute type (fp32 for f16/bf16),
+// not to a's dtype: x_f16 * 0.1 rounds once, as PyTorch's opmath scalar does.
+extern constinit Kernel<void(BinaryOp op, const Tensor& out, const Tensor& a, double scalar, bool scalar_first)>
+    binary_scalar;
+// out = a + alpha * b, all one dtype (the axpy form of add/sub; also the optimizer's workhorse)
+extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, double alpha)> add_scaled;
+// out = cond ? a : b; cond is kBool, a, b and out share one dtype
+extern constinit Kernel<void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b)> where;
+// out = min(max(in, lo), hi) with either bound optional; NaN stays NaN
+extern constinit Kernel<void(const Tensor& out, const Tensor& in, std::optional<double> lo,
+                             std::optional<double> hi)> clamp;
+// dx = dy * f'(x); `saved` is y or x as AMPGRAD_ACTIVATION_GRADS says
+extern constinit Kernel<void(ActivationGrad op, const Tensor& dx, const Tensor& saved, const Tensor& dy)>
+    activation_backward;
+
+// ---- reductions ----
+// Reduce `in` over `dims` (sorted, unique, non-negative) into `out`, whose shape is in's shape
+// with those dims set to 1 (keepdim form). kMean divides by the number of reduced elements.
+extern constinit Kernel<void(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims)>
+    reduce;
+// Max over one dim, keepdim form, with the int64 index of the first maximum.
+extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim)>
+    max_with_indices;
+
+// ---- linear algebra ----
+// Batched GEMM: out[b] = alpha * op(a[b]) @ op(b[b]) + beta * out[b]
+// a: (B,M,K) or (B,K,M) if trans_a; b: (B,K,N) or (B,N,K) if trans_b; out: (B,M,N) contiguous.
+// Batch stride 0 on a or b broadcasts it.
+extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                             double alpha, double beta)> gemm;
+
+// ---- fused nn kernels (all over the last dim, contiguous inputs) ----
+// y = softmax(x) or log_softmax(x) over the last dim; x, y: (N,C)
+extern constinit Kernel<void(const Tensor& y, const Tensor& x, bool log)> softmax;
+// dx = y * (dy - sum(dy*y))   or, for log: dx = dy - exp(y) * sum(dy)
+extern constinit Kernel<void(const Tensor& dx, const Tensor& y, const Tensor& dy, bool log)> softmax_backward;
+// x: (N,C); weight/bias: (C) or undefined; y: (N,C); mean, rstd: (N) f32 (f64 when x is f64)
+extern constinit Kernel<void(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                             const Tensor& weight, const Tensor& bias, double eps)> layer_norm;
+// dx (N,C) may be undefined; dweight/dbias (C) may be undefined; they are overwritten
+extern constinit Kernel<void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
+                             const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight)>
+    layer_norm_backward;
+// out (N,C) = weight[idx] ; idx (N) int64/int32; throws IndexError for an out-of-range index
+extern constinit Kernel<void(const Tensor& out, const Tensor& idx, const Tensor& weight)> embedding;
+// dweight (V,C) += scatter of dout (N,C) rows at idx (dweight must be zeroed by the caller)
+extern constinit Kernel<void(const Tensor& dweight, const Tensor& idx, const Tensor& dout)> embedding_backward;
+// Per-row CE from logits (N,V) and targets (N): loss (N) f32/f64, lse (N) saved for backward.
+// Rows whose target == ignore_index get loss 0.
+extern constinit Kernel<void(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& targets,
+                             int64_t ignore_index)> cross_entropy;
+// dlogits (N,V) = (softmax(logits) - onehot(target)) * dloss[row] (0 for ignored rows)
+extern constinit Kernel<void(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
+                             const Tensor& targets, int64_t ignore_index)> cross_entropy_backward;
+
+// ---- random (Philox 4x32-10, counter-based: same seed+offset gives the same numbers anywhere) ----
+extern constinit Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)>
+    random_uniform;
+extern constinit Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double mean, double std)>
+    random_normal;
+
+// ---- AMP ----
+// For each grad: found_inf (1-element f32) = 1 if any element is non-finite; grad *= inv_scale
+// (1-element f32). One pass over all the data; nothing is read back to the host.
+extern constinit Kernel<void(std::span<Tensor> grads, const Tensor& found_inf, const Tensor& inv_scale)>
+    non_finite_check_and_unscale;
+// PyTorch's _amp_update_scale_ on 1-element tensors, with our `>=` growth check and bounds.
+extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                             double growth_factor, double backoff_factor, int64_t growth_interval,
+                             double min_scale, double max_scale)> update_scale;
+
+// Every kernel above, once: kernels.cpp defines them from this list, and all() enumerates it
+// (tests/layering_test.sh checks that the list and the declarations above agree).
+#define AMPGRAD_KERNELS(X)                                                                              \
+    X(copy) X(fill) X(unary) X(binary) X(binary_scalar) X(add_scaled) X(where) X(clamp)                 \
+    X(activation_backward) X(reduce) X(max_with_indices) X(gemm) X(softmax) X(softmax_backward)         \
+    X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
+    X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
+    X(update_scale)
+
+// All kernels, in the order of AMPGRAD_KERNELS.
+std::span<const KernelBase* const> all();
+// The names of the kernels with no implementation for `device` (empty: full coverage).
+std::vector<std::string_view> missing(DeviceType device);
+
+}  // namespace kernels
+
+}  // namespace ampgrad

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""layering_test.py: checks with plain text search that ampgrad's dependencies point one way.
+
+  core -> autograd -> autograd/ops -> nn, optim, io, dist -> amp -> zero, models
+  cpu/, cuda/: backends; they include core/ (and themselves) only, and nothing includes them
+
+A file may include headers of its own folder and of lower layers. Known exceptions are listed in
+ALLOWED with the reason; a new upward include fails the test. Also checked:
+  - core/ declares no cpu:: or cuda:: symbols (backends reach core through registries);
+  - every kernel declared in core/kernels.hpp is in the AMPGRAD_KERNELS list (and no more);
+  - meson.build installs exactly the headers the public entry points (PUBLIC_ROOTS) reach.
+Usage: layering_test.py SOURCE_ROOT   (registered in tests/meson.build, suite cpu)
+"""
+import pathlib
+import re
+import sys
+
+LAYERS = {"core": 0, "autograd": 1, "autograd/ops": 2, "nn": 3, "optim": 3, "io": 3, "dist": 3, "amp": 4,
+          "zero": 5, "models": 5}
+BACKENDS = {"cpu", "cuda"}
+# (file, included header): why the exception exists. Keep this list short and shrinking.
+ALLOWED = {
+    **{(f"autograd/{f}", "autograd/ops/ops.hpp"):
+       "the engine and its helpers build gradients with differentiable ops (add, sum_to, zeros); "
+       "splitting a raw-op layer out of autograd/ops is future work"
+       for f in ("anomaly_mode.cpp", "autograd.cpp", "engine.cpp", "engine_hooks.cpp", "gradcheck.cpp",
+                 "node.cpp", "tensor_autograd.cpp", "view_history.cpp")},
+    ("optim/fused_cpu.cpp", "cpu/loops.hpp"):
+        "the fused optimizer step is a CPU loop kept next to the optimizers; it should become a kernel",
+    ("autograd/ops/matmul.cpp", "cpu/gemm_epilogue.hpp"):
+        "linear's CPU bias epilogue is called directly; it should become kernels::gemm_epilogue",
+    ("autograd/ops/attention_fused.cpp", "cpu/attention.hpp"):
+        "the fused CPU attention is called directly; it should become kernels::attention_forward/backward",
+}
+# The headers a user program includes: the umbrella header, and dist/ (not in the umbrella: it needs Gloo).
+PUBLIC_ROOTS = ["include/ampgrad/ampgrad.h", "dist/process_group.hpp"]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def folder_of(rel):
+    parts = rel.split("/")
+    if len(parts) > 2 and "/".join(parts[:2]) in LAYERS:
+        return "/".join(parts[:2])
+    return parts[0]
+
+
+def check_layers(root):
+    errors = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.suffix not in {".hpp", ".cpp", ".cu", ".cuh", ".h"}:
+            continue
+        src = folder_of(rel)
+        if src not in LAYERS and src not in BACKENDS:
+            continue                                   # tests, tools, bench, examples: anything goes
+        for inc in INCLUDE.findall(path.read_text(errors="replace")):
+            if "/" not in inc:
+                continue                               # generated ampgrad_config.h and the like
+            dst = folder_of(inc)
+            if dst == src or (rel, inc) in ALLOWED:
+                continue
+            if src in BACKENDS:
+                ok = dst == "core"
+            elif dst in BACKENDS:
+                ok = False
+            else:
+                ok = dst in LAYERS and LAYERS[dst] < LAYERS[src]
+            if not ok:
+                errors.append(f"{rel} includes {inc}: {src}/ may not depend on {dst}/")
+    return errors
+
+
+def check_core_names_no_backend(root):
+    errors = []
+    for path in sorted((root / "core").glob("*.*")):
+        text = path.read_text()
+        if re.search(r"namespace\s+(ampgrad::)?(cpu|cuda)\b[^;]*\{", text) and path.name != "cuda_info.hpp":
+            errors.append(f"core/{path.name} opens a cpu/cuda namespace: core must not name backend symbols")
+    return errors
+
+
+def check_kernel_list(root):
+    text = (root / "core/kernels.hpp").read_text()
+    declared = set(re.findall(r"extern constinit Kernel<.*?>\s*(\w+);", text, re.S))
+    listed = re.search(r"#define AMPGRAD_KERNELS\(X\)(.*?)\n\n", text, re.S)
+    listed = set(re.findall(r"X\((\w+)\)", listed.group(1))) if listed else set()
+    if declared != listed:
+        return [f"core/kernels.hpp: declared but not in AMPGRAD_KERNELS: {sorted(declared - listed)}; "
+                f"listed but not declared: {sorted(listed - declared)}"]
+    return []
+
+
+def reachable_headers(root, *starts):
+    seen, todo = set(starts[1:]), list(starts)
+    while todo:
+        rel = todo.pop()
+        for inc in INCLUDE.findall((root / rel).read_text()):
+            if (root / inc).is_file() and inc not in seen:
+                seen.add(inc)
+                todo.append(inc)
+    return seen
+
+
+def check_installed_headers(root):
+    meson = (root / "meson.build").read_text()
+    block = re.search(r"public_headers = files\((.*?)\)", meson, re.S)
+    if not block:
+        return ["meson.build: no `public_headers = files(...)` list"]
+    installed = set(re.findall(r"'([^']+)'", block.group(1)))
+    needed = reachable_headers(root, *PUBLIC_ROOTS) - {"include/ampgrad/ampgrad.h"}
+    errors = []
+    if needed - installed:
+        errors.append(f"meson.build does not install headers {PUBLIC_ROOTS} need: {sorted(needed - installed)}")
+    if installed - needed:
+        errors.append(f"meson.build installs headers {PUBLIC_ROOTS} do not reach: {sorted(installed - needed)}")
+    return errors
+
+
+def main():
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    errors = (check_layers(root) + check_core_names_no_backend(root) + check_kernel_list(root) +
+              check_installed_headers(root))
+    for e in errors:
+        print("layering:", e)
+    print(f"layering: {len(errors)} problem(s); {len(ALLOWED)} known exception(s) listed in {__file__}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
