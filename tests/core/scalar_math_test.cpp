@@ -52,7 +52,7 @@ TEST_CASE("float formulas compute in float; integer-capable ops stay integers") 
     CHECK(formulas::Neg::value(int64_t{5}) == -5);
     CHECK(std::signbit(formulas::Abs::value(-0.0f)) == false);               // abs(-0) is +0, as std::abs
     CHECK(std::isnan(formulas::Relu::value(NAN)));                            // NaN stays NaN
-    CHECK(std::isnan(formulas::Maximum::value(NAN, 1.0)));
+    CHECK(std::isnan(formulas::Maximum::value(double(NAN), 1.0)));
     CHECK(formulas::clamp(5.0, 2.0, 1.0) == 1.0);                             // lo > hi: all hi, as PyTorch
     CHECK(std::isnan(formulas::clamp(double(NAN), 0.0, 1.0)));
 }
