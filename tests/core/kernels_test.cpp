@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "ampgrad_config.h"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
