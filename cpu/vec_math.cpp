@@ -36,7 +36,7 @@ void unary_block(float* y, const float* x, int64_t n) {
         Y = 0.5f * X * (1.0f + (kSqrt2OverPi * (X + kGeluCoeff * X.cube())).tanh());
 }
 
-// dx = dy * f'(x) for n floats; for tanh and sigmoid `x` is the saved output y (core/backend.hpp)
+// dx = dy * f'(x) for n floats; for tanh and sigmoid `x` is the saved output y (core/scalar_math.hpp, kGradFromOutput)
 template <ActivationGrad op>
 void grad_block(float* dx, const float* x, const float* dy, int64_t n) {
     ConstArrMap X(x, n), G(dy, n);

@@ -179,11 +179,6 @@ Allocator& cuda_allocator(int index) {
     return *(*allocators)[static_cast<size_t>(index)];
 }
 
-namespace {
-[[maybe_unused]] const bool registered = [] {
-    register_allocator(kCUDA, &cuda_allocator);
-    return true;
-}();
-}  // namespace
+// Registered with the CUDA device's hooks in cuda/backend.cu.
 
 }  // namespace ampgrad::cuda

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/stream.hpp"
-#include "cuda/backend_cuda.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
@@ -28,7 +27,7 @@ struct StreamPool {
 };
 
 StreamPool& pool_for(int index) {
-    static std::vector<StreamPool>* pools = new std::vector<StreamPool>(static_cast<size_t>(device_count()));
+    static std::vector<StreamPool>* pools = new std::vector<StreamPool>(static_cast<size_t>(count_devices()));
     StreamPool& pool = (*pools)[static_cast<size_t>(index)];
     std::call_once(pool.created, [&] {
         DeviceGuard guard(index);

@@ -78,8 +78,8 @@ Tensor causal_keep(int64_t T, int64_t S, Device device) {
 void apply_causal_mask(const Tensor& scores) {
     Tensor keep = causal_keep(scores.size(1), scores.size(2), scores.device());
     Tensor minus_inf = ops::wrapped_scalar(-INFINITY, scores);
-    backend_of(scores).where(scores, ops::expand_raw(keep, scores.sizes()), scores,
-                             ops::expand_raw(minus_inf, scores.sizes()));
+    kernels::where(scores, ops::expand_raw(keep, scores.sizes()), scores,
+                   ops::expand_raw(minus_inf, scores.sizes()));
 }
 
 // softmax over the last dim where rows with every score -inf give 0 (PyTorch's _safe_softmax);
@@ -120,10 +120,9 @@ tensor_list attention_backward_composite(const Tensor& q, const Tensor& k, const
 // the math node: q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv) -> (B,NH,T,HSv)
 Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal, double scale) {
     const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), S = k.size(2), HSv = v.size(3);
-    Backend& be = backend_of(q);
     Tensor qf = fold_heads(q), kf = fold_heads(k), vf = fold_heads(v);         // (BH,T,HS) (BH,S,HS) (BH,S,HSv)
     Tensor scores = make_empty({B * NH, T, S}, q.dtype(), q.device());          // (BH,T,S)
-    be.gemm(scores, qf, kf, false, true, scale, 0.0);                          // q k^T * scale
+    kernels::gemm(scores, qf, kf, false, true, scale, 0.0);                   // q k^T * scale
     if (is_causal) apply_causal_mask(scores);
     Tensor probs = make_empty(scores.sizes(), q.dtype(), q.device());           // (BH,T,S)
     kernels::softmax(probs, scores, false);
@@ -144,20 +143,20 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is
         tensor_list d(3);
         if (ctx.needs_input_grad(2)) {
             d[2] = make_empty(vf.sizes(), vf.dtype(), vf.device());             // (BH,S,HSv)
-            kernels::gemm(d[2], probs, dout, true, false, 1.0, 0.0);                  // dv = P^T dO
+            kernels::gemm(d[2], probs, dout, true, false, 1.0, 0.0);           // dv = P^T dO
         }
         if (ctx.needs_input_grad(0) || ctx.needs_input_grad(1)) {
             Tensor dprobs = make_empty(probs.sizes(), probs.dtype(), probs.device());    // (BH,T,S)
-            kernels::gemm(dprobs, dout, vf, false, true, 1.0, 0.0);                   // dP = dO v^T
+            kernels::gemm(dprobs, dout, vf, false, true, 1.0, 0.0);            // dP = dO v^T
             Tensor dscores = make_empty(probs.sizes(), probs.dtype(), probs.device());   // (BH,T,S)
-            kernels::softmax_backward(dscores, probs, dprobs, false);                 // dS
+            kernels::softmax_backward(dscores, probs, dprobs, false);          // dS
             if (ctx.needs_input_grad(0)) {
                 d[0] = make_empty(qf.sizes(), qf.dtype(), qf.device());         // (BH,T,HS)
-                be.gemm(d[0], dscores, kf, false, false, scale, 0.0);           // dq = dS k * scale
+                kernels::gemm(d[0], dscores, kf, false, false, scale, 0.0);    // dq = dS k * scale
             }
             if (ctx.needs_input_grad(1)) {
                 d[1] = make_empty(kf.sizes(), kf.dtype(), kf.device());         // (BH,S,HS)
-                be.gemm(d[1], dscores, qf, true, false, scale, 0.0);            // dk = dS^T q * scale
+                kernels::gemm(d[1], dscores, qf, true, false, scale, 0.0);     // dk = dS^T q * scale
             }
         }
         for (size_t i = 0; i < 3; ++i)                                          // (BH,X,Y) -> (B,NH,X,Y)

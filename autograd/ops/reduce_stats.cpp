@@ -59,7 +59,7 @@ int64_t reduced_count(const Tensor& x, const std::vector<int64_t>& dims) {
 Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
     Tensor in = ops::cast_raw(x, dtype);
     Tensor out = make_empty(kept_shape(in, dims), dtype, x.device());
-    backend_of(x).reduce(op, out, in, dims);
+    kernels::reduce(op, out, in, dims);
     if (keepdim) return out;
     Shape s = dropped_shape(x, dims);
     return make_view(out, s, contiguous_strides(s), 0);

@@ -17,7 +17,7 @@ TEST_CASE("cuda streams: default, pool, guard, query and synchronize" * skip_wit
         CHECK(current_stream(kGpu) == side);
         Tensor x = to_gpu(sample({1 << 16}, kFloat32, 1));
         Tensor y = make_empty(x.sizes(), kFloat32, kGpu);
-        backend_for(kGpu).unary(UnaryOp::kExp, y, x);                      // issued on `side`
+        kernels::unary(UnaryOp::kExp, y, x);                               // issued on `side`
         side.synchronize();
         CHECK(side.query());
         CHECK_CLOSE(to_host(y), exp(to_host(x)), tol_for(kFloat32));
@@ -32,13 +32,13 @@ TEST_CASE("cuda events order two streams and time work" * skip_without_gpu()) {
     Tensor y = make_empty(x.sizes(), kFloat32, kGpu);
     Event start(true), ready(true);
     start.record(producer);
-    backend_for(kGpu).unary(UnaryOp::kTanh, y, x);                          // on the producer
+    kernels::unary(UnaryOp::kTanh, y, x);                                   // on the producer
     ready.record(producer);
     ready.wait(consumer);
     Tensor z = make_empty(x.sizes(), kFloat32, kGpu);
     {
         StreamGuard guard(consumer);
-        backend_for(kGpu).unary(UnaryOp::kNeg, z, y);                       // reads y after the event
+        kernels::unary(UnaryOp::kNeg, z, y);                                // reads y after the event
         y.record_stream(consumer);
     }
     consumer.synchronize();
@@ -75,6 +75,6 @@ TEST_CASE("cuda item() reads a value written by a kernel on a non-default stream
     StreamGuard guard(side);
     Tensor x = to_gpu(full({1 << 20}, 2.0, TensorOptions(kFloat32)));
     Tensor y = make_empty(x.sizes(), kFloat32, kGpu);
-    backend_for(kGpu).binary_scalar(BinaryOp::kMul, y, x, 3.0, false);
+    kernels::binary_scalar(BinaryOp::kMul, y, x, 3.0, false);
     CHECK(y.narrow(0, (1 << 20) - 1, 1).item<float>() == 6.0f);             // the copy syncs `side`
 }
