@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """layering_test.py: checks with plain text search that ampgrad's dependencies point one way.
 
-  core -> autograd -> autograd/ops -> nn, optim -> amp, io, dist -> zero, models
+  core -> autograd -> autograd/ops -> nn, optim -> amp, io, dist -> zero, models -> data (the addition task scores a GPT)
   (io/ saves and loads nn::Module state and dist/'s DDP wraps an nn::Module, so both sit above nn/)
   cpu/, cuda/: backends; they include core/ (and themselves) only, and nothing includes them
 
@@ -17,7 +17,7 @@ import re
 import sys
 
 LAYERS = {"core": 0, "autograd": 1, "autograd/ops": 2, "nn": 3, "optim": 3, "amp": 4, "io": 4, "dist": 4,
-          "zero": 5, "models": 5}
+          "zero": 5, "models": 5, "data": 6}
 BACKENDS = {"cpu", "cuda"}
 # (file, included header): why the exception exists. Keep this list short and shrinking.
 ALLOWED = {
