@@ -33,8 +33,8 @@ ALLOWED = {
     ("autograd/ops/attention_fused.cpp", "cpu/attention.hpp"):
         "the fused CPU attention is called directly; it should become kernels::attention_forward/backward",
 }
-# The headers a user program includes: the umbrella header, and dist/ (not in the umbrella: it needs Gloo).
-PUBLIC_ROOTS = ["include/ampgrad/ampgrad.h", "dist/process_group.hpp"]
+# The headers a user program includes: the umbrella header, dist/ and the ZeRO engine (zero/engine.hpp).
+PUBLIC_ROOTS = ["include/ampgrad/ampgrad.h", "dist/process_group.hpp", "zero/engine.hpp"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
