@@ -60,11 +60,21 @@ void check_membership(TCPStore& store, const RendezvousInfo& info, const InitOpt
     try {
         store.wait(keys, opt.timeout);
     } catch (const DistTimeoutError&) {
+        // Naming the missing ranks asks the store again; rank 0 (its host) may have timed out and
+        // left in the meantime, and then that is the fact to report.
+        std::string missing;
+        try {
+            missing = missing_ranks(store, base + "joined/", info.world_size);
+        } catch (const StoreError&) {
+            throw DistTimeoutError(fmt::format(
+                "init_process_group('{}'): not all {} ranks joined within {} ms, and rank 0, which hosts the store, "
+                "left before rank {} could ask which are missing (is WORLD_SIZE right, and did every process start?)",
+                opt.group_name, info.world_size, opt.timeout.count(), info.rank));
+        }
         throw DistTimeoutError(fmt::format(
             "init_process_group('{}'): rank(s) {} of world size {} did not join within {} ms "
             "(is WORLD_SIZE right, and did every process start?)",
-            opt.group_name, missing_ranks(store, base + "joined/", info.world_size), info.world_size,
-            opt.timeout.count()));
+            opt.group_name, missing, info.world_size, opt.timeout.count()));
     } catch (const StoreError& e) {
         throw DistError(fmt::format(
             "init_process_group('{}'): rank 0, which hosts the store, left while rank {} waited for all {} ranks "
