@@ -3,6 +3,8 @@
 // exit code, SIGTERM forwarding, and a real 2-rank job through it.
 #include <doctest/doctest.h>
 
+#include "spawn.hpp"
+
 #include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
@@ -26,17 +28,6 @@ std::string build_root() {
     return root ? root : "build";
 }
 
-int some_free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 struct Launch {
     int code = -1;          // exit code, or 128 + signal
@@ -139,7 +130,7 @@ TEST_CASE("ampgrad-run: SIGTERM is forwarded to every rank") {
 }
 
 TEST_CASE("ampgrad-run: a 2-rank job runs every collective") {
-    Launch r = launch({"--nproc-per-node", "2", "--master-port", std::to_string(some_free_port())}, "collectives");
+    Launch r = launch({"--nproc-per-node", "2", "--master-port", std::to_string(ampgrad_test::free_port())}, "collectives");
     CAPTURE(r.output);
     CHECK(r.code == 0);
 }

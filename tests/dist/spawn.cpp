@@ -111,4 +111,23 @@ long elapsed_ms(const std::string& out) {
     return at == std::string::npos ? -1 : std::atol(out.c_str() + at + 11);
 }
 
+std::string line_after(const std::string& out, const std::string& key) {
+    auto at = out.find(key + " ");
+    if (at == std::string::npos) return "(missing)";
+    auto end = out.find('\n', at);
+    return out.substr(at + key.size() + 1, end == std::string::npos ? std::string::npos : end - at - key.size() - 1);
+}
+
+std::vector<RankResult> run_passing(const std::string& scenario, int n) {
+    auto results = run_workers(scenario, n, free_port(), all_ranks(n), std::chrono::seconds(60));
+    for (size_t r = 0; r < results.size(); ++r) {
+        CAPTURE(scenario);
+        CAPTURE(n);
+        CAPTURE(r);
+        CAPTURE(results[r].output);
+        CHECK(results[r].exit_code == 0);
+    }
+    return results;
+}
+
 }  // namespace ampgrad_test

@@ -31,5 +31,8 @@ std::vector<RankResult> run_workers(const std::string& scenario, int world_size,
 std::vector<Spawn> all_ranks(int n, std::vector<std::pair<std::string, std::string>> env = {});
 bool contains(const std::string& s, const std::string& part);
 long elapsed_ms(const std::string& out);   // the worker's "ELAPSED_MS n" line, or -1
+std::string line_after(const std::string& out, const std::string& key);   // the rest of a "KEY value" line
+// Runs `scenario` on n ranks over a free port and CHECKs that every rank exited with 0.
+std::vector<RankResult> run_passing(const std::string& scenario, int n);
 
 }  // namespace ampgrad_test

@@ -16,29 +16,6 @@
 using namespace ampgrad;
 using namespace ampgrad_test;
 
-namespace {
-
-std::string line_after(const std::string& out, const std::string& key) {
-    auto at = out.find(key + " ");
-    if (at == std::string::npos) return "(missing)";
-    auto end = out.find('\n', at);
-    return out.substr(at + key.size() + 1, end == std::string::npos ? std::string::npos : end - at - key.size() - 1);
-}
-
-std::vector<RankResult> run_passing(const std::string& scenario, int n) {
-    auto results = run_workers(scenario, n, free_port(), all_ranks(n), std::chrono::seconds(60));
-    for (size_t r = 0; r < results.size(); ++r) {
-        CAPTURE(scenario);
-        CAPTURE(n);
-        CAPTURE(r);
-        CAPTURE(results[r].output);
-        CHECK(results[r].exit_code == 0);
-    }
-    return results;
-}
-
-}  // namespace
-
 TEST_CASE("zero config: DeepSpeed keys; an unknown key is an error naming it") {
     zero::ZeroConfig c = zero::parse_config(R"({
         "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2, "gradient_clipping": 0.5,
