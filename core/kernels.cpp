@@ -1,6 +1,9 @@
-// kernels.cpp: the kernel objects declared in core/kernels.hpp (their slots start empty and are
-// filled by cpu/ and cuda/), the op names generated from the op lists, and coverage queries.
+// kernels.cpp: the kernel objects declared in core/kernels.hpp and core/fused_kernels.hpp (their
+// slots start empty and are filled by cpu/ and cuda/), the op names generated from the op lists,
+// and coverage queries.
 #include "core/kernels.hpp"
+
+#include "core/fused_kernels.hpp"
 
 #include <array>
 
@@ -20,11 +23,13 @@ namespace kernels {
 
 #define AMPGRAD_DEFINE_KERNEL(name) constinit decltype(name) name{#name};
 AMPGRAD_KERNELS(AMPGRAD_DEFINE_KERNEL)
+AMPGRAD_FUSED_KERNELS(AMPGRAD_DEFINE_KERNEL)
 #undef AMPGRAD_DEFINE_KERNEL
 
 std::span<const KernelBase* const> all() {
 #define AMPGRAD_KERNEL_ADDRESS(name) &name,
-    static constexpr const KernelBase* kAll[] = {AMPGRAD_KERNELS(AMPGRAD_KERNEL_ADDRESS)};
+    static constexpr const KernelBase* kAll[] = {AMPGRAD_KERNELS(AMPGRAD_KERNEL_ADDRESS)
+                                                     AMPGRAD_FUSED_KERNELS(AMPGRAD_KERNEL_ADDRESS)};
 #undef AMPGRAD_KERNEL_ADDRESS
     return kAll;
 }

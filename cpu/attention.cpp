@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/fused_kernels.hpp"
 #include "cpu/attention.hpp"
 #include "cpu/loops.hpp"
 
@@ -177,5 +178,19 @@ void attention_backward(const AttentionGradArgs& g) {
     if (g.fwd.q.numel() == 0) return;
     dispatch_float(g.fwd.q.dtype(), "attention_backward", [&](auto tag) { backward_typed<decltype(tag)>(g); });
 }
+
+namespace {
+void forward_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                    double scale, bool causal) {
+    attention_forward({out, lse, q, k, v, scale, causal});
+}
+void backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
+                     const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+    attention_backward({{out, lse, q, k, v, scale, causal}, dout, dq, dk, dv});
+}
+}  // namespace
+
+AMPGRAD_REGISTER_KERNEL(kernels::attention_forward, kCPU, forward_kernel);
+AMPGRAD_REGISTER_KERNEL(kernels::attention_backward, kCPU, backward_kernel);
 
 }  // namespace ampgrad::cpu

@@ -13,9 +13,10 @@
 #include <cmath>
 #include <vector>
 
+#include "core/fused_kernels.hpp"
 #include "core/kernels.hpp"
+#include "core/scalar_math.hpp"
 #include "core/threads.hpp"
-#include "cpu/gemm_epilogue.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
 
@@ -182,12 +183,6 @@ namespace {
 
 constexpr int64_t kEpilogueRows = 256;      // rows per block: the product of a block is still in cache
 
-template <typename C>
-C gelu_tanh_scalar(C x) {
-    const C inner = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
-    return C(0.5) * x * (C(1) + std::tanh(inner));
-}
-
 // One row of the epilogue in compute type C: row += bias; aux = row (pre-activation); row = gelu(row).
 template <typename C, typename T>
 void epilogue_row(C* row, int64_t n, const T* bias, bool gelu, T* aux) {
@@ -197,7 +192,7 @@ void epilogue_row(C* row, int64_t n, const T* bias, bool gelu, T* aux) {
     if (aux)
         for (int64_t j = 0; j < n; ++j) aux[j] = static_cast<T>(row[j]);
     if constexpr (std::is_same_v<C, float>) gelu_tanh_inplace(row, n);
-    else for (int64_t j = 0; j < n; ++j) row[j] = gelu_tanh_scalar(row[j]);
+    else for (int64_t j = 0; j < n; ++j) row[j] = formulas::GeluTanh::value(row[j]);
 }
 
 // f32/f64: blocks of rows, each multiplied by Eigen (single-threaded inside the parallel region)
@@ -280,5 +275,6 @@ void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const 
 }
 
 AMPGRAD_REGISTER_KERNEL(kernels::gemm, kCPU, gemm);
+AMPGRAD_REGISTER_KERNEL(kernels::gemm_epilogue, kCPU, gemm_epilogue);
 
 }  // namespace ampgrad::cpu

@@ -1,14 +1,21 @@
-// vec_math.cpp: see vec_math.hpp. Formulas (as in elementwise.cpp):
-//   gelu_tanh(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
-//   gelu_tanh'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2),  t = tanh(u)
-//   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x sigmoid(x),  silu'(x) = s (1 + x (1 - s))
+// vec_math.cpp: see vec_math.hpp. The formulas are core/scalar_math.hpp's, the same text the scalar
+// loops and the CUDA kernels instantiate, here instantiated with Pack: one SIMD register of floats
+// whose exp and tanh are Eigen's packet functions (found by ADL from the formulas' unqualified
+// calls). So the vectorised path cannot drift from the reference formulas; it differs from the
+// scalar loop only in how exp and tanh round (Eigen's polynomial approximations, a few float ulps,
+// against libm).
 // Work is split over threads in blocks of kBlock elements; f16/bf16 blocks are widened to f32
-// in a stack buffer, computed, and rounded once on store.
+// in a stack buffer, computed, and rounded once on store. A block's last partial register is
+// padded into a full one, so every element goes through the same packet code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-variable"
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 
+#include <algorithm>
+#include <array>
+
+#include "core/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
 
@@ -17,42 +24,54 @@ namespace ampgrad::cpu {
 namespace {
 
 constexpr int64_t kBlock = 1024;
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoeff = 0.044715f;
 
-using Arr = Eigen::Array<float, Eigen::Dynamic, 1>;
-using ArrMap = Eigen::Map<Arr>;
-using ConstArrMap = Eigen::Map<const Arr>;
+// ---- Pack: the arithmetic scalar_math's formulas use, on one SIMD register ----
 
-// y = op(x) for n floats
-template <UnaryOp op>
-void unary_block(float* y, const float* x, int64_t n) {
-    ConstArrMap X(x, n);
-    ArrMap Y(y, n);
-    if constexpr (op == UnaryOp::kTanh) Y = X.tanh();
-    else if constexpr (op == UnaryOp::kSigmoid) Y = 1.0f / (1.0f + (-X).exp());
-    else if constexpr (op == UnaryOp::kSilu) Y = X / (1.0f + (-X).exp());
-    else if constexpr (op == UnaryOp::kGeluTanh)
-        Y = 0.5f * X * (1.0f + (kSqrt2OverPi * (X + kGeluCoeff * X.cube())).tanh());
+using RawPacket = Eigen::internal::packet_traits<float>::type;
+constexpr int64_t kLanes = Eigen::internal::packet_traits<float>::size;
+
+struct Pack {
+    RawPacket v;
+    explicit Pack(RawPacket raw) : v(raw) {}
+    explicit Pack(double c) : v(Eigen::internal::pset1<RawPacket>(static_cast<float>(c))) {}   // T(0.5), T(1)
+};
+inline Pack operator+(Pack a, Pack b) { return Pack(Eigen::internal::padd(a.v, b.v)); }
+inline Pack operator-(Pack a, Pack b) { return Pack(Eigen::internal::psub(a.v, b.v)); }
+inline Pack operator*(Pack a, Pack b) { return Pack(Eigen::internal::pmul(a.v, b.v)); }
+inline Pack operator/(Pack a, Pack b) { return Pack(Eigen::internal::pdiv(a.v, b.v)); }
+inline Pack operator-(Pack a) { return Pack(Eigen::internal::pnegate(a.v)); }
+inline Pack exp(Pack a) { return Pack(Eigen::internal::pexp(a.v)); }
+inline Pack tanh(Pack a) { return Pack(Eigen::internal::ptanh(a.v)); }
+
+inline Pack load(const float* p) { return Pack(Eigen::internal::ploadu<RawPacket>(p)); }
+inline void store(float* p, Pack a) { Eigen::internal::pstoreu(p, a.v); }
+
+// out[i] = fn(in_0[i], ...) for n floats, a register at a time; the tail is padded with zeros.
+template <int NIn, typename Fn>
+void map_packets(float* out, std::array<const float*, NIn> in, int64_t n, Fn fn) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        if constexpr (NIn == 1) store(out + i, fn(load(in[0] + i)));
+        else store(out + i, fn(load(in[0] + i), load(in[1] + i)));
+    }
+    if (i == n) return;
+    alignas(64) float pad[NIn + 1][kLanes] = {};
+    for (int k = 0; k < NIn; ++k) std::copy(in[k] + i, in[k] + n, pad[k + 1]);
+    if constexpr (NIn == 1) store(pad[0], fn(load(pad[1])));
+    else store(pad[0], fn(load(pad[1]), load(pad[2])));
+    std::copy(pad[0], pad[0] + (n - i), out + i);
 }
 
-// dx = dy * f'(x) for n floats; for tanh and sigmoid `x` is the saved output y (core/scalar_math.hpp, kGradFromOutput)
-template <ActivationGrad op>
-void grad_block(float* dx, const float* x, const float* dy, int64_t n) {
-    ConstArrMap X(x, n), G(dy, n);
-    ArrMap D(dx, n);
-    if constexpr (op == ActivationGrad::kTanh) {                // X holds y = tanh(x)
-        D = G * (1.0f - X.square());
-    } else if constexpr (op == ActivationGrad::kSigmoid) {      // X holds y = sigmoid(x)
-        D = G * X * (1.0f - X);
-    } else if constexpr (op == ActivationGrad::kSilu) {
-        Arr s = 1.0f / (1.0f + (-X).exp());
-        D = G * s * (1.0f + X * (1.0f - s));
-    } else if constexpr (op == ActivationGrad::kGeluTanh) {
-        Arr t = (kSqrt2OverPi * (X + kGeluCoeff * X.cube())).tanh();
-        D = G * (0.5f * (1.0f + t) +
-                 0.5f * X * (1.0f - t.square()) * (kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * X.square())));
-    }
+// y = F::value(x) for n floats
+template <class F>
+void unary_block(float* y, const float* x, int64_t n) {
+    map_packets<1>(y, {x}, n, [](Pack v) { return F::value(v); });
+}
+
+// dx = F::grad(saved, dy) for n floats; `saved` is y or x as F::kGradFromOutput says
+template <class F>
+void grad_block(float* dx, const float* saved, const float* dy, int64_t n) {
+    map_packets<2>(dx, {saved, dy}, n, [](Pack s, Pack g) { return F::grad(s, g); });
 }
 
 // Runs block(outs..., ins...) over [0, n) in blocks, threads splitting the blocks. T is the
@@ -88,19 +107,19 @@ bool dispatch_low_float(DType dtype, Fn&& fn) {
     }
 }
 
-template <UnaryOp op>
+template <class F>
 bool unary_op(const Tensor& out, const Tensor& in) {
     return dispatch_low_float(in.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        run_blocks<T, 1>(out.data_ptr<T>(), {in.data_ptr<T>()}, in.numel(), unary_block<op>);
+        run_blocks<T, 1>(out.data_ptr<T>(), {in.data_ptr<T>()}, in.numel(), unary_block<F>);
     });
 }
 
-template <ActivationGrad op>
-bool grad_op(const Tensor& dx, const Tensor& x, const Tensor& dy) {
-    return dispatch_low_float(x.dtype(), [&](auto tag) {
+template <class F>
+bool grad_op(const Tensor& dx, const Tensor& saved, const Tensor& dy) {
+    return dispatch_low_float(saved.dtype(), [&](auto tag) {
         using T = decltype(tag);
-        run_blocks<T, 2>(dx.data_ptr<T>(), {x.data_ptr<T>(), dy.data_ptr<T>()}, x.numel(), grad_block<op>);
+        run_blocks<T, 2>(dx.data_ptr<T>(), {saved.data_ptr<T>(), dy.data_ptr<T>()}, saved.numel(), grad_block<F>);
     });
 }
 
@@ -113,26 +132,26 @@ bool same_contiguous(std::initializer_list<const Tensor*> ts) {
 
 }  // namespace
 
-void gelu_tanh_inplace(float* x, int64_t n) { unary_block<UnaryOp::kGeluTanh>(x, x, n); }
+void gelu_tanh_inplace(float* x, int64_t n) { unary_block<formulas::GeluTanh>(x, x, n); }
 
 bool vectorised_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     if (!same_contiguous({&out, &in})) return false;
     switch (op) {
-        case UnaryOp::kTanh: return unary_op<UnaryOp::kTanh>(out, in);
-        case UnaryOp::kSigmoid: return unary_op<UnaryOp::kSigmoid>(out, in);
-        case UnaryOp::kSilu: return unary_op<UnaryOp::kSilu>(out, in);
-        case UnaryOp::kGeluTanh: return unary_op<UnaryOp::kGeluTanh>(out, in);
+        case UnaryOp::kTanh: return unary_op<formulas::Tanh>(out, in);
+        case UnaryOp::kSigmoid: return unary_op<formulas::Sigmoid>(out, in);
+        case UnaryOp::kSilu: return unary_op<formulas::Silu>(out, in);
+        case UnaryOp::kGeluTanh: return unary_op<formulas::GeluTanh>(out, in);
         default: return false;
     }
 }
 
-bool vectorised_activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& x, const Tensor& dy) {
-    if (!same_contiguous({&dx, &x, &dy})) return false;
+bool vectorised_activation_backward(ActivationGrad op, const Tensor& dx, const Tensor& saved, const Tensor& dy) {
+    if (!same_contiguous({&dx, &saved, &dy})) return false;
     switch (op) {
-        case ActivationGrad::kTanh: return grad_op<ActivationGrad::kTanh>(dx, x, dy);
-        case ActivationGrad::kSigmoid: return grad_op<ActivationGrad::kSigmoid>(dx, x, dy);
-        case ActivationGrad::kSilu: return grad_op<ActivationGrad::kSilu>(dx, x, dy);
-        case ActivationGrad::kGeluTanh: return grad_op<ActivationGrad::kGeluTanh>(dx, x, dy);
+        case ActivationGrad::kTanh: return grad_op<formulas::Tanh>(dx, saved, dy);
+        case ActivationGrad::kSigmoid: return grad_op<formulas::Sigmoid>(dx, saved, dy);
+        case ActivationGrad::kSilu: return grad_op<formulas::Silu>(dx, saved, dy);
+        case ActivationGrad::kGeluTanh: return grad_op<formulas::GeluTanh>(dx, saved, dy);
         default: return false;
     }
 }

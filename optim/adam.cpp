@@ -1,5 +1,5 @@
-// adam.cpp: Adam's step (AdamW is Adam with decoupled_weight_decay). CPU f32/f64 parameters
-// take the fused loop (optim/fused_cpu.cpp); others run the same formulas as in-place tensor
+// adam.cpp: Adam's step (AdamW is Adam with decoupled_weight_decay). f32/f64 parameters take the
+// fused kernel (kernels::adam_step) where their device has one; others run the same formulas as in-place tensor
 // ops, written like torch's _single_tensor_adam.
 #include "optim/adam.hpp"
 
@@ -8,7 +8,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
-#include "optim/fused_cpu.hpp"
+#include "optim/fused_step.hpp"
 
 namespace ampgrad::optim {
 
@@ -94,8 +94,8 @@ void Adam::step() {
             s.step = step;
             Tensor &m = st["exp_avg"], &v = st["exp_avg_sq"];
             Tensor v_max = s.amsgrad ? st["max_exp_avg_sq"] : Tensor();
-            if (fused && fused_cpu_supported({&p, &grad, &m, &v, &v_max})) {
-                adam_step_cpu(p, grad, m, v, v_max, s);
+            if (fused && fused_step_supported(kernels::adam_step, {&p, &grad, &m, &v, &v_max})) {
+                kernels::adam_step(p, grad, m, v, v_max, s);
                 p.bump_version();
             } else {
                 adam_step_tensor(p, grad, m, v, v_max, s);

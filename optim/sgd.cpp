@@ -1,4 +1,4 @@
-// sgd.cpp: SGD's step. CPU f32/f64 parameters take the fused loop (optim/fused_cpu.cpp); any
+// sgd.cpp: SGD's step. f32/f64 parameters take the fused kernel (kernels::sgd_step) where their device has one; any
 // other parameter runs the same formulas as in-place tensor ops, written like torch's
 // _single_tensor_sgd.
 #include "optim/sgd.hpp"
@@ -6,7 +6,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
-#include "optim/fused_cpu.hpp"
+#include "optim/fused_step.hpp"
 
 namespace ampgrad::optim {
 
@@ -67,8 +67,8 @@ void SGD::step() {
                 if (s.first_step) slot = make_empty(p.sizes(), p.dtype(), p.device());
                 buf = slot;
             }
-            if (fused && fused_cpu_supported({&p, &grad, &buf})) {
-                sgd_step_cpu(p, grad, buf, s);
+            if (fused && fused_step_supported(kernels::sgd_step, {&p, &grad, &buf})) {
+                kernels::sgd_step(p, grad, buf, s);
                 p.bump_version();
             } else {
                 sgd_step_tensor(p, grad, buf, s);

@@ -1,5 +1,6 @@
 // attention_fused.cpp: scaled-dot-product attention as one node whose kernel saves the row
-// log-sum-exp instead of the (T,S) probabilities (cpu/attention.cpp). Derivation:
+// log-sum-exp instead of the (T,S) probabilities (kernels::attention_forward/backward; the CPU
+// implementation is cpu/attention.cpp). Derivation:
 // docs/ops/attention.md.
 //
 // Double backward: the fused backward kernel is not itself differentiable. When the backward runs
@@ -12,7 +13,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "cpu/attention.hpp"
+#include "core/fused_kernels.hpp"
 
 namespace ampgrad::ops {
 
@@ -52,14 +53,15 @@ tensor_list composed_backward(const Tensor& q, const Tensor& k, const Tensor& v,
 }  // namespace
 
 bool fused_attention_supported(const Tensor& q, const Tensor& k) {
-    return q.device().is_cpu() && k.size(2) > 0;
+    return kernels::attention_forward.has(q.device().type) && kernels::attention_backward.has(q.device().type) &&
+           k.size(2) > 0;
 }
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale) {
     const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HSv = v.size(3);
     Tensor out = empty_heads_last(B, NH, T, HSv, q.dtype(), q.device());         // (B,NH,T,HSv)
     Tensor lse = make_empty({B, NH, T}, q.dtype() == kFloat64 ? kFloat64 : kFloat32, q.device());   // (B,NH,T)
-    cpu::attention_forward({out, lse, q, k, v, scale, causal});
+    kernels::attention_forward(out, lse, q, k, v, scale, causal);
 
     return record("scaled_dot_product_attention", out, {q, k, v}, {q, k, v, out, lse},
                   [scale, causal](BackwardContext& ctx, const tensor_list& g) {
@@ -71,7 +73,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
         if (ctx.needs_input_grad(0)) d[0] = empty_heads_last(B, NH, T, q.size(3), q.dtype(), q.device());
         if (ctx.needs_input_grad(1)) d[1] = empty_heads_last(B, NH, S, k.size(3), k.dtype(), k.device());
         if (ctx.needs_input_grad(2)) d[2] = empty_heads_last(B, NH, S, v.size(3), v.dtype(), v.device());
-        cpu::attention_backward({{ctx.saved(3), ctx.saved(4), q, k, v, scale, causal}, dout, d[0], d[1], d[2]});
+        kernels::attention_backward(d[0], d[1], d[2], dout, ctx.saved(3), ctx.saved(4), q, k, v, scale, causal);
         return d;
     });
 }

@@ -9,7 +9,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "cpu/gemm_epilogue.hpp"
+#include "core/fused_kernels.hpp"
 
 namespace ampgrad {
 
@@ -241,8 +241,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
                              : merge_leading_raw(x, x.dim() - 1);                           // (R,K)
     Tensor y2 = make_empty({x2.size(0), n}, x.dtype(), x.device());                         // (R,N)
     GemmOperand gx = gemm_operand(x2), gw = gemm_operand(w);
-    if (b.defined() && y2.device().is_cpu() && b.is_contiguous()) {      // bias added in the GEMM's epilogue
-        cpu::gemm_epilogue(y2, Tensor(), gx.tensor, gw.tensor, gx.trans, !gw.trans, b, GemmEpilogue::kBias);
+    if (b.defined() && b.is_contiguous() && kernels::gemm_epilogue.has(y2.device().type)) {   // bias in the epilogue
+        kernels::gemm_epilogue(y2, Tensor(), gx.tensor, gw.tensor, gx.trans, !gw.trans, b, GemmEpilogue::kBias);
     } else {
         if (b.defined()) kernels::copy(y2, ops::expand_raw(b, y2.sizes()));
         kernels::gemm(y2, gx.tensor, gw.tensor, gx.trans, !gw.trans, 1.0, b.defined() ? 1.0 : 0.0);

@@ -1,10 +1,10 @@
 // gemm_epilogue_test.cpp: the CPU GEMM with a bias / bias + tanh-GELU epilogue
-// (cpu::gemm_epilogue in cpu/gemm.cpp) against the unfused composition matmul + bias, then gelu,
+// (kernels::gemm_epilogue, cpu/gemm.cpp) against the unfused composition matmul + bias, then gelu,
 // computed in f64: every trans_a/trans_b pair, more rows than one epilogue block, no bias, the
 // pre-activation (aux) output, and f32/f16/bf16 within dtype tolerances.
 #include <doctest/doctest.h>
 
-#include "cpu/gemm_epilogue.hpp"
+#include "core/fused_kernels.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -30,9 +30,9 @@ TEST_CASE("gemm_epilogue bias and bias+gelu equal matmul + bias (+ gelu) for eve
                 CAPTURE(ta);
                 CAPTURE(tb);
                 Tensor out = empty({M, N}, dt), aux = empty({M, N}, dt);
-                cpu::gemm_epilogue(out, Tensor(), stored(a, ta), stored(b, tb), ta, tb, bias, GemmEpilogue::kBias);
+                kernels::gemm_epilogue(out, Tensor(), stored(a, ta), stored(b, tb), ta, tb, bias, GemmEpilogue::kBias);
                 CHECK_CLOSE(out, pre.to(dt), tol_for(dt, 8));
-                cpu::gemm_epilogue(out, aux, stored(a, ta), stored(b, tb), ta, tb, bias, GemmEpilogue::kBiasGeluTanh);
+                kernels::gemm_epilogue(out, aux, stored(a, ta), stored(b, tb), ta, tb, bias, GemmEpilogue::kBiasGeluTanh);
                 CHECK_CLOSE(aux, pre.to(dt), tol_for(dt, 8));
                 CHECK_CLOSE(out, act.to(dt), tol_for(dt, 8));
             }
@@ -44,8 +44,8 @@ TEST_CASE("gemm_epilogue without a bias is a plain product; gelu without aux kee
     manual_seed(223);
     Tensor a = randn({5, 4}, kFloat64), b = randn({4, 3}, kFloat64);
     Tensor out = empty({5, 3}, kFloat64);
-    cpu::gemm_epilogue(out, Tensor(), a, b, false, false, Tensor(), GemmEpilogue::kBias);
+    kernels::gemm_epilogue(out, Tensor(), a, b, false, false, Tensor(), GemmEpilogue::kBias);
     CHECK_CLOSE(out, matmul(a, b), tol_for(kFloat64));
-    cpu::gemm_epilogue(out, Tensor(), a, b, false, false, Tensor(), GemmEpilogue::kBiasGeluTanh);
+    kernels::gemm_epilogue(out, Tensor(), a, b, false, false, Tensor(), GemmEpilogue::kBiasGeluTanh);
     CHECK_CLOSE(out, F::gelu(matmul(a, b), true), tol_for(kFloat64));
 }

@@ -1,23 +1,17 @@
-// fused_cpu.cpp: see fused_cpu.hpp. T is float or double; every scalar is rounded to T first,
-// as PyTorch's CPU kernels do with Python-number arguments.
-#include "optim/fused_cpu.hpp"
-
+// optim.cpp: the CPU's optimizer steps (kernels::sgd_step, kernels::adam_step in core/kernels.hpp):
+// one-pass updates for SGD and Adam/AdamW on contiguous f32/f64 tensors. Each follows PyTorch's
+// single-tensor formulas operation by operation, in the parameter's dtype with the scalars rounded
+// to it, so an f32 step agrees with torch to within a rounding or two. Plain pointer loops split
+// across OpenMP threads: no autograd, no temporaries. The file is built with -fno-math-errno
+// (meson.build) so that sqrt vectorizes. The generic path (any device, any float dtype) is built
+// from tensor ops in optim/sgd.cpp and optim/adam.cpp.
 #include <algorithm>
 #include <cmath>
 
+#include "core/fused_kernels.hpp"
 #include "cpu/loops.hpp"
 
-namespace ampgrad::optim {
-
-bool fused_cpu_supported(std::initializer_list<const Tensor*> tensors) {
-    const Tensor* first = *tensors.begin();
-    if (first->dtype() != kFloat32 && first->dtype() != kFloat64) return false;
-    for (const Tensor* t : tensors) {
-        if (!t->defined()) continue;
-        if (!t->device().is_cpu() || !t->is_contiguous() || t->dtype() != first->dtype()) return false;
-    }
-    return true;
-}
+namespace ampgrad::cpu {
 
 namespace {
 
@@ -32,7 +26,7 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
     const T sign = s.maximize ? T(-1) : T(1), neg_lr = static_cast<T>(-s.lr), wd = static_cast<T>(s.weight_decay);
     const T momentum = static_cast<T>(s.momentum), keep = static_cast<T>(1.0 - s.dampening);
     const bool first = s.first_step, nesterov = s.nesterov;
-    cpu::parallel_for(param.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
+    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             T g = sign * g_in[i] + wd * p[i];                             // grad.add(param, alpha=wd)
             if constexpr (kMomentum) {
@@ -61,7 +55,7 @@ void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
     const T decay = decoupled ? static_cast<T>(1.0 - s.lr * s.weight_decay) : T(1);  // AdamW
     const T sign = s.maximize ? T(-1) : T(1);
     const T w1 = static_cast<T>(1.0 - s.beta1), beta2 = static_cast<T>(s.beta2), w2 = static_cast<T>(1.0 - s.beta2);
-    cpu::parallel_for(param.numel(), cpu::kGrainSize, [=](int64_t begin, int64_t end) {
+    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             T g = sign * g_in[i] + l2 * p[i];                             // Adam: grad.add(param, alpha=wd)
             T p_i = p[i] * decay;                                         // AdamW: param.mul_(1 - lr*wd)
@@ -77,7 +71,7 @@ void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
 
 }  // namespace
 
-void sgd_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s) {
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s) {
     bool f64 = param.dtype() == kFloat64, momentum = s.momentum != 0.0;
     if (f64 && momentum) sgd_loop<double, true>(param, grad, momentum_buffer, s);
     else if (f64) sgd_loop<double, false>(param, grad, momentum_buffer, s);
@@ -85,8 +79,8 @@ void sgd_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& momentu
     else sgd_loop<float, false>(param, grad, momentum_buffer, s);
 }
 
-void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                   const Tensor& max_exp_avg_sq, const AdamScalars& s) {
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const AdamScalars& s) {
     bool f64 = param.dtype() == kFloat64;
     if (f64 && s.amsgrad) adam_loop<double, true>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s);
     else if (f64) adam_loop<double, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s);
@@ -94,4 +88,7 @@ void adam_step_cpu(const Tensor& param, const Tensor& grad, const Tensor& exp_av
     else adam_loop<float, false>(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s);
 }
 
-}  // namespace ampgrad::optim
+AMPGRAD_REGISTER_KERNEL(kernels::sgd_step, kCPU, sgd_step);
+AMPGRAD_REGISTER_KERNEL(kernels::adam_step, kCPU, adam_step);
+
+}  // namespace ampgrad::cpu
