@@ -42,20 +42,21 @@ TEST_CASE("nano on Tiny Shakespeare: the loss falls well below ln V in 50 steps"
     CHECK(e.val_loss < 0.72 * ln_v);                       // 3.0 nats: past a unigram model
 }
 
-// Skipped by default (run with --no-skip): it passes, but costs too much for the suite. Seen with
-// `ampgrad train` and this configuration on a loaded 2-core machine: exact match 72% at step 500,
-// 95.0% at 600, 100% at 800 and at 1000, in 108 s. With --steps 600 the cosine schedule decays
-// sooner and it ends at only 22.4%, so the 1000 steps cannot simply be cut.
-TEST_CASE("2-digit addition: >= 95% exact match on held-out problems" * doctest::skip(true)) {
+// 500 steps of batch 128 with AdamW beta2 0.98 (the LR schedule spans exactly those 500 steps: a
+// shorter schedule decays before the model has found the carry). Seen with `ampgrad train` and this
+// configuration on a loaded 2-core machine: exact match 100%, 99.4% and 99.4% at step 500 for seeds
+// 1337, 7 and 99 (95.6-100% already at step 300), in 10-30 s depending on the load. With 400 steps
+// it ends at only 14.6%, so this is near the cheapest schedule that is reliably past 95%.
+TEST_CASE("2-digit addition: >= 95% exact match on held-out problems" * doctest::skip(kSanitized)) {
     app::RunConfig cfg;
     cfg.task = "addition";
     cfg.digits = 2;
     cfg.preset = "nano";
     cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.block_size = 8;
-    cfg.steps = 1000;
-    cfg.warmup = 50;
-    cfg.batch_size = 64;
-    cfg.lr = 3e-3, cfg.min_lr = 3e-4, cfg.weight_decay = 0.0;
+    cfg.steps = 500;
+    cfg.warmup = 30;
+    cfg.batch_size = 128;
+    cfg.lr = 3e-3, cfg.min_lr = 3e-4, cfg.weight_decay = 0.0, cfg.beta2 = 0.98;
     app::Trainer t(cfg);
     const auto start = std::chrono::steady_clock::now();
     while (t.step() < cfg.steps) t.train_step();
