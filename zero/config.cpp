@@ -80,6 +80,7 @@ ZeroConfig parse_config(const std::string& json_text, const std::string& source)
     num("zero_optimization.stage", &ZeroConfig::stage);
     num("zero_optimization.reduce_bucket_size", &ZeroConfig::reduce_bucket_size);
     num("zero_optimization.overlap_comm", &ZeroConfig::overlap_comm);
+    num("zero_optimization.stage3_prefetch_bucket_size", &ZeroConfig::stage3_prefetch_bucket_size);
     num("fp16.enabled", &ZeroConfig::fp16);
     num("fp16.loss_scale", &ZeroConfig::loss_scale);
     num("fp16.initial_scale_power", &ZeroConfig::initial_scale_power);
@@ -110,9 +111,11 @@ ZeroConfig load_config(const std::string& path) {
 
 void ZeroConfig::validate() const {
     auto fail = [](const std::string& what) { throw ValueError("ZeRO config: " + what); };
-    if (stage != 1 && stage != 2)
-        fail(fmt::format("zero_optimization.stage is {}; this engine implements stages 1 and 2 (stage 0 is "
+    if (stage < 1 || stage > 3)
+        fail(fmt::format("zero_optimization.stage is {}; this engine implements stages 1, 2 and 3 (stage 0 is "
                          "dist::DistributedDataParallel)", stage));
+    if (stage3_prefetch_bucket_size < 0)
+        fail(fmt::format("zero_optimization.stage3_prefetch_bucket_size is {}, must be >= 0", stage3_prefetch_bucket_size));
     if (train_micro_batch_size_per_gpu < 1) fail(fmt::format("train_micro_batch_size_per_gpu is {}, must be >= 1", train_micro_batch_size_per_gpu));
     if (gradient_accumulation_steps < 1) fail(fmt::format("gradient_accumulation_steps is {}, must be >= 1", gradient_accumulation_steps));
     if (reduce_bucket_size < 1) fail(fmt::format("zero_optimization.reduce_bucket_size is {}, must be >= 1", reduce_bucket_size));

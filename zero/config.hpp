@@ -18,8 +18,9 @@ struct ZeroConfig {
     int64_t gradient_accumulation_steps = 1;
     double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
     // zero_optimization
-    int stage = 1;                                 // 1: optimizer states + f32 masters partitioned; 2: + gradients
-    int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stage 2)
+    int stage = 1;                                 // 1: optimizer states + f32 masters partitioned; 2: + gradients; 3: + parameters
+    int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stages 2, 3)
+    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: elements gathered ahead of the forward, by the recorded order; 0: off
     bool overlap_comm = true;                      // reduce buckets asynchronously while backward runs
     // fp16 (dynamic loss scaling unless loss_scale > 0)
     bool fp16 = false;
@@ -32,7 +33,7 @@ struct ZeroConfig {
     // bf16: no loss scaling
     bool bf16 = false;
 
-    // ValueError naming the field for an impossible value (stage not 1 or 2, window <= 0, ...).
+    // ValueError naming the field for an impossible value (stage not 1, 2 or 3, window <= 0, ...).
     void validate() const;
 };
 

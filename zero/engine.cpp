@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "dist/ddp.hpp"
+#include "zero/stage3.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -96,6 +97,8 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
     scaler_ = make_scaler(config_);
     for (size_t i = 0; i < params_.size(); ++i)
         hooks_.emplace_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_grad(i); }));
+    if (config_.stage == 3)   // the parameters themselves are partitioned: zero/stage3.cpp
+        stage3_ = std::make_unique<Stage3>(*module_, params_, layout_, *group_, config_.stage3_prefetch_bucket_size);
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -139,6 +142,7 @@ void ZeroEngine::begin_backward() {
     next_scale_wrt_gas_ = true;
     this_scaled_ = next_scaled_;
     next_scaled_ = false;
+    if (stage3_) stage3_->begin_backward();
 }
 
 // Post-accumulate-grad hook: take the gradient (pre-divided by W * GAS) and clear .grad, so a
@@ -159,6 +163,7 @@ void ZeroEngine::on_grad(size_t i) {
     bucket_grads_.push_back(scaled.to(model_dtype_));
     bucket_numel_ += g.numel();
     if (bucket_numel_ >= config_.reduce_bucket_size) flush_bucket();   // a parameter larger than the bucket goes alone
+    if (stage3_) stage3_->after_grad(i);
 }
 
 void ZeroEngine::flush_bucket() {
@@ -218,9 +223,10 @@ void ZeroEngine::reduce_full_grads() {
 
 // The epilogue: once per user backward, after every checkpoint phase (outermost-task callback).
 void ZeroEngine::end_backward() {
-    if (config_.stage == 2) {
+    if (config_.stage >= 2) {
         flush_bucket();
         complete_pending();
+        if (stage3_) stage3_->end_backward();
     } else if (is_gradient_accumulation_boundary()) {
         reduce_full_grads();
     }

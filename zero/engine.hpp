@@ -1,6 +1,7 @@
-// zero/engine.hpp: a DeepSpeed-style training engine with ZeRO stages 1 and 2 (DeepSpeed's
-// deepspeed/runtime/engine.py driving deepspeed/runtime/zero/stage_1_and_2.py). docs/zero.md
-// walks through one step.
+// zero/engine.hpp: a DeepSpeed-style training engine with ZeRO stages 1, 2 and 3 (DeepSpeed's
+// deepspeed/runtime/engine.py driving deepspeed/runtime/zero/stage_1_and_2.py and stage3.py).
+// docs/zero.md walks through one step. Stage 3 also partitions the parameters themselves:
+// zero/stage3.hpp gathers and releases them around each module's forward and backward.
 //
 //   zero::ZeroEngine engine(model, zero::load_config("ds_config.json"),
 //       [](std::vector<Tensor> masters) { return std::make_unique<optim::AdamW>(masters, optim::AdamWOptions(1e-3)); });
@@ -26,6 +27,7 @@
 #include "optim/optimizer.hpp"
 #include "zero/config.hpp"
 #include "zero/layout.hpp"
+#include "zero/stage3.hpp"
 
 #include <functional>
 #include <memory>
@@ -40,13 +42,13 @@ using SchedulerFactory = std::function<std::unique_ptr<optim::LRScheduler>(optim
 
 // Bytes this rank holds for the model states, by kind (the ZeRO paper's 2Ψ + 2Ψ + KΨ split).
 struct ModelStateBytes {
-    int64_t params = 0;            // the model's parameters (full on every rank in stages 1, 2)
-    int64_t grads = 0;             // stage 1: full flat gradients; stage 2: bucket + partition
+    int64_t params = 0;            // the model's parameters (full in stages 1, 2; stage 3: partition + gathered)
+    int64_t grads = 0;             // stage 1: full flat gradients; stages 2, 3: bucket + partition
     int64_t optimizer = 0;         // master partition + the inner optimizer's state tensors
     int64_t total() const { return params + grads + optimizer; }
 };
 // The ZeRO paper's per-device figure (Table 1): psi parameters, K = 12 for Adam in mixed precision,
-// 2-byte params and grads. Stage 1: 4Ψ + KΨ/N; stage 2: 2Ψ + (2 + K)Ψ/N.
+// 2-byte params and grads. Stage 1: 4Ψ + KΨ/N; stage 2: 2Ψ + (2 + K)Ψ/N; stage 3: (4 + K)Ψ/N.
 double zero_paper_bytes(int stage, int64_t psi, int world_size, double k = 12.0);
 
 class ZeroEngine {
@@ -85,6 +87,8 @@ public:
     // The full reduced (unscaled by nothing, still loss-scaled) gradient of a parameter, gathered
     // from its owners: a collective, every rank must call it (DeepSpeed's safe_get_full_grad).
     Tensor full_grad(const std::string& name);
+    // Stage 3's partitioned parameters (gather/release, zero/stage3.hpp); null in stages 1 and 2.
+    Stage3* stage3() const { return stage3_.get(); }
 
 private:
     struct Pending;
@@ -123,6 +127,7 @@ private:
     int64_t global_steps_ = 0, micro_steps_ = 0, skipped_steps_ = 0;
     bool step_applied_ = false;
     double grad_norm_ = 0.0;
+    std::unique_ptr<Stage3> stage3_;
 };
 
 }  // namespace ampgrad::zero

@@ -9,6 +9,7 @@
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "zero/stage3.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -38,6 +39,7 @@ void ZeroEngine::apply_step() {
         ++skipped_steps_;   // no optimizer step, no scheduler step, parameters untouched
         step_applied_ = false;
         grad_partition_.zero_();
+        if (stage3_) stage3_->after_step(Tensor());
         return;
     }
     // 3. Global norm over every partition (padding is zero), unscaled.
@@ -54,13 +56,18 @@ void ZeroEngine::apply_step() {
     inner_->step();
     master_.set_grad(Tensor());
     grad_partition_.zero_();
+    step_applied_ = true;
+    if (stage3_) {   // 5. Stage 3: the parameters stay partitioned; gathered again by the next forward.
+        stage3_->after_step(master_);
+        if (scheduler_) scheduler_->step();
+        return;
+    }
     // 5. All-gather the updated partitions (model dtype) and write them into the parameters.
     Tensor mine = master_.detach().to(model_dtype_);
     Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(master_.device()));
     group_->all_gather(flat, mine, /*async_op=*/false);
     for (size_t i = 0; i < params_.size(); ++i)
         params_[i].detach().copy_(flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(params_[i].sizes()));
-    step_applied_ = true;
     if (scheduler_) scheduler_->step();
 }
 
@@ -71,12 +78,14 @@ Tensor ZeroEngine::full_grad(const std::string& name) {
     NoGradGuard no_grad;
     Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(master_dtype_).device(master_.device()));
     group_->all_gather(flat, grad_partition_, /*async_op=*/false);
-    return flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(params_[i].sizes()).clone();
+    const Shape& shape = stage3_ ? stage3_->shape(i) : params_[i].sizes();
+    return flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(shape).clone();
 }
 
 ModelStateBytes ZeroEngine::model_state_bytes() const {
     ModelStateBytes b;
-    for (const Tensor& p : params_) b.params += p.numel() * static_cast<int64_t>(p.element_size());
+    if (stage3_) b.params = stage3_->trainable_param_bytes();
+    else for (const Tensor& p : params_) b.params += p.numel() * static_cast<int64_t>(p.element_size());
     b.grads = grad_partition_.numel() * static_cast<int64_t>(grad_partition_.element_size());
     if (full_grads_.defined()) b.grads += full_grads_.numel() * static_cast<int64_t>(full_grads_.element_size());
     else b.grads += std::min(config_.reduce_bucket_size, layout_.padded_numel()) * static_cast<int64_t>(params_[0].element_size());

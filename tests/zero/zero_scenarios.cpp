@@ -1,16 +1,22 @@
 // tests/zero/zero_scenarios.cpp: ZeRO engine scenarios run by dist_worker (one rank each;
-// tests/zero/zero_test.cpp starts them). "zero<S>_<variant>", S = 1 or 2. Each rank trains a small
+// tests/zero/zero_test.cpp starts them). "zero<S>_<variant>", S = 1, 2 or 3. Each rank trains a small
 // f64 MLP with the engine on its shard of every global batch and, alone, a reference copy with
 // AdamW and clip_grad_norm_ on the whole batch; after every step both must hold the same
 // parameters. Variants:
 //   plain            reduce_bucket_size 7 elements (a bucket per parameter piece or two)
 //   accum            gradient_accumulation_steps 2 (engine.backward divides by 2)
+//   fabb             accumulation in the order F_A, F_B, B_A, B_B: both gradients count
 //   ckpt, ckpt_reentrant   `mid` used inside a checkpoint and again after it
+//   frozen, frozen_reentrant   the same with mid.weight frozen (requires_grad false, in both
+//                    models): under stage 3 it is partitioned too, and a probe on `mid` checks
+//                    that the recompute inside backward sees it whole (never shape [0])
 //   outgrad          a plain out.backward(grad) on the (N,3) output, no engine.backward
 //   fwdbwd           a backward called inside a forward: ignored by the hooks, no epilogue
 //   fp16             float16 model: one clean step; then an inf placed in the LAST rank's gradient
 //                    partition: every rank skips, parameters bit-identical, scale halved; and
 //                    an unscaled loss.backward() is the clear error
+// Stage 3 also checks after every step that each parameter is released (shape [0]), and that the
+// gathers after the first step were prefetched by the recorded order.
 // Every backward must run the epilogue exactly once. Prints "EPILOGUES n", "BYTES p g o". The
 // worker's argument may list several, comma-separated: they run in turn in one process group.
 #include "autograd/checkpoint.hpp"
@@ -22,6 +28,7 @@
 #include "optim/adamw.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "zero/engine.hpp"
+#include "zero/stage3.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -80,7 +87,8 @@ Tensor mse(const Tensor& out, const Tensor& target) {
     return (d * d).mean();
 }
 
-void compare(const Net& got_net, const Net& ref, const std::string& when, double tol) {
+void compare(const zero::ZeroEngine& engine, const Net& got_net, const Net& ref, const std::string& when, double tol) {
+    zero::GatheredParameters whole(engine.stage3());   // stage 3: gathered for the comparison
     auto got = got_net.named_parameters(), want = ref.named_parameters();
     for (const auto& [name, p] : want) {
         std::vector<double> a = got.at(name).to(kFloat64).to_vector<double>(), b = p.to(kFloat64).to_vector<double>();
@@ -127,20 +135,44 @@ int run_one(const std::string& scenario) {
     auto ref = std::make_shared<Net>(kFloat64);
     set_rng_state({1000 + 7 * static_cast<uint64_t>(R), 0});   // other ranks start elsewhere, until the broadcast
     auto net = std::make_shared<Net>(kFloat64);
+    const bool frozen = variant.rfind("frozen", 0) == 0;
+    if (frozen) {
+        ref->mid->weight.requires_grad_(false);
+        net->mid->weight.requires_grad_(false);
+    }
     zero::ZeroEngine engine(net, config, adamw);
-    compare(*net, *ref, "after construction", 0);
-    net->checkpoint_mode = variant == "ckpt" ? 1 : variant == "ckpt_reentrant" ? 2 : 0;
-    optim::AdamW ref_opt(ref->parameters(), optim::AdamWOptions(0.05).weight_decay(0.1));
+    compare(engine, *net, *ref, "after construction", 0);
+    net->checkpoint_mode = variant == "ckpt" || variant == "frozen" ? 1
+                           : variant == "ckpt_reentrant" || variant == "frozen_reentrant" ? 2 : 0;
+    // After the engine's hooks: every forward of `mid` inside a backward (a recompute) must see
+    // its parameters whole.
+    int64_t recomputes = 0;
+    autograd::ScopedHook probe = net->mid->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor&) {
+        if (autograd::current_graph_task_depth() == 0) return Tensor();
+        ++recomputes;
+        EXPECT(net->mid->weight.sizes() == Shape({8, 8}) && net->mid->bias.sizes() == Shape({8}),
+               "a recompute released mid's parameters: weight %s", net->mid->weight.shape_str().c_str());
+        return Tensor();
+    });
+    std::vector<Tensor> ref_trainable;
+    for (const Tensor& p : ref->parameters())
+        if (p.requires_grad()) ref_trainable.push_back(p);
+    optim::AdamW ref_opt(ref_trainable, optim::AdamWOptions(0.05).weight_decay(0.1));
 
     int64_t backwards = 0;
     for (int step = 0; step < 4; ++step) {
         set_rng_state({static_cast<uint64_t>(50 + step), 0});
         Tensor x = randn({micro * W * kLocalBatch, 4}, kFloat64), y = randn({micro * W * kLocalBatch, 3}, kFloat64);
+        std::vector<Tensor> early;   // fabb: every micro-batch's forward before the first backward
+        for (int k = 0; variant == "fabb" && k < micro; ++k)
+            early.push_back(net->forward(x.narrow(0, (k * W + R) * kLocalBatch, kLocalBatch)));
         for (int k = 0; k < micro; ++k) {
             Tensor xk = x.narrow(0, k * W * kLocalBatch, W * kLocalBatch), yk = y.narrow(0, k * W * kLocalBatch, W * kLocalBatch);
             (mse(ref->forward(xk), yk) * (1.0 / micro)).backward();
             Tensor xr = xk.narrow(0, R * kLocalBatch, kLocalBatch), yr = yk.narrow(0, R * kLocalBatch, kLocalBatch);
-            if (variant == "fwdbwd") {
+            if (variant == "fabb") {
+                engine.backward(mse(early[static_cast<size_t>(k)], yr));
+            } else if (variant == "fwdbwd") {
                 net->backward_in_forward = true;
                 Tensor out = net->forward(xr);
                 EXPECT(engine.epilogues_run() == backwards, "a backward inside forward ran the epilogue");
@@ -161,18 +193,30 @@ int run_one(const std::string& scenario) {
             EXPECT(engine.is_gradient_accumulation_boundary() == (k + 1 == micro), "boundary at micro %d", k);
             engine.step();
         }
-        nn::utils::clip_grad_norm_(ref->parameters(), 0.5);
+        nn::utils::clip_grad_norm_(ref_trainable, 0.5);
         ref_opt.step();
         ref_opt.zero_grad();
-        compare(*net, *ref, "step " + std::to_string(step), 1e-10);
+        if (stage == 3)
+            for (const auto& [name, p] : net->named_parameters())
+                EXPECT(p.numel() == 0, "stage 3: %s is %s after step %d, not released", name.c_str(),
+                       p.shape_str().c_str(), step);
+        compare(engine, *net, *ref, "step " + std::to_string(step), 1e-10);
     }
+    if (stage == 3) {
+        // Steps 2..4 follow the recorded order: their gathers are launched ahead of the modules.
+        EXPECT(engine.stage3()->prefetched() > 0, "stage 3: nothing was prefetched");
+        std::printf("GATHERS %lld PREFETCHED %lld\n", static_cast<long long>(engine.stage3()->gathers()),
+                    static_cast<long long>(engine.stage3()->prefetched()));
+    }
+    if (net->checkpoint_mode != 0) EXPECT(recomputes > 0, "no recompute of mid was seen");
     EXPECT(engine.global_steps() == 4 && engine.skipped_steps() == 0, "steps %lld skipped %lld",
            static_cast<long long>(engine.global_steps()), static_cast<long long>(engine.skipped_steps()));
     print_bytes(engine);
     return g_failures ? 1 : 0;
 }
 
-std::vector<Tensor> snapshot(const nn::Module& m) {
+std::vector<Tensor> snapshot(const zero::ZeroEngine& engine, const nn::Module& m) {
+    zero::GatheredParameters whole(engine.stage3());
     std::vector<Tensor> out;
     for (const Tensor& p : m.parameters()) out.push_back(p.detach().clone());
     return out;
@@ -204,7 +248,7 @@ int run_fp16(int stage) {
     EXPECT(engine.was_step_applied() && engine.loss_scale() == 256, "first step: applied %d, scale %g",
            engine.was_step_applied(), engine.loss_scale());
     // The overflow sits in the last rank's partition only; every rank must skip.
-    std::vector<Tensor> before = snapshot(*net);
+    std::vector<Tensor> before = snapshot(engine, *net);
     Tensor exp_avg = engine.optimizer().state(engine.optimizer().param_groups()[0].params[0]).at("exp_avg").clone();
     engine.backward(mse(net->forward(x), y));
     if (R == W - 1) engine.grad_partition().narrow(0, 0, 1).fill_(INFINITY);
@@ -212,7 +256,7 @@ int run_fp16(int stage) {
     EXPECT(!engine.was_step_applied() && engine.skipped_steps() == 1, "rank %d did not skip", R);
     EXPECT(engine.loss_scale() == 128, "scale %g after the overflow, expected 128", engine.loss_scale());
     EXPECT(lr() == 0.025, "lr %g after one applied and one skipped step, expected 0.025", lr());
-    std::vector<Tensor> after = snapshot(*net);
+    std::vector<Tensor> after = snapshot(engine, *net);
     for (size_t i = 0; i < before.size(); ++i) EXPECT(bit_equal(before[i], after[i]), "parameter %zu changed", i);
     EXPECT(bit_equal(exp_avg, engine.optimizer().state(engine.optimizer().param_groups()[0].params[0]).at("exp_avg")),
            "optimizer state changed on a skipped step");

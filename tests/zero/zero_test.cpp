@@ -1,8 +1,9 @@
 // tests/zero/zero_test.cpp: the ZeRO engine (zero/engine.hpp). In this process: the config
 // parser's keys and errors, the flat layout and the owner-contiguous bucket packing. With real
-// processes over loopback (dist_worker running tests/zero/zero_scenarios.cpp): stages 1 and 2
-// against single-process training with 1, 2 and 4 ranks, accumulation, checkpointing, a plain
-// out.backward(grad), a backward inside a forward, and an fp16 overflow in one rank's partition.
+// processes over loopback (dist_worker running tests/zero/zero_scenarios.cpp): stages 1, 2 and 3
+// against single-process training with 1, 2 and 4 ranks, accumulation (also F_A F_B B_A B_B),
+// checkpointing (with frozen parameters inside the checkpoint), a plain out.backward(grad), a
+// backward inside a forward, and an fp16 overflow in one rank's partition.
 #include "tests/dist/spawn.hpp"
 #include "zero/config.hpp"
 #include "zero/engine.hpp"
@@ -35,8 +36,10 @@ TEST_CASE("zero config: DeepSpeed keys; an unknown key is an error naming it") {
                          doctest::Contains("ds.json: unknown key \"zero_optimization.stgae\""), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"optimizer": {}})"), doctest::Contains("unknown key \"optimizer\""),
                          ValueError);
-    CHECK_THROWS_WITH_AS(zero::parse_config(R"({"zero_optimization": {"stage": 3}})"),
-                         doctest::Contains("stages 1 and 2"), ValueError);
+    CHECK(zero::parse_config(R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 100}})")
+              .stage3_prefetch_bucket_size == 100);
+    CHECK_THROWS_WITH_AS(zero::parse_config(R"({"zero_optimization": {"stage": 4}})"),
+                         doctest::Contains("stages 1, 2 and 3"), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"gradient_accumulation_steps": 1.5})"),
                          doctest::Contains("not an integer"), ValueError);
     CHECK_THROWS_AS(zero::parse_config("{not json"), ValueError);
@@ -85,4 +88,29 @@ TEST_CASE("zero: accumulation, checkpointing, out.backward(grad), backward insid
 
 TEST_CASE("zero fp16: an overflow in one rank's partition skips the step on every rank") {
     for (int n : {2, 4}) run_passing("zero1_fp16,zero2_fp16", n);
+}
+
+TEST_CASE("zero stage 3 trains like one process: 1, 2 and 4 ranks, tiny buckets, prefetch; bytes per rank") {
+    std::vector<std::string> bytes;
+    for (int n : {1, 2, 4}) {
+        auto results = run_passing("zero3_plain", n);
+        CHECK(line_after(results[0].output, "EPILOGUES") == "4");
+        bytes.push_back(line_after(results[0].output, "BYTES"));
+    }
+    // Every parameter released after the step: params = this rank's f64 partition (8 * P); grads
+    // = the f64 gradient partition + one 7-element bucket (56); optimizer as in stages 1 and 2.
+    CHECK(bytes[0] == "1112 1168 3340");
+    CHECK(bytes[1] == "560 616 1684");
+    CHECK(bytes[2] == "280 336 844");
+}
+
+TEST_CASE("zero stage 3: accumulation (F_A F_B B_A B_B too), checkpointing with frozen parameters, out.backward(grad)") {
+    run_passing("zero3_accum,zero3_fabb,zero2_fabb,zero3_ckpt,zero3_ckpt_reentrant,zero3_frozen,zero3_frozen_reentrant,"
+                "zero2_frozen,zero3_outgrad,zero3_fwdbwd",
+                2);
+    run_passing("zero3_fabb,zero3_frozen,zero3_frozen_reentrant", 4);
+}
+
+TEST_CASE("zero stage 3 fp16: an overflow in one rank's partition skips the step on every rank") {
+    for (int n : {2, 4}) run_passing("zero3_fp16", n);
 }
