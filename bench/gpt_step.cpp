@@ -1,13 +1,13 @@
-// gpt_step.cpp: one training step of a small GPT-2 style model, the measure of CPU speed
-// (docs/benchmarks.md, "GPT training step"). Bench-local model until models/gpt lands: token +
-// position embeddings, L pre-LN blocks (fused QKV linear, causal SDPA, output projection; 4C
-// tanh-GELU MLP), final LayerNorm, head tied to the token embedding, mean cross-entropy, AdamW.
-// The PyTorch peer, bench/torch_gpt_step.py, builds the same model and step.
+// gpt_step.cpp: one training step of the bundled GPT (models/gpt: token + position embeddings, L
+// pre-LN blocks with a fused QKV linear, causal SDPA and a 4C tanh-GELU MLP, final LayerNorm, head
+// tied to the token embedding, mean cross-entropy) with AdamW: the measure of CPU speed
+// (docs/benchmarks.md, "GPT training step"). The PyTorch peer, bench/torch_gpt_step.py, builds the
+// same model and step.
 //
 // --dtype f32 trains in f32; bf16/f16 run the forward under an AutocastGuard (weights stay f32).
 // Reports time per step (wall and process CPU, medians over repeats), peak RSS growth and
 // ampgrad's peak live tensor bytes.
-// --ddp (run under ampgrad-run, one rank per process): the same step with the parameters under
+// --ddp (run under ampgrad-run, one rank per process): the same step with the model under
 // dist::DistributedDataParallel on the Gloo group, each rank on its own --batch samples; rank 0
 // prints. bench/dist_bench.py compares it with the single-process step (the data-parallel overhead).
 #include <ampgrad/ampgrad.h>
@@ -23,86 +23,6 @@ using namespace ampgrad;
 
 namespace {
 
-struct Config {
-    int64_t vocab = 256, block = 64, channels = 128, layers = 4, heads = 4;
-};
-
-struct Block {
-    Tensor ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b;   // (C) (C) (3C,C) (3C) (C,C) (C)
-    Tensor ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;         // (C) (C) (4C,C) (4C) (C,4C) (C)
-};
-
-struct Gpt {
-    Config cfg;
-    Tensor wte, wpe, lnf_w, lnf_b;                         // (V,C) (T,C) (C) (C)
-    std::vector<Block> blocks;
-
-    std::vector<Tensor> parameters() const {
-        std::vector<Tensor> p{wte, wpe, lnf_w, lnf_b};
-        for (const Block& b : blocks)
-            for (const Tensor& t : {b.ln1_w, b.ln1_b, b.attn_w, b.attn_b, b.proj_w, b.proj_b, b.ln2_w, b.ln2_b,
-                                    b.fc_w, b.fc_b, b.fc2_w, b.fc2_b})
-                p.push_back(t);
-        return p;
-    }
-};
-
-Tensor param(Tensor t) { return t.requires_grad_(true); }
-
-// GPT-2 initialisation: N(0, 0.02) weights, zero biases, unit LayerNorm weights.
-Gpt make_gpt(const Config& c) {
-    Gpt g;
-    g.cfg = c;
-    const int64_t C = c.channels;
-    g.wte = param(randn({c.vocab, C}) * 0.02);
-    g.wpe = param(randn({c.block, C}) * 0.02);
-    g.lnf_w = param(ones({C}));
-    g.lnf_b = param(zeros({C}));
-    for (int64_t l = 0; l < c.layers; ++l) {
-        Block b;
-        b.ln1_w = param(ones({C}));
-        b.ln1_b = param(zeros({C}));
-        b.attn_w = param(randn({3 * C, C}) * 0.02);
-        b.attn_b = param(zeros({3 * C}));
-        b.proj_w = param(randn({C, C}) * 0.02);
-        b.proj_b = param(zeros({C}));
-        b.ln2_w = param(ones({C}));
-        b.ln2_b = param(zeros({C}));
-        b.fc_w = param(randn({4 * C, C}) * 0.02);
-        b.fc_b = param(zeros({4 * C}));
-        b.fc2_w = param(randn({C, 4 * C}) * 0.02);
-        b.fc2_b = param(zeros({C}));
-        g.blocks.push_back(b);
-    }
-    return g;
-}
-
-// x (B,T,C) -> (B,T,C)
-Tensor attention(const Block& b, const Tensor& x, int64_t heads) {
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), HS = C / heads;
-    Tensor qkv = linear(x, b.attn_w, b.attn_b);                          // (B,T,3C)
-    tensor_list parts = split(qkv, C, 2);                                   // 3 x (B,T,C)
-    auto heads_of = [&](const Tensor& t) { return transpose(view(t, {B, T, heads, HS}), 1, 2); };   // (B,NH,T,HS)
-    Tensor y = F::scaled_dot_product_attention(heads_of(parts[0]), heads_of(parts[1]), heads_of(parts[2]), true);
-    y = reshape(transpose(y, 1, 2), {B, T, C});                             // (B,T,C)
-    return linear(y, b.proj_w, b.proj_b);
-}
-
-// idx (B,T) int64, targets (B,T) -> mean loss ()
-Tensor gpt_loss(const Gpt& g, const Tensor& idx, const Tensor& targets) {
-    const int64_t B = idx.size(0), T = idx.size(1), C = g.cfg.channels;
-    Tensor pos = arange(T);                                                 // (T)
-    Tensor x = F::embedding(idx, g.wte) + F::embedding(pos, g.wpe);         // (B,T,C)
-    for (const Block& b : g.blocks) {
-        x = x + attention(b, F::layer_norm(x, {C}, b.ln1_w, b.ln1_b), g.cfg.heads);
-        Tensor h = F::gelu(linear(F::layer_norm(x, {C}, b.ln2_w, b.ln2_b), b.fc_w, b.fc_b), true);   // (B,T,4C)
-        x = x + linear(h, b.fc2_w, b.fc2_b);
-    }
-    x = F::layer_norm(x, {C}, g.lnf_w, g.lnf_b);
-    Tensor logits = linear(x, g.wte);                                    // (B,T,V), tied head
-    return F::cross_entropy(reshape(logits, {B * T, g.cfg.vocab}), reshape(targets, {B * T}));
-}
-
 std::optional<DType> autocast_dtype(const std::string& name) {
     if (name == "f32") return std::nullopt;
     if (name == "bf16") return kBFloat16;
@@ -113,7 +33,6 @@ std::optional<DType> autocast_dtype(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    Config cfg;
     int64_t batch = 16, steps = 5, repeats = 5, warmup = 3;
     std::string preset = "tiny", dtype = "f32";
     CLI::App app{"GPT training step (pre-LN, causal SDPA, tanh-GELU MLP, tied head, AdamW)"};
@@ -126,39 +45,34 @@ int main(int argc, char** argv) {
     bool ddp = false;
     app.add_flag("--ddp", ddp, "DistributedDataParallel across the ranks that ampgrad-run starts");
     CLI11_PARSE(app, argc, argv);
-    if (preset == "small") cfg = Config{256, 128, 256, 6, 8};
-    else if (preset != "tiny") { std::fprintf(stderr, "unknown preset %s\n", preset.c_str()); return 2; }
+    if (preset != "tiny" && preset != "small") { std::fprintf(stderr, "unknown preset %s\n", preset.c_str()); return 2; }
+    const models::GPTConfig cfg = models::GPTConfig::preset(preset);
     const std::optional<DType> amp_dtype = autocast_dtype(dtype);
 
     manual_seed(0);
     int64_t rss_before_kib = bench::proc_status_kib("VmRSS");
     bool peak_reset = bench::reset_peak_rss();
     reset_peak_memory_stats(Device(kCPU));
-    Gpt gpt = make_gpt(cfg);
+    auto gpt = std::make_shared<models::GPT>(cfg);
+    const std::vector<Tensor> params = gpt->parameters();
     int64_t n_params = 0;
-    for (const Tensor& p : gpt.parameters()) n_params += p.numel();
-    Tensor idx = randint(0, cfg.vocab, {batch, cfg.block});                 // (B,T)
-    Tensor targets = randint(0, cfg.vocab, {batch, cfg.block});             // (B,T)
-    optim::AdamW opt(gpt.parameters(), optim::AdamWOptions(1e-3).weight_decay(0.1));
-    // --ddp: the bench-local model is a struct of tensors; a Module holding the same tensors gives
-    // DistributedDataParallel its parameters (their hooks and .grad are the model's own).
-    std::shared_ptr<nn::Module> holder;
+    for (const Tensor& p : params) n_params += p.numel();
+    Tensor idx = randint(0, cfg.vocab_size, {batch, cfg.block_size});       // (B,T)
+    Tensor targets = randint(0, cfg.vocab_size, {batch, cfg.block_size});   // (B,T)
+    optim::AdamW opt(params, optim::AdamWOptions(1e-3).weight_decay(0.1));
     std::unique_ptr<dist::DistributedDataParallel> data_parallel;
     if (ddp) {
         dist::init_process_group("gloo");
-        holder = std::make_shared<nn::Module>("GptParameters");
-        std::vector<Tensor> params = gpt.parameters();
-        for (size_t i = 0; i < params.size(); ++i) holder->register_parameter("p" + std::to_string(i), params[i]);
-        data_parallel = std::make_unique<dist::DistributedDataParallel>(holder);
+        data_parallel = std::make_unique<dist::DistributedDataParallel>(gpt);
     }
 
     auto step = [&] {
         Tensor loss;
         if (amp_dtype) {
             amp::AutocastGuard autocast(kCPU, *amp_dtype);
-            loss = gpt_loss(gpt, idx, targets);
+            loss = gpt->forward(idx, targets);
         } else {
-            loss = gpt_loss(gpt, idx, targets);
+            loss = gpt->forward(idx, targets);
         }
         opt.zero_grad();
         loss.backward();

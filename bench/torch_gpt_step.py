@@ -24,17 +24,20 @@ def param(t):
 
 
 def make_gpt(vocab, block, channels, layers, heads):
+    """GPT-2's initialisation, as ampgrad's models::GPT draws it: N(0, 0.02), and the residual
+    projections N(0, 0.02 / sqrt(2 L))."""
     C = channels
+    proj_std = 0.02 / (2 * layers) ** 0.5
     g = {"wte": param(torch.randn(vocab, C) * 0.02), "wpe": param(torch.randn(block, C) * 0.02),
          "lnf_w": param(torch.ones(C)), "lnf_b": param(torch.zeros(C)), "blocks": []}
     for _ in range(layers):
         g["blocks"].append({
             "ln1_w": param(torch.ones(C)), "ln1_b": param(torch.zeros(C)),
             "attn_w": param(torch.randn(3 * C, C) * 0.02), "attn_b": param(torch.zeros(3 * C)),
-            "proj_w": param(torch.randn(C, C) * 0.02), "proj_b": param(torch.zeros(C)),
+            "proj_w": param(torch.randn(C, C) * proj_std), "proj_b": param(torch.zeros(C)),
             "ln2_w": param(torch.ones(C)), "ln2_b": param(torch.zeros(C)),
             "fc_w": param(torch.randn(4 * C, C) * 0.02), "fc_b": param(torch.zeros(4 * C)),
-            "fc2_w": param(torch.randn(C, 4 * C) * 0.02), "fc2_b": param(torch.zeros(C))})
+            "fc2_w": param(torch.randn(C, 4 * C) * proj_std), "fc2_b": param(torch.zeros(C))})
     return g
 
 
