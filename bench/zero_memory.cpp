@@ -8,14 +8,16 @@
 // The model: `layers` Linear(width, width) with tanh between, float16 (mixed precision, Adam:
 // the paper's 2Ψ + 2Ψ + KΨ with K = 12). Defaults: 4 x 1600 -> Ψ = 10,246,400. Each rank trains
 // on its own `batch` rows; after `warmup` steps (so Adam's moments exist) the next `steps` are
-// timed (median of the steps as rank 0 sees them, a barrier before each).
+// timed (median of the steps as rank 0 sees them, a barrier before each), in wall time and in this
+// process's CPU time (all its threads, Gloo's included).
 //
 // Printed: one line "RESULT {json}" per rank: the engine's byte counts (ZeroEngine::
 // model_state_bytes; for stage 0, counted from the tensors the same way), the paper's figure, and
-// the figure for this engine's byte widths: the gradient partition is kept in f32 (4 bytes, not 2),
-// so "ours" = paper + 2Ψ/N (stages 2, 3) or + 4Ψ/N (stage 1, which also keeps the whole 2-byte
-// gradient). The reduce bucket (reduce_bucket_size elements, 2 bytes each) is in the counts, not
-// in either formula.
+// the figure for this engine's byte widths. By default the gradient partition is kept in f32 (4
+// bytes, not 2), so "ours" = paper + 2Ψ/N (stages 2, 3) or + 4Ψ/N (stage 1, which also keeps the
+// whole 2-byte gradient); with --grad-accum fp16 (DeepSpeed's data_types.grad_accum_dtype) it is
+// 2 bytes and "ours" = paper. The reduce bucket (reduce_bucket_size elements, 2 bytes each) is in
+// the counts, not in either formula.
 #include <ampgrad/ampgrad.h>
 
 #include <CLI/CLI.hpp>
@@ -57,6 +59,7 @@ std::unique_ptr<optim::Optimizer> adamw(std::vector<Tensor> params) {
 int main(int argc, char** argv) {
     int stage = 3;
     int64_t width = 1600, layers = 4, batch = 8, steps = 5, warmup = 2, bucket = 200000;
+    std::string grad_accum = "fp32";
     CLI::App app{"ZeRO model-state bytes per rank and step time (one rank per process, under ampgrad-run)"};
     app.add_option("--stage", stage, "1, 2, 3; 0: DistributedDataParallel + master weights");
     app.add_option("--width", width, "Linear(width, width) layers");
@@ -65,6 +68,7 @@ int main(int argc, char** argv) {
     app.add_option("--steps", steps, "timed steps");
     app.add_option("--warmup", warmup, "untimed steps first");
     app.add_option("--bucket", bucket, "reduce_bucket_size (elements)");
+    app.add_option("--grad-accum", grad_accum, "data_types.grad_accum_dtype: fp32 or fp16");
     CLI11_PARSE(app, argc, argv);
 
     dist::init_process_group("gloo");
@@ -91,8 +95,8 @@ int main(int argc, char** argv) {
             std::make_unique<amp::StaticLossScaler>(256.0), amp::MasterWeightsOptions{.clip_grad = 1.0});
     } else {
         zero::ZeroConfig c = zero::parse_config(fmt::format(R"({{ "gradient_clipping": 1.0,
-            "zero_optimization": {{ "stage": {}, "reduce_bucket_size": {} }},
-            "fp16": {{ "enabled": true, "initial_scale_power": 8 }} }})", stage, bucket));
+            "zero_optimization": {{ "stage": {}, "reduce_bucket_size": {} }}, "data_types": {{ "grad_accum_dtype": "{}" }},
+            "fp16": {{ "enabled": true, "initial_scale_power": 8 }} }})", stage, bucket, grad_accum));
         engine = std::make_unique<zero::ZeroEngine>(net, c, adamw);
     }
     zero::ModelStateBytes b;
@@ -115,24 +119,25 @@ int main(int argc, char** argv) {
         mwo->zero_grad();
     };
     for (int64_t i = 0; i < warmup; ++i) one_step();
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
     for (int64_t i = 0; i < steps; ++i) {
         dist::barrier();
-        double t0 = bench::now_seconds();
+        double t0 = bench::now_seconds(), c0 = bench::cpu_seconds();
         one_step();
         ms.push_back(1e3 * (bench::now_seconds() - t0));
+        cpu_ms.push_back(1e3 * (bench::cpu_seconds() - c0));
     }
     if (engine) b = engine->model_state_bytes();
     const double paper = zero::zero_paper_bytes(stage, psi, W);
-    const double extra = stage == 0 ? 0.0 : (stage == 1 ? 4.0 : 2.0) * static_cast<double>(psi) / W;
+    const double extra = stage == 0 || grad_accum == "fp16" ? 0.0 : (stage == 1 ? 4.0 : 2.0) * static_cast<double>(psi) / W;
     const double ours = paper + extra;
     std::printf("RESULT {\"rank\": %d, \"world\": %d, \"stage\": %d, \"psi\": %lld, \"params\": %lld, \"grads\": %lld, "
                 "\"optimizer\": %lld, \"total\": %lld, \"paper\": %.0f, \"ours_formula\": %.0f, \"vs_paper\": %.4f, "
-                "\"vs_ours\": %.4f, \"step_ms\": %.1f, \"bucket\": %lld}\n",
+                "\"vs_ours\": %.4f, \"step_ms\": %.1f, \"cpu_ms\": %.1f, \"bucket\": %lld, \"grad_accum\": \"%s\"}\n",
                 R, W, stage, static_cast<long long>(psi), static_cast<long long>(b.params), static_cast<long long>(b.grads),
                 static_cast<long long>(b.optimizer), static_cast<long long>(b.total()), paper, ours,
-                static_cast<double>(b.total()) / paper, static_cast<double>(b.total()) / ours, bench::median(ms),
-                static_cast<long long>(stage == 0 ? 0 : bucket));
+                static_cast<double>(b.total()) / paper, static_cast<double>(b.total()) / ours, bench::median(ms), bench::median(cpu_ms),
+                static_cast<long long>(stage == 0 ? 0 : bucket), grad_accum.c_str());
     std::fflush(stdout);
     dist::destroy_process_group();
     return 0;

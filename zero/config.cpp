@@ -25,6 +25,9 @@ T get_as(const json& v, const std::string& key, const std::string& source) {
     try {
         if constexpr (std::is_same_v<T, bool>) {
             if (!v.is_boolean()) throw std::runtime_error("not a boolean");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!v.is_string()) throw std::runtime_error("not a string");
+            return v.get<std::string>();
         } else {
             if (!v.is_number()) throw std::runtime_error("not a number");
         }
@@ -89,6 +92,7 @@ ZeroConfig parse_config(const std::string& json_text, const std::string& source)
     num("fp16.consecutive_hysteresis", &ZeroConfig::consecutive_hysteresis);
     num("fp16.min_loss_scale", &ZeroConfig::min_loss_scale);
     num("bf16.enabled", &ZeroConfig::bf16);
+    num("data_types.grad_accum_dtype", &ZeroConfig::grad_accum_dtype);
     ZeroConfig c;
     auto section = [&](const std::string& name) {
         table[name] = [&, name](ZeroConfig& cfg, const json& v) { apply(v, name, table, cfg, source); };
@@ -96,6 +100,7 @@ ZeroConfig parse_config(const std::string& json_text, const std::string& source)
     section("zero_optimization");
     section("fp16");
     section("bf16");
+    section("data_types");
     apply(root, "", table, c, source);
     c.validate();
     return c;
@@ -121,6 +126,8 @@ void ZeroConfig::validate() const {
     if (reduce_bucket_size < 1) fail(fmt::format("zero_optimization.reduce_bucket_size is {}, must be >= 1", reduce_bucket_size));
     if (gradient_clipping < 0) fail(fmt::format("gradient_clipping is {}, must be >= 0", gradient_clipping));
     if (fp16 && bf16) fail("fp16.enabled and bf16.enabled are both true");
+    if (!grad_accum_dtype.empty() && grad_accum_dtype != "fp32" && grad_accum_dtype != "fp16" && grad_accum_dtype != "bf16")
+        fail(fmt::format("data_types.grad_accum_dtype is \"{}\"; expected \"fp32\", \"fp16\" or \"bf16\"", grad_accum_dtype));
     if (fp16 && loss_scale == 0 && (loss_scale_window <= 0 || min_loss_scale <= 0 || hysteresis < 1))
         fail(fmt::format("dynamic loss scaling needs loss_scale_window > 0, min_loss_scale > 0, hysteresis >= 1 "
                          "(got {}, {}, {})", loss_scale_window, min_loss_scale, hysteresis));

@@ -32,6 +32,11 @@ struct ZeroConfig {
     double min_loss_scale = 1.0;
     // bf16: no loss scaling
     bool bf16 = false;
+    // data_types.grad_accum_dtype: the dtype of the gradient partition, where micro-steps accumulate.
+    // "" (default): f32 (f64 for an f64 model); "fp16"/"bf16": the model's own (must match it), which
+    // gives the ZeRO paper's 2-byte gradients (in stage 1 the partition is then a slice of the whole
+    // gradient buffer). "fp32" is the default made explicit.
+    std::string grad_accum_dtype;
 
     // ValueError naming the field for an impossible value (stage not 1, 2 or 3, window <= 0, ...).
     void validate() const;

@@ -88,9 +88,19 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
                 master_.narrow(0, piece.flat_begin - begin, piece.numel)
                     .copy_(params_[i].detach().reshape({-1}).narrow(0, piece.param_offset, piece.numel));
     master_.requires_grad_(true);
-    grad_partition_ = zeros({P}, master_options);
+    DType grad_dtype = master_dtype_;   // data_types.grad_accum_dtype: f32 unless "fp16"/"bf16" (the model's)
+    if (config_.grad_accum_dtype == "fp16" || config_.grad_accum_dtype == "bf16") {
+        grad_dtype = config_.grad_accum_dtype == "fp16" ? kFloat16 : kBFloat16;
+        if (grad_dtype != model_dtype_)
+            throw DTypeError(fmt::format("ZeroEngine: data_types.grad_accum_dtype \"{}\" must be the model's dtype, {}",
+                                         config_.grad_accum_dtype, dtype_name(model_dtype_)));
+    }
     if (config_.stage == 1)
         full_grads_ = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(params_[0].device()));
+    // Stage 1 with gradients in the model dtype: the partition is this rank's slice of the whole
+    // gradient buffer, no second copy (the ZeRO paper's 2Ψ + 2Ψ + KΨ/N).
+    grad_partition_ = config_.stage == 1 && grad_dtype == model_dtype_ ? full_grads_.narrow(0, begin, P)
+                                                                       : zeros({P}, master_options.dtype(grad_dtype));
     inner_ = make_optimizer({master_});
     if (!inner_) throw ValueError("ZeroEngine: the optimizer factory returned null");
     if (make_scheduler) scheduler_ = make_scheduler(*inner_);
@@ -207,7 +217,7 @@ void ZeroEngine::complete_pending() {
         p->work->wait(group_->timeout());
         for (size_t k = 0; k < p->mine.size(); ++k)
             grad_partition_.narrow(0, p->mine[k].flat_begin - begin, p->mine[k].numel)
-                .add_(p->recv.narrow(0, p->recv_offset[k], p->mine[k].numel).to(master_dtype_));
+                .add_(p->recv.narrow(0, p->recv_offset[k], p->mine[k].numel).to(grad_partition_.dtype()));
     }
     pending_.clear();
 }
@@ -217,8 +227,8 @@ void ZeroEngine::reduce_full_grads() {
     NoGradGuard no_grad;
     Tensor mine = zeros({layout_.partition_numel()}, TensorOptions().dtype(model_dtype_).device(full_grads_.device()));
     group_->reduce_scatter(mine, full_grads_, dist::ReduceOp::kSum, /*async_op=*/false);
-    grad_partition_.add_(mine.to(master_dtype_));
-    full_grads_.zero_();
+    full_grads_.zero_();   // first: grad_partition_ may be a slice of it
+    grad_partition_.add_(mine.to(grad_partition_.dtype()));
 }
 
 // The epilogue: once per user backward, after every checkpoint phase (outermost-task callback).

@@ -52,7 +52,7 @@ void ZeroEngine::apply_step() {
         double c = (grad_norm_ + 1e-6) / config_.gradient_clipping;
         if (c > 1.0) combined *= c;
     }
-    master_.set_grad(grad_partition_ * (1.0 / combined));
+    master_.set_grad(grad_partition_.to(master_dtype_) * (1.0 / combined));
     inner_->step();
     master_.set_grad(Tensor());
     grad_partition_.zero_();
@@ -76,7 +76,7 @@ Tensor ZeroEngine::full_grad(const std::string& name) {
     if (it == names_.end()) throw ValueError(fmt::format("ZeroEngine.full_grad: no trainable parameter '{}'", name));
     size_t i = static_cast<size_t>(it - names_.begin());
     NoGradGuard no_grad;
-    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(master_dtype_).device(master_.device()));
+    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(grad_partition_.dtype()).device(master_.device()));
     group_->all_gather(flat, grad_partition_, /*async_op=*/false);
     const Shape& shape = stage3_ ? stage3_->shape(i) : params_[i].sizes();
     return flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(shape).clone();
@@ -86,7 +86,8 @@ ModelStateBytes ZeroEngine::model_state_bytes() const {
     ModelStateBytes b;
     if (stage3_) b.params = stage3_->trainable_param_bytes();
     else for (const Tensor& p : params_) b.params += p.numel() * static_cast<int64_t>(p.element_size());
-    b.grads = grad_partition_.numel() * static_cast<int64_t>(grad_partition_.element_size());
+    const bool slice_of_full = full_grads_.defined() && grad_partition_.impl()->storage == full_grads_.impl()->storage;
+    b.grads = slice_of_full ? 0 : grad_partition_.numel() * static_cast<int64_t>(grad_partition_.element_size());
     if (full_grads_.defined()) b.grads += full_grads_.numel() * static_cast<int64_t>(full_grads_.element_size());
     else b.grads += std::min(config_.reduce_bucket_size, layout_.padded_numel()) * static_cast<int64_t>(params_[0].element_size());
     b.optimizer = master_.numel() * static_cast<int64_t>(master_.element_size());

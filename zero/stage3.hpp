@@ -12,7 +12,7 @@
 //
 // A forward run INSIDE a backward (a checkpoint's recompute, reentrant or not) gathers but never
 // releases: the recomputed graph is about to use those parameters. So a frozen parameter cannot
-// shrink to shape [0] under a recompute (DeepSpeed issue 4332). docs/zero.md §5 walks through it.
+// shrink to shape [0] under a recompute (DeepSpeed issue 4332). docs/zero.md §4 walks through it.
 //
 // Limits: a parameter reaches the loss only through its module's output (or the module that uses
 // it registers it, as GPT's TiedLinear does); the first step's forward runs with the parameters

@@ -12,8 +12,9 @@
 //                    that the recompute inside backward sees it whole (never shape [0])
 //   outgrad          a plain out.backward(grad) on the (N,3) output, no engine.backward
 //   fwdbwd           a backward called inside a forward: ignored by the hooks, no epilogue
-//   fp16             float16 model: one clean step; then an inf placed in the LAST rank's gradient
-//                    partition: every rank skips, parameters bit-identical, scale halved; and
+//   fp16, fp16acc    float16 model (fp16acc: data_types.grad_accum_dtype "fp16", 2-byte
+//                    gradient partitions): one clean step; then an inf placed in the LAST rank's
+//                    gradient partition: every rank skips, parameters bit-identical, scale halved; and
 //                    an unscaled loss.backward() is the clear error
 // Stage 3 also checks after every step that each parameter is released (shape [0]), and that the
 // gathers after the first step were prefetched by the recorded order.
@@ -113,7 +114,7 @@ void print_bytes(const zero::ZeroEngine& engine) {
                 static_cast<long long>(b.params), static_cast<long long>(b.grads), static_cast<long long>(b.optimizer));
 }
 
-int run_fp16(int stage);
+int run_fp16(int stage, bool grad_accum_fp16);
 
 }  // namespace
 
@@ -123,7 +124,7 @@ int run_one(const std::string& scenario) {
     const int R = dist::rank(), W = dist::world_size();
     const int stage = scenario[4] - '0';
     const std::string variant = scenario.substr(6);
-    if (variant == "fp16") return run_fp16(stage);
+    if (variant == "fp16" || variant == "fp16acc") return run_fp16(stage, variant == "fp16acc");
     zero::ZeroConfig config;
     config.stage = stage;
     config.reduce_bucket_size = 7;
@@ -228,12 +229,14 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
            std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * x.element_size()) == 0;
 }
 
-int run_fp16(int stage) {
+int run_fp16(int stage, bool grad_accum_fp16) {
     const int R = dist::rank(), W = dist::world_size();
     zero::ZeroConfig config = zero::parse_config(fmt::format(R"({{
         "train_micro_batch_size_per_gpu": 4, "gradient_clipping": 0,
         "zero_optimization": {{ "stage": {}, "reduce_bucket_size": 16 }},
-        "fp16": {{ "enabled": true, "initial_scale_power": 8, "hysteresis": 1, "loss_scale_window": 100 }} }})", stage));
+        "data_types": {{ "grad_accum_dtype": "{}" }},
+        "fp16": {{ "enabled": true, "initial_scale_power": 8, "hysteresis": 1, "loss_scale_window": 100 }} }})", stage,
+        grad_accum_fp16 ? "fp16" : "fp32"));
     set_rng_state({7, 0});
     auto net = std::make_shared<Net>(kFloat16);
     // The scheduler halves the lr on every applied step, and must not move on a skipped one.

@@ -38,6 +38,11 @@ TEST_CASE("zero config: DeepSpeed keys; an unknown key is an error naming it") {
                          ValueError);
     CHECK(zero::parse_config(R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 100}})")
               .stage3_prefetch_bucket_size == 100);
+    CHECK(zero::parse_config(R"({"data_types": {"grad_accum_dtype": "fp16"}})").grad_accum_dtype == "fp16");
+    CHECK_THROWS_WITH_AS(zero::parse_config(R"({"data_types": {"grad_accum_dtype": "fp8"}})"),
+                         doctest::Contains("grad_accum_dtype is \"fp8\""), ValueError);
+    CHECK_THROWS_WITH_AS(zero::parse_config(R"({"data_types": {"grad_accum_dtype": 16}})"),
+                         doctest::Contains("not a string"), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"zero_optimization": {"stage": 4}})"),
                          doctest::Contains("stages 1, 2 and 3"), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"gradient_accumulation_steps": 1.5})"),
@@ -72,12 +77,12 @@ TEST_CASE("zero stages 1 and 2 train like one process: 1, 2 and 4 ranks, tiny bu
         CHECK(line_after(results[0].output, "EPILOGUES") == "4");
         bytes.push_back(line_after(results[0].output, "BYTES"));   // stage 1: "params grads optimizer"
     }
-    // Stage 1 keeps the whole flat f64 gradient plus its partition's; the masters and Adam's two
-    // moments are split W ways. 139 parameters, padded to 139, 140, 140 (P = 139, 70, 35);
-    // optimizer = 3 * 8 * P bytes + Adam's 4-byte step counter.
-    CHECK(bytes[0] == "1112 2224 3340");
-    CHECK(bytes[1] == "1112 1680 1684");
-    CHECK(bytes[2] == "1112 1400 844");
+    // Stage 1 keeps the whole flat f64 gradient, whose own slice is its partition (gradients in the
+    // model's dtype); the masters and Adam's two moments are split W ways. 139 parameters, padded
+    // to 139, 140, 140 (P = 139, 70, 35); optimizer = 3 * 8 * P bytes + Adam's 4-byte step counter.
+    CHECK(bytes[0] == "1112 1112 3340");
+    CHECK(bytes[1] == "1112 1120 1684");
+    CHECK(bytes[2] == "1112 1120 844");
 }
 
 TEST_CASE("zero: accumulation, checkpointing, out.backward(grad), backward inside forward") {
@@ -113,4 +118,14 @@ TEST_CASE("zero stage 3: accumulation (F_A F_B B_A B_B too), checkpointing with 
 
 TEST_CASE("zero stage 3 fp16: an overflow in one rank's partition skips the step on every rank") {
     for (int n : {2, 4}) run_passing("zero3_fp16", n);
+}
+
+TEST_CASE("zero fp16 with data_types.grad_accum_dtype fp16: 2-byte gradient partitions, same skip semantics") {
+    auto results = run_passing("zero1_fp16acc,zero2_fp16acc,zero3_fp16acc", 2);
+    // 139 f16 parameters, P = 70. Stage 1: the whole f16 gradient (140 * 2), its slice the partition;
+    // stage 2: the f16 partition (70 * 2) + a 16-element f16 bucket (32); stage 3 as stage 2.
+    std::string out = results[0].output;
+    CHECK(contains(out, "BYTES 278 280 844"));
+    CHECK(contains(out, "BYTES 278 172 844"));
+    CHECK(contains(out, "BYTES 140 172 844"));
 }
