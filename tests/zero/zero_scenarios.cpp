@@ -16,6 +16,7 @@
 //                    gradient partitions): one clean step; then an inf placed in the LAST rank's
 //                    gradient partition: every rank skips, parameters bit-identical, scale halved; and
 //                    an unscaled loss.backward() is the clear error
+//   tied             stage 3 only, tests/zero/zero3_scenarios.cpp: a root parameter and a tied weight
 // Stage 3 also checks after every step that each parameter is released (shape [0]), and that the
 // gathers after the first step were prefetched by the recorded order.
 // Every backward must run the epilogue exactly once. Prints "EPILOGUES n", "BYTES p g o". The
@@ -118,12 +119,15 @@ int run_fp16(int stage, bool grad_accum_fp16);
 
 }  // namespace
 
+int run_zero3_tied();   // tests/zero/zero3_scenarios.cpp
+
 namespace {
 
 int run_one(const std::string& scenario) {
     const int R = dist::rank(), W = dist::world_size();
     const int stage = scenario[4] - '0';
     const std::string variant = scenario.substr(6);
+    if (scenario == "zero3_tied") return run_zero3_tied();
     if (variant == "fp16" || variant == "fp16acc") return run_fp16(stage, variant == "fp16acc");
     zero::ZeroConfig config;
     config.stage = stage;

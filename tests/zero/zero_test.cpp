@@ -109,11 +109,12 @@ TEST_CASE("zero stage 3 trains like one process: 1, 2 and 4 ranks, tiny buckets,
     CHECK(bytes[2] == "280 336 844");
 }
 
-TEST_CASE("zero stage 3: accumulation (F_A F_B B_A B_B too), checkpointing with frozen parameters, out.backward(grad)") {
+TEST_CASE("zero stage 3: accumulation (F_A F_B B_A B_B too), checkpointing with frozen parameters, out.backward(grad), "
+          "a root parameter and a tied weight stay whole") {
     run_passing("zero3_accum,zero3_fabb,zero2_fabb,zero3_ckpt,zero3_ckpt_reentrant,zero3_frozen,zero3_frozen_reentrant,"
-                "zero2_frozen,zero3_outgrad,zero3_fwdbwd",
+                "zero2_frozen,zero3_outgrad,zero3_fwdbwd,zero3_tied",
                 2);
-    run_passing("zero3_fabb,zero3_frozen,zero3_frozen_reentrant", 4);
+    run_passing("zero3_fabb,zero3_frozen,zero3_frozen_reentrant,zero3_tied", 4);
 }
 
 TEST_CASE("zero stage 3 fp16: an overflow in one rank's partition skips the step on every rank") {

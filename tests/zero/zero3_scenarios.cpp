@@ -1,0 +1,120 @@
+// tests/zero/zero3_scenarios.cpp: the stage-3 scenario "zero3_tied" (run by dist_worker through
+// tests/zero/zero_scenarios.cpp): parameters that no forward hook of theirs covers. The model has
+// a parameter on the root module (used in the root's own forward, which has no hooks) and a weight
+// tied between `in` (a Linear) and `back`, a module that registers the same tensor and uses it
+// directly, as GPT's TiedLinear does. Both must stay whole ("persistent") from the first step on;
+// every other parameter is released after each step; training matches single-process AdamW with
+// clip_grad_norm_ over 4 steps (7-element buckets).
+#include "autograd/engine.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/philox.hpp"
+#include "nn/linear.hpp"
+#include "nn/utils/clip_grad.hpp"
+#include "optim/adamw.hpp"
+#include "zero/engine.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+using namespace ampgrad;
+namespace dist = ampgrad::dist;
+
+namespace {
+
+int g_fail = 0;
+
+#define EXPECT3(cond, ...)                            \
+    do {                                              \
+        if (!(cond)) {                                \
+            std::printf("FAIL line %d: ", __LINE__);  \
+            std::printf(__VA_ARGS__);                 \
+            std::printf("\n");                        \
+            ++g_fail;                                 \
+        }                                             \
+    } while (0)
+
+struct TiedNet : nn::Module {
+    std::shared_ptr<nn::Linear> in, mid, head;
+    std::shared_ptr<nn::Module> back;   // registers in->weight (8,4)
+    Tensor offset;                      // (8), the root's own parameter
+
+    TiedNet() : Module("TiedNet") {
+        TensorOptions o = TensorOptions().dtype(kFloat64);
+        in = register_module("in", std::make_shared<nn::Linear>(4, 8, true, o));
+        mid = register_module("mid", std::make_shared<nn::Linear>(8, 8, true, o));
+        back = register_module("back", std::make_shared<nn::Module>("TiedBack"));
+        back->register_parameter("weight", in->weight);
+        head = register_module("head", std::make_shared<nn::Linear>(4, 3, true, o));
+        offset = register_parameter("offset", randn({8}, kFloat64) * 0.1);
+    }
+    // (N,4) -> (N,3)
+    Tensor forward(const Tensor& x) const {
+        Tensor h = tanh(in->forward(x) + offset);   // (N,8)
+        h = tanh(mid->forward(h));                  // (N,8)
+        h = tanh(matmul(h, in->weight));            // (N,8) @ (8,4): the tied weight, no hooks
+        return head->forward(h);
+    }
+};
+
+Tensor mse3(const Tensor& out, const Tensor& target) {
+    Tensor d = out - target;
+    return (d * d).mean();
+}
+
+void compare3(const zero::ZeroEngine& engine, const TiedNet& got, const TiedNet& want, int step) {
+    zero::GatheredParameters whole(engine.stage3());
+    auto g = got.named_parameters(), w = want.named_parameters();
+    for (const auto& [name, p] : w) {
+        std::vector<double> a = g.at(name).to_vector<double>(), b = p.to_vector<double>();
+        for (size_t i = 0; i < a.size(); ++i)
+            if (!(std::abs(a[i] - b[i]) <= 1e-10 * (1 + std::abs(b[i])))) {
+                EXPECT3(false, "step %d: %s[%zu] is %.17g, single-process training has %.17g", step, name.c_str(), i,
+                        a[i], b[i]);
+                return;
+            }
+    }
+}
+
+}  // namespace
+
+int run_zero3_tied() {
+    const int R = dist::rank(), W = dist::world_size();
+    zero::ZeroConfig config;
+    config.stage = 3;
+    config.reduce_bucket_size = 7;
+    config.gradient_clipping = 0.5;
+    set_rng_state({2000, 0});
+    auto ref = std::make_shared<TiedNet>();
+    set_rng_state({2000 + 11 * static_cast<uint64_t>(R), 0});
+    auto net = std::make_shared<TiedNet>();
+    auto make = [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p, optim::AdamWOptions(0.05).weight_decay(0.1)); };
+    zero::ZeroEngine engine(net, config, make);
+    optim::AdamW ref_opt(ref->parameters(), optim::AdamWOptions(0.05).weight_decay(0.1));
+    compare3(engine, *net, *ref, -1);
+    constexpr int64_t b = 4;
+    for (int step = 0; step < 4; ++step) {
+        set_rng_state({static_cast<uint64_t>(70 + step), 0});
+        Tensor x = randn({W * b, 4}, kFloat64), y = randn({W * b, 3}, kFloat64);
+        mse3(ref->forward(x), y).backward();
+        nn::utils::clip_grad_norm_(ref->parameters(), 0.5);
+        ref_opt.step();
+        ref_opt.zero_grad();
+        engine.backward(mse3(net->forward(x.narrow(0, R * b, b)), y.narrow(0, R * b, b)));
+        engine.step();
+        zero::Stage3& s3 = *engine.stage3();
+        EXPECT3(s3.is_persistent(net->in->weight) && net->in->weight.sizes() == Shape({8, 4}),
+                "the tied weight is not persistent and whole: %s", net->in->weight.shape_str().c_str());
+        EXPECT3(s3.is_persistent(net->offset) && net->offset.numel() == 8, "the root's parameter is not whole");
+        for (const Tensor& p : {net->in->bias, net->mid->weight, net->mid->bias, net->head->weight, net->head->bias})
+            EXPECT3(!s3.is_persistent(p) && p.numel() == 0, "step %d: %s is %s, not released", step, p.name().c_str(),
+                    p.shape_str().c_str());
+        compare3(engine, *net, *ref, step);
+    }
+    zero::ModelStateBytes bytes = engine.model_state_bytes();
+    std::printf("EPILOGUES %lld\nBYTES %lld %lld %lld\n", static_cast<long long>(engine.epilogues_run()),
+                static_cast<long long>(bytes.params), static_cast<long long>(bytes.grads),
+                static_cast<long long>(bytes.optimizer));
+    return g_fail ? 1 : 0;
+}
