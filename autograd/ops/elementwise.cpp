@@ -109,7 +109,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
         tensor_list d(2);
         Tensor b = ctx.saved(1);
         if (ctx.needs_input_grad(0)) d[0] = g[0] / b;
-        if (ctx.needs_input_grad(1)) d[1] = -g[0] * ctx.saved(0) / (b * b);
+        // -g ((a / b) / b), PyTorch's div_tensor_other_backward (FunctionsManual.cpp), not -g a / b^2:
+        // b * b overflows, and at b = +-0 or +-inf it turns the second derivative's 0 * inf into NaN
+        // where PyTorch has a signed 0 or inf. Kept broadcast until the engine sums it, so an empty a
+        // with a NaN b gives 0.
+        if (ctx.needs_input_grad(1)) d[1] = -g[0] * ((ctx.saved(0) / b) / b);
         return d;
     });
 }
@@ -140,20 +144,46 @@ Tensor neg(const Tensor& a) {
 }
 
 // ---- pow: d(a^e) = e * a^(e-1) * g ----
+namespace {
+
+// a^e for a floating tensor and a C++ double e, with PyTorch's CPU special cases (pow_tensor_scalar_kernel
+// in aten/src/ATen/native/cpu/PowKernel.cpp): for f32, f64 and bf16, e = 0.5, -0.5 and -1 are sqrt,
+// rsqrt and reciprocal, and e = 2, 3 and -2 (after rounding e to bf16 for bf16) are x*x, x*x*x and
+// 1/(x*x). These differ from std::pow at the edges: pow(-inf, 0.5) is NaN, not inf, and
+// pow(-0, -0.5) is -inf, not inf. f16 takes std::pow for every e, with e rounded to f16, as there.
+Tensor pow_scalar_raw(const Tensor& x, double e) {
+    DType dt = x.dtype();
+    if (dt == kFloat32 || dt == kFloat64 || dt == kBFloat16) {
+        if (e == 0.5) return unary_raw(UnaryOp::kSqrt, x);
+        if (e == -0.5) return unary_raw(UnaryOp::kRsqrt, x);
+        if (e == -1.0) return unary_raw(UnaryOp::kReciprocal, x);
+        double rounded = round_to_dtype(e, dt);
+        if (rounded == 2.0) return unary_raw(UnaryOp::kSquare, x);
+        if (rounded == 3.0) return binary_raw(BinaryOp::kMul, "pow", unary_raw(UnaryOp::kSquare, x), x);
+        if (rounded == -2.0) return unary_raw(UnaryOp::kReciprocal, unary_raw(UnaryOp::kSquare, x));
+    }
+    return binary_raw(BinaryOp::kPow, "pow", x, ops::wrapped_scalar(e, x));
+}
+
+}  // namespace
+
+// d = g * (e * a^(e-1)), grouped as PyTorch's pow_backward (FunctionsManual.cpp) so that low-precision
+// rounding and inf/NaN come out alike; a^(e-1) takes the same special cases as the forward.
 Tensor pow(const Tensor& a_in, double e) {
     Tensor a = a_in;
     AMPGRAD_AUTOCAST("pow", &a);
     Tensor x = float_input(a);
-    Tensor out = binary_raw(BinaryOp::kPow, "pow", x, ops::wrapped_scalar(e, x));
+    Tensor out = pow_scalar_raw(x, e);
     return record("pow", out, {x}, {x}, [e](BackwardContext& ctx, const tensor_list& g) {
         if (e == 0.0) return tensor_list{zeros_like(g[0])};
-        return tensor_list{g[0] * e * pow(ctx.saved(0), e - 1.0)};
+        return tensor_list{g[0] * (pow(ctx.saved(0), e - 1.0) * e)};
     });
 }
 
 // d(a^e)/da = e * a^(e-1), taken as 0 where e == 0 (so 0^0 has no inf*0 = nan)
 // d(a^e)/de = a^e * log(a), taken as 0 where a == 0 and e >= 0 (PyTorch's convention); log(a) is
 // taken in the result's dtype, so a bf16 base with an f64 exponent gets an f64 log, as in PyTorch.
+// Both grouped as pow_backward_self / pow_backward_exponent: g * (e * a^(e-1)), g * (a^e log a).
 Tensor pow(const Tensor& a_in, const Tensor& e_in) {
     Tensor a = a_in, e = e_in;
     AMPGRAD_AUTOCAST("pow", &a, &e);
@@ -161,18 +191,34 @@ Tensor pow(const Tensor& a_in, const Tensor& e_in) {
     return record("pow", out, {a, e}, {a, e, out}, [](BackwardContext& ctx, const tensor_list& g) {
         tensor_list d(2);
         Tensor base = ctx.saved(0), expo = ctx.saved(1);
-        if (ctx.needs_input_grad(0)) d[0] = where(ne(expo, ops::wrapped_scalar(0.0, expo)),
-                                                    g[0] * expo * pow(base, expo - 1.0), 0.0);
+        if (ctx.needs_input_grad(0))
+            d[0] = where(ne(expo, ops::wrapped_scalar(0.0, expo)), g[0] * (expo * pow(base, expo - 1.0)), 0.0);
         if (ctx.needs_input_grad(1)) {                     // log in the promoted dtype (pow_backward_exponent)
             Tensor result = ctx.saved(2);
-            Tensor term = g[0] * result * log(base.dtype() == result.dtype() ? base : to_dtype(base, result.dtype()));
-            d[1] = where(logical_not(eq(base, zeros_like(base))) | lt(expo, zeros_like(expo)), term, 0.0);
+            Tensor term = result * log(base.dtype() == result.dtype() ? base : to_dtype(base, result.dtype()));
+            Tensor zero_base = eq(base, zeros_like(base)) & ge(expo, zeros_like(expo));
+            d[1] = g[0] * where(logical_not(zero_base), term, 0.0);
         }
         return d;
     });
 }
 
-Tensor pow(double base, const Tensor& e) { return pow(ops::wrapped_scalar(base, e), e); }
+// s^e for a double s: PyTorch's pow(Scalar, Tensor). The value rounds s to e's dtype (a wrapped
+// scalar), but the gradient g * (s^e * log(s)) takes log(s) of the double s, as a Scalar, and
+// multiplies by it in the compute type (pow_backward_exponent with a Scalar base); at s = 0 it is 0
+// where e >= 0. s = 1 gives ones, as PyTorch's pow_out does.
+Tensor pow(double base, const Tensor& e_in) {
+    ops::check_defined("pow", e_in, "exponent");
+    Tensor e = e_in;
+    AMPGRAD_AUTOCAST("pow", &e);
+    Tensor out = base == 1.0 ? ones_like(e, TensorOptions(ops::result_type(ops::wrapped_scalar(base, e), e)).device(e.device()))
+                             : binary_raw(BinaryOp::kPow, "pow", ops::wrapped_scalar(base, e), e);
+    return record("pow", out, {e}, {out, e}, [base](BackwardContext& ctx, const tensor_list& g) {
+        Tensor term = ctx.saved(0) * std::log(base);
+        if (base == 0.0) term = where(logical_not(ge(ctx.saved(1), zeros_like(ctx.saved(1)))), term, 0.0);
+        return tensor_list{g[0] * term};
+    });
+}
 
 // ---- exp / log / sqrt / rsqrt / abs / square / reciprocal ----
 Tensor exp(const Tensor& a_in) {
@@ -210,8 +256,7 @@ Tensor rsqrt(const Tensor& a_in) {
     Tensor x = float_input(a);
     Tensor out = unary_raw(UnaryOp::kRsqrt, x);
     return record("rsqrt", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
-        Tensor y = ctx.saved(0);
-        return tensor_list{g[0] * y * y * y * -0.5};
+        return tensor_list{(g[0] * -0.5) * pow(ctx.saved(0), 3.0)};   // derivatives.yaml's grouping
     });
 }
 
@@ -236,7 +281,7 @@ Tensor reciprocal(const Tensor& a_in) {
     Tensor out = unary_raw(UnaryOp::kReciprocal, x);
     return record("reciprocal", out, {x}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor y = ctx.saved(0);
-        return tensor_list{-g[0] * y * y};
+        return tensor_list{-g[0] * (y * y)};                // PyTorch's grouping: y * y may overflow to inf
     });
 }
 

@@ -163,3 +163,68 @@ TEST_CASE("max(dim) and min(dim) of a 0-d NaN return it and pass the gradient, a
         CHECK(s.grad().item<double>() == 1.0);                    // amax's rule would give NaN
     }
 }
+
+// ---- the elementwise classes of the seed-12 run (fixture edge_sweep_elementwise) ----
+
+TEST_CASE("div: first and second gradients at b = +-0 and +-inf follow PyTorch's -g ((a / b) / b)") {
+    Fixture f = load_fixture("edge_sweep_elementwise");
+    Tensor a = leaf(f, "div_a"), b = leaf(f, "div_b");
+    Tensor y = a / b;
+    CHECK(same_values(y, f.at("div_y")));
+    tensor_list d = autograd::grad({y}, {a, b}, {ones_like(y)}, true, /*create_graph=*/true);
+    CHECK(same_values(d[0], f.at("div_da")));
+    CHECK(same_values(d[1], f.at("div_db")));
+    tensor_list dd = autograd::grad({(d[0] * 0.5 + d[1] * -1.25).sum()}, {a, b});
+    CHECK(same_values(dd[0], f.at("div_dda")));
+    CHECK(same_values(dd[1], f.at("div_ddb")));     // -a/b^2 would give NaN at b = inf (0 * inf)
+    // an empty a with a NaN 0-d b: the second gradient to b is an empty sum, 0 (not 0 * NaN)
+    Tensor e = zeros({0, 1, 2}, TensorOptions(kFloat32).requires_grad(true));
+    Tensor n = scalar_tensor(std::nan(""), TensorOptions(kFloat32).requires_grad(true));
+    Tensor q = e / n;
+    tensor_list g = autograd::grad({q}, {e, n}, {ones_like(q)}, true, /*create_graph=*/true);
+    tensor_list gg = autograd::grad({g[1] * 2.0}, {n}, {}, false, false, /*allow_unused=*/true);
+    CHECK((!gg[0].defined() || gg[0].item<double>() == 0.0));
+}
+
+TEST_CASE("reciprocal and s / x in f16: y * y overflows to inf first, as PyTorch's -g (y * y)") {
+    Fixture f = load_fixture("edge_sweep_elementwise");
+    Tensor x = leaf(f, "rec_x");                                   // (3) f16, x[0] = 0.001
+    reciprocal(x).sum().backward();
+    CHECK(same_values(x.grad(), f.at("rec_dx")));                 // -inf, not -g y rounded twice
+    for (auto [tag, s] : {std::pair<const char*, double>{"0", 0.0}, {"1e-3", 0.001}}) {
+        CAPTURE(tag);
+        Tensor xs = leaf(f, "rec_x");
+        div(s, xs).sum().backward();
+        CHECK(same_values(xs.grad(), f.at(std::string("rdiv") + tag + "_dx")));   // s = 0: 0 * inf = NaN
+    }
+}
+
+TEST_CASE("pow(x, e): PyTorch's special exponents (sqrt, rsqrt, reciprocal, x*x, x*x*x, 1/(x*x)) per dtype") {
+    Fixture f = load_fixture("edge_sweep_elementwise");
+    std::vector<double> exps = f.params.at("pow_exponents").get<std::vector<double>>();
+    for (auto [name, dt] : {std::pair<const char*, DType>{"f16", kFloat16}, {"bf16", kBFloat16}, {"f32", kFloat32}}) {
+        for (size_t i = 0; i < exps.size(); ++i) {
+            CAPTURE(name);
+            CAPTURE(exps[i]);
+            Tensor x = f.at("pow_x").to(dt).clone().requires_grad_(true);   // [-inf, -0, 0, nan, -2, 300, 0.25]
+            Tensor y = pow(x, exps[i]);
+            const std::string key = fmt::format("pow_{}_{}_", name, i);
+            CHECK(same_values(y, f.at(key + "y")));                   // e.g. bf16 (-inf)^0.5 = NaN (sqrt)
+            y.sum().backward();
+            CHECK(same_values(x.grad(), f.at(key + "dx")));           // e.g. f32 0.5 (-0)^-0.5 = -inf (rsqrt)
+        }
+    }
+}
+
+TEST_CASE("s ** e in f16: the gradient takes log(s) of the double s, and is 0 at s = 0 where e >= 0") {
+    Fixture f = load_fixture("edge_sweep_elementwise");
+    std::vector<double> bases = f.params.at("rpow_bases").get<std::vector<double>>();
+    for (size_t i = 0; i < bases.size(); ++i) {
+        CAPTURE(bases[i]);
+        Tensor e = leaf(f, "rpow_e");                               // (5) f16 [-1.5, 0, 0.3, 2, nan]
+        Tensor y = pow(bases[i], e);
+        CHECK(same_values(y, f.at(fmt::format("rpow_{}_y", i))));
+        y.sum().backward();
+        CHECK(same_values(e.grad(), f.at(fmt::format("rpow_{}_de", i))));   // log(f16(0.1)) is off by an f16 ulp
+    }
+}
