@@ -8,6 +8,7 @@
 // Derivation: docs/ops/attention.md.
 //   S = q k^T * scale (+ mask);  P = softmax(S);  O = dropout(P) v
 //   dv = P^T dO;  dP = dO v^T;  dS = P * (dP - rowsum(dP * P));  dq = dS k * scale;  dk = dS^T q * scale
+#include <array>
 #include <cmath>
 
 #include "autograd/ops/attention_fused.hpp"
@@ -82,17 +83,30 @@ void apply_causal_mask(const Tensor& scores) {
                    ops::expand_raw(minus_inf, scores.sizes()));
 }
 
-// softmax over the last dim where rows with every score -inf give 0 (PyTorch's _safe_softmax);
-// those rows are zeroed before the softmax too, so no nan reaches the backward
+// PyTorch's _safe_softmax over the last dim: softmax, with 0 in rows whose scores are all -inf (a dead
+// row: the forward zeroes those scores first, so no NaN is made). safe_softmax_values is the value
+// alone (also the math node's, so its dead rows are 0 on any device); safe_softmax's backward is softmax's on the
+// result, y * (dy - sum(dy * y)) (derivatives.yaml), so a dead row's gradient is 0 * (dy - 0): 0 for a
+// finite dy, NaN where dy holds inf or NaN (e.g. dP = dO v^T with an inf in v), as in PyTorch.
+Tensor safe_softmax_values(const Tensor& scores) {
+    NoGradGuard no_grad;
+    if (scores.numel() == 0) return softmax(scores, -1);
+    Tensor dead = eq(amax(scores, {-1}, true), ops::wrapped_scalar(-INFINITY, scores));   // (*,T,1)
+    Tensor probs = softmax(where(dead, zeros_like(scores), scores), -1);
+    return where(dead, zeros_like(probs), probs);                              // (*,T,S)
+}
+
 Tensor safe_softmax(const Tensor& scores) {
     if (scores.numel() == 0) return softmax(scores, -1);
-    Tensor dead;
-    {
-        NoGradGuard no_grad;
-        dead = eq(amax(scores, {-1}, true), ops::wrapped_scalar(-INFINITY, scores));
-    }
-    Tensor probs = softmax(where(dead, zeros_like(scores), scores), -1);
-    return where(dead, zeros_like(probs), probs);
+    Tensor out = safe_softmax_values(scores);                                  // (*,T,S)
+    return record("safe_softmax", out, {scores}, {out}, [](BackwardContext& ctx, const tensor_list& g) {
+        Tensor y = ctx.saved(0);
+        Tensor dy = g[0].dtype() == y.dtype() ? g[0] : g[0].to(y.dtype());
+        if (GradMode::is_enabled()) return tensor_list{y * (dy - sum(dy * y, {-1}, true))};   // create_graph
+        Tensor dx = make_empty(y.sizes(), y.dtype(), y.device());
+        kernels::softmax_backward(dx, y.contiguous(), dy.contiguous(), false);
+        return tensor_list{dx};
+    });
 }
 
 // softmax(q k^T * scale + causal) as differentiable ops (the math node's create_graph backward)
@@ -124,8 +138,7 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is
     Tensor scores = make_empty({B * NH, T, S}, q.dtype(), q.device());          // (BH,T,S)
     kernels::gemm(scores, qf, kf, false, true, scale, 0.0);                   // q k^T * scale
     if (is_causal) apply_causal_mask(scores);
-    Tensor probs = make_empty(scores.sizes(), q.dtype(), q.device());           // (BH,T,S)
-    kernels::softmax(probs, scores, false);
+    Tensor probs = safe_softmax_values(scores);                                 // (BH,T,S), dead rows 0
     Tensor out = make_empty({B * NH, T, HSv}, q.dtype(), q.device());           // (BH,T,HSv)
     kernels::gemm(out, probs, vf, false, false, 1.0, 0.0);
     {
@@ -183,6 +196,21 @@ Tensor attention_general(const Tensor& q, const Tensor& k, const Tensor& v, cons
     return matmul(probs, v);                                                  // (*,T,HSv)
 }
 
+// An empty output (T = 0, HSv = 0 or a zero batch) depends on nothing, and PyTorch's gradients to q, k
+// and v are zeros there. The formulas would instead give dk = dS^T q = 0 * inf = NaN from an inf in q.
+// So the output is re-recorded with a zero backward.
+Tensor empty_output(const Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v) {
+    if (!GradMode::is_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad())) return out;
+    std::array<std::pair<Shape, TensorOptions>, 3> metas{{{q.sizes(), q.options()}, {k.sizes(), k.options()},
+                                                          {v.sizes(), v.options()}}};
+    return record(kOp, out.detach(), {q, k, v}, {}, [metas](BackwardContext& ctx, const tensor_list&) {
+        tensor_list d(3);
+        for (size_t i = 0; i < 3; ++i)
+            if (ctx.needs_input_grad(i)) d[i] = zeros(metas[i].first, metas[i].second);
+        return d;
+    });
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -196,9 +224,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     bool fused = !mask.defined() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
                  k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
                  v.size(1) == q.size(1) && q.numel() > 0 && k.numel() > 0;
-    if (fused && ops::fused_attention_supported(q, k)) return ops::fused_attention(q, k, v, is_causal, scale);
-    if (fused) return attention_math(q, k, v, is_causal, scale);
-    return attention_general(q, k, v, mask, dropout_p, is_causal, scale);
+    Tensor out;
+    if (fused && ops::fused_attention_supported(q, k)) out = ops::fused_attention(q, k, v, is_causal, scale);
+    else if (fused) out = attention_math(q, k, v, is_causal, scale);
+    else out = attention_general(q, k, v, mask, dropout_p, is_causal, scale);
+    return out.numel() == 0 ? empty_output(out, q, k, v) : out;
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {

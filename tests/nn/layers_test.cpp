@@ -30,6 +30,27 @@ TEST_CASE("Embedding matches PyTorch forward and weight grad; default init is N(
     CHECK(var == doctest::Approx(1.0).epsilon(0.05));
 }
 
+TEST_CASE("Embedding with padding_idx: that row starts at zero and gets no gradient, as PyTorch") {
+    Fixture fx = load_fixture("nn_embedding_padding");
+    const auto pad = static_cast<int64_t>(fx.param("padding_idx"));      // -2: row 5 of 7
+    nn::Embedding wte(7, 4, {}, pad);
+    REQUIRE(wte.padding_idx.has_value());
+    CHECK(*wte.padding_idx == 5);
+    CHECK(wte.weight.narrow(0, 5, 1).to_vector<float>() == std::vector<float>(4, 0.0f));   // init zeroes it
+    CHECK(wte.weight.narrow(0, 4, 1).abs().sum().item<double>() > 0.0);
+    nn::StateDict sd;
+    sd.insert("weight", fx.at("weight"));
+    wte.load_state_dict(sd);
+    Tensor y = wte.forward(fx.at("x"));                                   // (2,3) -> (2,3,4); x holds 5 three times
+    CHECK_CLOSE(y, fx.at("y"), tol_for(kFloat32));
+    y.backward(fx.at("dy"));
+    CHECK_CLOSE(wte.weight.grad(), fx.at("dweight"), tol_for(kFloat32));
+    CHECK(wte.weight.grad().narrow(0, 5, 1).abs().sum().item<double>() == 0.0);
+    CHECK(wte.weight.grad().narrow(0, 3, 1).abs().sum().item<double>() > 0.0);
+    CHECK_THROWS_AS(nn::Embedding(7, 4, {}, 7), ValueError);
+    CHECK_THROWS_AS(nn::Embedding(7, 4, {}, -8), ValueError);
+}
+
 TEST_CASE("LayerNorm matches PyTorch with eps and affine parameters; defaults are ones and zeros") {
     Fixture fx = load_fixture("nn_layer_norm");
     nn::LayerNorm ln(Shape{6}, fx.param("eps"));

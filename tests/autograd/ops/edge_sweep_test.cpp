@@ -228,3 +228,33 @@ TEST_CASE("s ** e in f16: the gradient takes log(s) of the double s, and is 0 at
         CHECK(same_values(e.grad(), f.at(fmt::format("rpow_{}_de", i))));   // log(f16(0.1)) is off by an f16 ulp
     }
 }
+
+TEST_CASE("scaled_dot_product_attention: a dead row's gradient is softmax's 0 * dP (NaN for an inf in v); empty outputs give zero gradients") {
+    Fixture f = load_fixture("edge_sweep_attention");
+    for (int variant = 0; variant < 3; ++variant) {               // 3-d general, 4-d fused, 4-d create_graph
+        CAPTURE(variant);
+        Shape lead = variant == 0 ? Shape{1} : Shape{1, 1};
+        auto shaped = [&](const char* name, int64_t rows, int64_t cols) {
+            Shape s = lead;
+            s.push_back(rows);
+            s.push_back(cols);
+            return f.at(name).reshape(s).clone().requires_grad_(true);
+        };
+        Tensor q = shaped("q", 3, 2), k = shaped("k", 1, 2), v = shaped("v_inf", 1, 2);   // (*,3,2) (*,1,2) (*,1,2)
+        Tensor y = F::scaled_dot_product_attention(q, k, v);
+        CHECK(same_values(y.reshape({1, 3, 2}), f.at("y_vinf")));
+        tensor_list d = autograd::grad({y}, {q, k, v}, {ones_like(y)}, true, /*create_graph=*/variant == 2);
+        CHECK(same_values(d[0].reshape({1, 3, 2}), f.at("dq_vinf")));    // dead rows: NaN, not 0
+        CHECK(same_values(d[1].reshape({1, 1, 2}), f.at("dk_vinf")));
+        CHECK(same_values(d[2].reshape({1, 1, 2}), f.at("dv_vinf")));
+        Tensor qe = shaped("q_empty", 2, 2), ke = shaped("k", 1, 2);
+        Shape vs = lead;
+        vs.push_back(1);
+        vs.push_back(0);
+        Tensor ve = zeros(vs, TensorOptions(kFloat32).requires_grad(true));   // (*,1,0): an empty output
+        Tensor ye = F::scaled_dot_product_attention(qe, ke, ve);
+        tensor_list de = autograd::grad({ye}, {qe, ke}, {ones_like(ye)}, true, /*create_graph=*/variant == 2);
+        CHECK(same_values(de[0].reshape({1, 2, 2}), f.at("dq_empty")));   // zeros, not 0 * -inf
+        CHECK(same_values(de[1].reshape({1, 1, 2}), f.at("dk_empty")));
+    }
+}
