@@ -115,6 +115,7 @@ TEST_CASE("zero stage 3: accumulation (F_A F_B B_A B_B too), checkpointing with 
                 "zero2_frozen,zero3_outgrad,zero3_fwdbwd,zero3_tied",
                 2);
     run_passing("zero3_fabb,zero3_frozen,zero3_frozen_reentrant,zero3_tied", 4);
+    run_passing("zero3_fabb,zero3_ckpt_reentrant,zero3_frozen,zero3_tied,zero3_outgrad", 1);
 }
 
 TEST_CASE("zero stage 3 fp16: an overflow in one rank's partition skips the step on every rank") {
