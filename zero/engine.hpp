@@ -90,6 +90,17 @@ public:
     // Stage 3's partitioned parameters (gather/release, zero/stage3.hpp); null in stages 1 and 2.
     Stage3* stage3() const { return stage3_.get(); }
 
+    // ---- checkpoint access (zero/checkpoint.cpp): this rank's state, and the load hooks ----
+    const std::vector<std::string>& param_names() const { return names_; }   // trainable, in flat order
+    const std::vector<Tensor>& params() const { return params_; }
+    dist::ProcessGroup& group() const { return *group_; }
+    DType model_dtype() const { return model_dtype_; }
+    Tensor& master_partition() { return master_; }        // (P) this rank's f32 master leaf
+    amp::LossScaler* loss_scaler() const { return scaler_.get(); }      // null without fp16
+    optim::LRScheduler* scheduler() const { return scheduler_.get(); }  // null without one
+    void restore_counters(int64_t global_steps, int64_t micro_steps, int64_t skipped_steps);
+    // ---- end of checkpoint access ----
+
 private:
     struct Pending;
     void on_grad(size_t i);

@@ -71,6 +71,12 @@ void ZeroEngine::apply_step() {
     if (scheduler_) scheduler_->step();
 }
 
+void ZeroEngine::restore_counters(int64_t global_steps, int64_t micro_steps, int64_t skipped_steps) {
+    global_steps_ = global_steps;
+    micro_steps_ = micro_steps;
+    skipped_steps_ = skipped_steps;
+}
+
 Tensor ZeroEngine::full_grad(const std::string& name) {
     auto it = std::find(names_.begin(), names_.end(), name);
     if (it == names_.end()) throw ValueError(fmt::format("ZeroEngine.full_grad: no trainable parameter '{}'", name));

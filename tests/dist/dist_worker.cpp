@@ -6,6 +6,7 @@
 //   nccl         the NCCL group on a CUDA tensor (a clear DistError without a GPU)
 //   ddp*         DistributedDataParallel against single-process training (tests/dist/ddp_scenarios.cpp)
 //   zero*        the ZeRO engine against single-process training (tests/zero/zero_scenarios.cpp)
+//   zckpt*       ZeRO checkpoints: resume, resharding, corrupt files, a rank killed (tests/zero/checkpoint_scenarios.cpp)
 //   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
@@ -25,6 +26,7 @@ namespace dist = ampgrad::dist;
 
 int run_ddp(const std::string& scenario);   // tests/dist/ddp_scenarios.cpp
 int run_zero(const std::string& scenario);  // tests/zero/zero_scenarios.cpp
+int run_zero_checkpoint(const std::string& scenario);  // tests/zero/checkpoint_scenarios.cpp
 
 namespace {
 
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
         else if (scenario == "init") dist::barrier();
         else if (scenario.rfind("ddp", 0) == 0) rc = run_ddp(scenario);
         else if (scenario.rfind("zero", 0) == 0) rc = run_zero(scenario);
+        else if (scenario.rfind("zckpt", 0) == 0) rc = run_zero_checkpoint(scenario);
         else { std::printf("unknown scenario %s\n", scenario.c_str()); rc = 2; }
     } catch (const ampgrad::Error& e) {   // DistError, or ValueError for a bad RANK/WORLD_SIZE
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
