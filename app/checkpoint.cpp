@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
+#include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
 
@@ -154,11 +155,28 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
 // ---- Trainer's side ----
 
 void Trainer::save(const std::string& dir) const {
-    const GeneratorState rng = get_rng_state();
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->state_dict(),
                          {{"format", "pt"}, {"step", std::to_string(step_)}});
     maybe_stop_for_test(step_);
     io::save_safetensors((fs::path(dir) / "optimizer.safetensors").string(), precision_->state_tensors());
+    write_file_atomic((fs::path(dir) / "state.json").string(), state_json().dump(2) + "\n");
+}
+
+// --zero: every rank writes its partition; rank 0 adds state.json before the manifest names the files.
+std::string Trainer::save_zero(const std::string& root, int keep) const {
+    const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
+    zero::SaveOptions o;
+    o.client_state = {{"sampler", {{"seed", s.seed}, {"offset", s.offset}}}};
+    o.keep = keep;
+    const nlohmann::json state = rank_ == 0 ? state_json() : nlohmann::json();
+    o.write_extra = [&state](const std::string& dir) {
+        write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
+    };
+    return zero::save_checkpoint(zero_->engine(), root, fmt::format("step-{:08d}", step_), o);
+}
+
+nlohmann::json Trainer::state_json() const {
+    const GeneratorState rng = get_rng_state();
     nlohmann::json state = {
         {"format", "ampgrad-gpt-checkpoint"}, {"version", 1}, {"step", step_},
         {"run_config", to_json(cfg_)}, {"model_config", to_json(model_->config())},
@@ -167,20 +185,42 @@ void Trainer::save(const std::string& dir) const {
         {"lr_schedule", {{"name", "warmup_cosine"}, {"lr", cfg_.lr}, {"min_lr", cfg_.min_lr},
                          {"warmup_iters", cfg_.warmup}, {"lr_decay_iters", cfg_.steps},
                          {"last_epoch", step_}, {"next_lr", lr_at(step_)}}},
-        {"precision", precision_->state_json()}};
+        {"precision", zero_ ? nlohmann::json{{"mode", cfg_.prec}, {"zero_stage", zero_->stage()},
+                                             {"world_size", world_size_}, {"skipped_steps", zero_->skipped_steps()}}
+                            : precision_->state_json()}};
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
-    write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
+    return state;
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& path) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference) {
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
+    const bool saved_zero = cfg.zero > 0;
+    if (for_inference) cfg.zero = 0;
+    else if (zero_stage && (*zero_stage > 0) != saved_zero)
+        throw ValueError(fmt::format("--zero {}: checkpoint {} was saved {} ZeRO; resume it {} --zero", *zero_stage, dir,
+                                     saved_zero ? "with" : "without", saved_zero ? "with" : "without"));
+    else if (zero_stage) cfg.zero = *zero_stage;
     std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer"))));
     if (to_json(t->model_config()) != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
                                      state.at("model_config").dump(), to_json(t->model_config()).dump()));
+    if (saved_zero) {
+        t->step_ = state.at("step").get<int64_t>();
+        if (for_inference) {
+            zero::load_module_parameters(*t->model_, dir);
+            return t;
+        }
+        const zero::LoadResult r = zero::load_checkpoint(t->zero_->engine(), dir);   // and this rank's RNG
+        const nlohmann::json& mine = r.client_state.is_null() ? r.all_client_states.at(0) : r.client_state;
+        data::SamplerState s{mine.at("sampler").at("seed").get<uint64_t>(), mine.at("sampler").at("offset").get<uint64_t>()};
+        if (r.client_state.is_null()) s.seed = cfg.seed + 1 + static_cast<uint64_t>(t->rank_);   // a rank the save did not have
+        if (t->sampler_) t->sampler_->set_state(s);
+        else t->addition_state_ = s;
+        return t;
+    }
     io::SafetensorsFile model = io::load_safetensors((fs::path(dir) / "model.safetensors").string());
     t->model_->load_state_dict(model.tensors);
     io::SafetensorsFile opt = io::load_safetensors((fs::path(dir) / "optimizer.safetensors").string());

@@ -17,6 +17,8 @@
 #include "core/cuda_info.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "dist/process_group.hpp"
+#include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
 
@@ -35,7 +37,21 @@ void check_preset(const std::optional<std::string>& given, const std::string& sa
 std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::optional<std::string>& preset) {
     const std::string dir = resolve_checkpoint(path);
     check_preset(preset, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
-    return Trainer::resume(dir);
+    return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
+}
+
+// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero.
+std::string save_run(Trainer& trainer, const std::string& root) {
+    return trainer.zero() ? trainer.save_zero(root) : save_checkpoint(trainer, root);
+}
+
+// The ZeRO line under the banner: the stage, the ranks, and this rank's model-state bytes.
+std::string zero_text(const TrainStats& s, int world_size) {
+    const zero::ModelStateBytes& b = s.state_bytes;
+    return fmt::format("ZeRO stage {} on {} process(es): model states {:.2f} MB per rank (params {:.2f} + grads {:.2f} "
+                       "+ optimizer {:.2f})", s.zero_stage, world_size, static_cast<double>(b.total()) / 1e6,
+                       static_cast<double>(b.params) / 1e6, static_cast<double>(b.grads) / 1e6,
+                       static_cast<double>(b.optimizer) / 1e6);
 }
 
 void print_eval(ProgressLine& progress, const EvalStats& e) {
@@ -52,17 +68,23 @@ int run_train(const TrainOptions& o) {
     if (!o.resume.empty()) {
         const std::string dir = resolve_checkpoint(o.resume);
         check_preset(o.preset_given, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
-        trainer = Trainer::resume(dir);
-        std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
+        trainer = Trainer::resume(dir, o.zero_given);
+        if (trainer->rank() == 0)
+            std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
+    // With --zero every process trains; only rank 0 prints, writes metrics.jsonl, evaluates and samples.
+    const bool lead = trainer->rank() == 0;
+    const int world = trainer->zero() ? dist::world_size() : 1;
+    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) throw IOError("--zero: cannot silence rank output");
     const RunConfig& cfg = trainer->config();
     const models::GPTConfig& mc = trainer->model_config();
     fs::create_directories(o.out);
     const std::string metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
-    MetricsLog metrics(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    std::optional<MetricsLog> metrics;
+    if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
     std::printf("ampgrad train: preset %s (L=%lld, NH=%lld, C=%lld, T=%lld, V=%lld; %.2fM parameters), %s, %s on %s, "
                 "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
                 cfg.preset.c_str(), static_cast<long long>(mc.n_layer), static_cast<long long>(mc.n_head),
@@ -77,26 +99,37 @@ int run_train(const TrainOptions& o) {
     const auto start = std::chrono::steady_clock::now();
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;
+    std::optional<std::string> zero_line;
     while (trainer->step() < last) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (s.zero_stage > 0 && !zero_line) {
+            zero_line = zero_text(s, world);
+            progress.message(*zero_line);
+        }
+        if (!lead) {
+            if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
+            continue;
+        }
         progress.update(s);
-        metrics.train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
+        metrics->train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
         if (eval_now) {
             final_eval = trainer->evaluate();
-            metrics.eval(*final_eval);
+            metrics->eval(*final_eval);
             print_eval(progress, *final_eval);
         }
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_checkpoint(*trainer, ckpt_root);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
     }
-    progress.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string saved = save_checkpoint(*trainer, ckpt_root);
+    const std::string saved = save_run(*trainer, ckpt_root);
+    if (!lead) return 0;
+    progress.finish();
     std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
-                static_cast<long long>(trainer->precision().skipped_steps()), saved.c_str(), metrics_path.c_str());
+                static_cast<long long>(trainer->skipped_steps()), saved.c_str(), metrics_path.c_str());
+    if (zero_line) std::printf("%s\n", zero_line->c_str());
     if (!o.plot_dir.empty()) {
         std::vector<std::string> files = write_plots(metrics_path, o.plot_dir);
         std::printf("plots: %s\n", fmt::format("{}", fmt::join(files, ", ")).c_str());

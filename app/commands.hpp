@@ -18,6 +18,7 @@ struct TrainOptions {
     int64_t sample_tokens = 300;         // a sample at the end (0: none)
     std::string progress = "auto";       // auto | line | plain
     std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
+    std::optional<int64_t> zero_given;         // --zero as typed (with --resume: the stage to continue at)
 };
 int run_train(const TrainOptions& o);
 

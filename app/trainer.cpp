@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "data/text.hpp"
+#include "dist/process_group.hpp"
 
 namespace ampgrad::app {
 
@@ -62,16 +63,21 @@ Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt) {}
 Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer)
     : cfg_(cfg), device_(checked_device(cfg.device)) {
     cfg_.validate();
+    if (cfg_.zero > 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
+        init_zero_process_group();
+        rank_ = dist::rank();
+        world_size_ = dist::world_size();
+    }
     int64_t vocab = 0;
     if (cfg_.task == "addition") {
         addition_.emplace(cfg_.digits);
         corpus_.tokenizer = addition_->tokenizer();
         corpus_.source = fmt::format("{}-digit addition", cfg_.digits);
-        addition_state_ = {cfg_.seed + 1, 0};
+        addition_state_ = {cfg_.seed + 1 + static_cast<uint64_t>(rank_), 0};
         vocab = corpus_.tokenizer.vocab_size();
     } else {
         corpus_ = load_corpus(cfg_, tokenizer);
-        sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1);
+        sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
         vocab = corpus_.tokenizer.vocab_size();
     }
     models::GPTConfig mc = cfg_.model_config(vocab);
@@ -84,7 +90,12 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     manual_seed(cfg_.seed);
     model_ = std::make_shared<models::GPT>(mc);
     if (device_.is_cuda()) model_->to(device_);
-    precision_ = std::make_unique<Precision>(cfg_, *model_);
+    if (cfg_.zero == 0) {
+        precision_ = std::make_unique<Precision>(cfg_, *model_);
+        return;
+    }
+    zero_ = std::make_unique<ZeroTraining>(cfg_, model_);
+    if (rank_ > 0) manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
 }
 
 double Trainer::lr_at(int64_t it) const {
@@ -95,14 +106,14 @@ double Trainer::lr_at(int64_t it) const {
 }
 
 std::pair<Tensor, Tensor> Trainer::next_batch() {
-    auto [x, y] = addition_ ? addition_->batch(addition_state_, cfg_.batch_size)
-                            : sampler_->next(cfg_.batch_size, model_->config().block_size);
+    const int64_t batch = cfg_.batch_size / world_size_;   // --zero: this rank's share
+    auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->config().block_size);
     if (device_.is_cuda()) return {x.to(device_), y.to(device_)};
     return {x, y};
 }
 
 Tensor Trainer::loss_on(const Tensor& x, const Tensor& y) {
-    std::unique_ptr<amp::AutocastGuard> autocast = precision_->autocast();
+    std::unique_ptr<amp::AutocastGuard> autocast = zero_ ? zero_->autocast() : precision_->autocast();
     return model_->forward(x, y);
 }
 
@@ -110,17 +121,25 @@ TrainStats Trainer::train_step() {
     TrainStats s;
     s.step = step_ + 1;
     s.lr = lr_at(step_);
-    precision_->set_lr(s.lr);
+    if (zero_) zero_->set_lr(s.lr);
+    else precision_->set_lr(s.lr);
     auto [x, y] = next_batch();
     model_->train();
     Tensor loss = loss_on(x, y);
-    StepOutcome o = precision_->step(loss);
+    StepOutcome o = zero_ ? zero_->step(loss) : precision_->step(loss);
     s.loss = loss.item<double>();
+    if (zero_) {   // the mean over the ranks' shares; the stage and this rank's model-state bytes
+        Tensor l = full({1}, s.loss, TensorOptions().dtype(kFloat64));
+        dist::all_reduce(l, dist::ReduceOp::kAvg);
+        s.loss = l.item<double>();
+        s.zero_stage = zero_->stage();
+        s.state_bytes = zero_->state_bytes();
+    }
     s.grad_norm = o.grad_norm;
     s.scale = o.scale;
     s.skipped = o.skipped;
-    s.skipped_total = precision_->skipped_steps();
-    s.tokens = x.numel();
+    s.skipped_total = skipped_steps();
+    s.tokens = x.numel() * world_size_;
     ++step_;
     return s;
 }

@@ -10,6 +10,7 @@
 
 #include "app/precision.hpp"
 #include "app/run_config.hpp"
+#include "app/zero_training.hpp"
 #include "data/addition.hpp"
 #include "data/sampler.hpp"
 #include "data/tokenizer.hpp"
@@ -35,7 +36,9 @@ struct TrainStats {
     double loss = 0.0, lr = 0.0, grad_norm = 0.0, scale = 1.0;
     bool skipped = false;
     int64_t skipped_total = 0;
-    int64_t tokens = 0;   // tokens in this step's batch
+    int64_t tokens = 0;   // tokens in this step's batch (every rank's, with --zero)
+    int zero_stage = 0;   // --zero: the stage, and this rank's model-state bytes
+    zero::ModelStateBytes state_bytes;
 };
 
 struct EvalStats {
@@ -48,13 +51,20 @@ class Trainer {
 public:
     // A fresh run: manual_seed(cfg.seed), then the model's initial weights.
     explicit Trainer(const RunConfig& cfg);
-    // Rebuilds the run saved in checkpoint directory `dir` and continues from its step.
-    static std::unique_ptr<Trainer> resume(const std::string& dir);
+    // Rebuilds the run saved in checkpoint directory `dir` and continues from its step. A ZeRO
+    // checkpoint (--zero) is loaded by every rank at the current world size (resharded), at the
+    // stage `zero_stage` names if given (1 <-> 2), else the saved one. for_inference: one process,
+    // no engine: a ZeRO checkpoint's parameters are read consolidated (sample, eval).
+    static std::unique_ptr<Trainer> resume(const std::string& dir, std::optional<int64_t> zero_stage = std::nullopt,
+                                           bool for_inference = false);
 
     TrainStats train_step();   // one optimiser step; step() counts them
     EvalStats evaluate();      // mean loss over eval_iters fixed batches of each split (eval mode)
     std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
     void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
+    // --zero: a ZeRO checkpoint root/step-N (zero/checkpoint.hpp) with state.json; every rank calls it.
+    std::string save_zero(const std::string& root, int keep = 2) const;
+    nlohmann::json state_json() const;          // state.json's content
 
     double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr
     int64_t step() const { return step_; }
@@ -63,7 +73,10 @@ public:
     const models::GPTConfig& model_config() const { return model_->config(); }
     models::GPT& model() { return *model_; }
     const Corpus& corpus() const { return corpus_; }
-    Precision& precision() { return *precision_; }
+    Precision& precision() { return *precision_; }   // not with --zero
+    ZeroTraining* zero() { return zero_.get(); }      // null without --zero
+    int rank() const { return rank_; }                // 0 without --zero
+    int64_t skipped_steps() const { return zero_ ? zero_->skipped_steps() : precision_->skipped_steps(); }
 
 private:
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer);
@@ -76,7 +89,9 @@ private:
     std::unique_ptr<data::BatchSampler> sampler_;   // text task
     data::SamplerState addition_state_;             // addition task
     std::shared_ptr<models::GPT> model_;
-    std::unique_ptr<Precision> precision_;
+    std::unique_ptr<Precision> precision_;          // without --zero
+    std::unique_ptr<ZeroTraining> zero_;            // with --zero
+    int rank_ = 0, world_size_ = 1;
     Device device_;
     int64_t step_ = 0;
 };

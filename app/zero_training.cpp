@@ -1,0 +1,104 @@
+// zero_training.cpp: the GPT under the ZeRO engine (app/zero_training.hpp).
+#include "app/zero_training.hpp"
+
+#include <arpa/inet.h>
+#include <cmath>
+#include <cstdlib>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "dist/process_group.hpp"
+#include "optim/adamw.hpp"
+
+namespace ampgrad::app {
+
+namespace {
+
+// A loopback port the kernel says is free now (for a group of one, started without ampgrad-run).
+int free_loopback_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        if (fd >= 0) ::close(fd);
+        throw IOError("--zero: cannot find a free loopback port for a one-process group");
+    }
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
+    if (cfg.prec == "fp16")
+        throw ValueError("--zero: --prec fp16 (autocast + GradScaler) is not supported with ZeRO; use --prec fp16-master "
+                         "(f16 weights, f32 master partitions, DeepSpeed's dynamic loss scaler)");
+    if (cfg.zero < 1 || cfg.zero > 2) throw ValueError(fmt::format("--zero: stage {} is not 1 or 2", cfg.zero));
+    if (cfg.batch_size % world_size != 0)
+        throw ValueError(fmt::format("--zero: --batch-size {} is not divisible by the {} processes", cfg.batch_size,
+                                     world_size));
+    zero::ZeroConfig c;
+    c.stage = static_cast<int>(cfg.zero);
+    c.train_micro_batch_size_per_gpu = cfg.batch_size / world_size;
+    c.gradient_clipping = cfg.grad_clip;
+    if (cfg.prec == "fp16-master") {
+        const int power = static_cast<int>(std::lround(std::log2(cfg.init_scale)));
+        if (std::ldexp(1.0, power) != cfg.init_scale)
+            throw ValueError(fmt::format("--zero with fp16-master: --init-scale {} must be a power of two", cfg.init_scale));
+        c.fp16 = true;
+        c.initial_scale_power = power;
+        c.loss_scale_window = cfg.scale_window;
+        c.hysteresis = cfg.hysteresis;
+    }
+    return c;
+}
+
+}  // namespace
+
+void init_zero_process_group() {
+    if (dist::is_initialized()) return;
+    dist::InitOptions o;
+    if (std::getenv("WORLD_SIZE") == nullptr) {
+        o.rank = 0;
+        o.world_size = 1;
+        o.master_addr = "127.0.0.1";
+        o.master_port = free_loopback_port();
+    }
+    dist::init_process_group("gloo", o);
+}
+
+ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<models::GPT>& model) : mode_(cfg.prec) {
+    if (cfg.device != "cpu")
+        throw ValueError("--zero: this build's ZeRO command runs on the CPU over Gloo; use --device cpu");
+    init_zero_process_group();
+    zero::ZeroConfig c = engine_config(cfg, dist::world_size());
+    if (c.fp16) model->to(kFloat16);
+    optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
+    engine_ = std::make_unique<zero::ZeroEngine>(model, c, [options](std::vector<Tensor> master) {
+        return std::make_unique<optim::AdamW>(master, options);
+    });
+}
+
+std::unique_ptr<amp::AutocastGuard> ZeroTraining::autocast() const {
+    if (mode_ != "bf16") return nullptr;
+    return std::make_unique<amp::AutocastGuard>(kCPU, kBFloat16);
+}
+
+void ZeroTraining::set_lr(double lr) {
+    for (optim::ParamGroup& g : engine_->optimizer().param_groups()) g.set_lr(lr);
+}
+
+StepOutcome ZeroTraining::step(const Tensor& loss) {
+    StepOutcome out;
+    out.scale = engine_->loss_scale();   // the scale this backward uses
+    engine_->backward(loss);
+    engine_->step();
+    out.skipped = !engine_->was_step_applied();
+    out.grad_norm = out.skipped ? INFINITY : engine_->global_grad_norm();
+    return out;
+}
+
+}  // namespace ampgrad::app

@@ -1,0 +1,48 @@
+// zero_training.hpp: `ampgrad train --zero N`: the GPT trained by the ZeRO engine (zero/engine.hpp)
+// on every process that ampgrad-run started, each on its own share of the batch. It takes the
+// place of Precision (app/precision.hpp) for the step:
+//   --prec fp32          f32 parameters and masters
+//   --prec bf16          autocast to bf16 in the forward, f32 parameters
+//   --prec fp16-master   f16 parameters, f32 master partitions, DeepSpeed's dynamic loss scaler
+//                        (--init-scale must be a power of two, --scale-window, --hysteresis)
+//   --prec fp16          not supported (GradScaler's per-parameter unscale has no ZeRO form here)
+// One difference from the single-process run: the inner AdamW sees one flat master partition, so
+// weight decay applies to every parameter (nanoGPT leaves biases and LayerNorm weights out).
+// Checkpoints are ZeRO checkpoints (zero/checkpoint.hpp) plus the run's state.json.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "amp/autocast.hpp"
+#include "app/precision.hpp"
+#include "app/run_config.hpp"
+#include "models/gpt.hpp"
+#include "zero/engine.hpp"
+
+namespace ampgrad::app {
+
+// Joins the process group ampgrad-run describes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or
+// a group of one when WORLD_SIZE is not set. Does nothing when a group exists already.
+void init_zero_process_group();
+
+class ZeroTraining {
+public:
+    ZeroTraining(const RunConfig& cfg, const std::shared_ptr<models::GPT>& model);
+
+    std::unique_ptr<amp::AutocastGuard> autocast() const;
+    StepOutcome step(const Tensor& loss);   // engine.backward + engine.step
+    void set_lr(double lr);
+    double loss_scale() const { return engine_->loss_scale(); }
+    int64_t skipped_steps() const { return engine_->skipped_steps(); }
+    int stage() const { return engine_->config().stage; }
+    zero::ModelStateBytes state_bytes() const { return engine_->model_state_bytes(); }
+    zero::ZeroEngine& engine() { return *engine_; }
+
+private:
+    std::string mode_;
+    std::unique_ptr<zero::ZeroEngine> engine_;
+};
+
+}  // namespace ampgrad::app
