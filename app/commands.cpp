@@ -108,17 +108,18 @@ int run_train(const TrainOptions& o) {
             zero_line = zero_text(s, world);
             progress.message(*zero_line);
         }
-        if (!lead) {
-            if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
-            continue;
+        if (lead) {
+            progress.update(s);
+            metrics->train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
         }
-        progress.update(s);
-        metrics->train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
+        // Every rank evaluates (no collectives in it), so that none waits past the group's timeout.
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
         if (eval_now) {
             final_eval = trainer->evaluate();
-            metrics->eval(*final_eval);
-            print_eval(progress, *final_eval);
+            if (lead) {
+                metrics->eval(*final_eval);
+                print_eval(progress, *final_eval);
+            }
         }
         if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
     }
