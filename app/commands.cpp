@@ -125,6 +125,9 @@ int run_train(const TrainOptions& o) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string saved = save_run(*trainer, ckpt_root);
+    // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
+    std::string sample_text;
+    if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);
     if (!lead) return 0;
     progress.finish();
     std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
@@ -139,10 +142,8 @@ int run_train(const TrainOptions& o) {
         std::printf("final eval: train loss %.4f, val loss %.4f%s\n", final_eval->train_loss, final_eval->val_loss,
                     final_eval->exact_match ? fmt::format(", exact match {:.1f}%", 100.0 * *final_eval->exact_match).c_str()
                                             : "");
-    if (o.sample_tokens > 0 && cfg.task == "text") {
-        std::printf("sample (temperature 0.8, top-k 40):\n----\n%s\n----\n",
-                    trainer->sample("\n", o.sample_tokens, 0.8, 40).c_str());
-    }
+    if (o.sample_tokens > 0 && cfg.task == "text")
+        std::printf("sample (temperature 0.8, top-k 40):\n----\n%s\n----\n", sample_text.c_str());
     return 0;
 }
 

@@ -50,7 +50,7 @@ void RunConfig::validate() const {
     if (warmup < 0) throw ValueError(fmt::format("--warmup: must be >= 0, but is {}", warmup));
     if (grad_clip < 0) throw ValueError(fmt::format("--grad-clip: must be >= 0 (0: off), but is {}", grad_clip));
     if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
-    if (zero < 0 || zero > 2) throw ValueError(fmt::format("--zero: must be 0 (off), 1 or 2, but is {}", zero));
+    if (zero < 0 || zero > 3) throw ValueError(fmt::format("--zero: must be 0 (off), 1, 2 or 3, but is {}", zero));
     if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
 }
 

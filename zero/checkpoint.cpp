@@ -156,6 +156,8 @@ void prune(const std::string& root, int keep, const std::string& current) {
 }  // namespace
 
 std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const std::string& tag, const SaveOptions& o) {
+    // Stage 3: every parameter whole while saving (a collective; the files are the same as stages 1 and 2's).
+    GatheredParameters whole(engine.stage3());
     dist::ProcessGroup& g = engine.group();
     const int R = g.rank(), W = g.world_size();
     const fs::path final_dir = fs::path(root) / tag, tmp = fs::path(root) / ("." + tag + ".tmp");
@@ -269,6 +271,28 @@ void load_host_state(ZeroEngine& engine, const SavedCheckpoint& ck) {
     }
 }
 
+// Stage 3, with every parameter gathered and loaded: this rank's partitions of the trainable and of
+// the frozen parameters, from the whole ones (GatheredParameters' release then keeps them).
+void refresh_stage3_partitions(ZeroEngine& engine) {
+    Stage3* s3 = engine.stage3();
+    if (!s3) return;
+    const int R = engine.group().rank();
+    const auto [b, e] = real_range(engine.layout(), R);
+    s3->partition().zero_();
+    s3->partition().narrow(0, 0, e - b).copy_(flat_params(engine, b, e).to(s3->partition().device()));
+    if (!s3->frozen_partition().defined()) return;
+    const FlatLayout& fl = s3->frozen_layout();
+    const auto [fb, fe] = real_range(fl, R);
+    Tensor& part = s3->frozen_partition();
+    part.zero_();
+    for (size_t i = 0; i < fl.param_count(); ++i) {
+        const int64_t lo = std::max(fb, fl.param_begin(i)), hi = std::min(fe, fl.param_begin(i) + fl.param_numel(i));
+        if (lo < hi)
+            part.narrow(0, lo - fb, hi - lo)
+                .copy_(s3->frozen_parameters()[i].detach().reshape({-1}).narrow(0, lo - fl.param_begin(i), hi - lo));
+    }
+}
+
 std::vector<std::vector<int64_t>> shapes_of(const std::vector<Tensor>& params) {
     std::vector<std::vector<int64_t>> out;
     for (const Tensor& p : params) out.push_back(p.sizes());
@@ -286,7 +310,7 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
     res.saved_stage = m.at("stage").get<int>();
     const int R = engine.group().rank(), W = engine.group().world_size();
     res.same_world_size = res.saved_world_size == W;
-    // Stages 1 and 2 keep every parameter on every rank: read each whole.
+    // Every parameter whole (stage 3 gathered them for the load): read each one.
     const FlatLayout& l = engine.layout();
     for (size_t i = 0; i < l.param_count(); ++i) {
         const Tensor& p = engine.params()[i];
@@ -294,6 +318,7 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
         p.detach().copy_(saved.to(p.dtype()).to(p.device()).view(p.sizes()));
     }
     load_buffers(engine.module(), ck);
+    refresh_stage3_partitions(engine);
     // This rank's new partition of the masters and the optimizer's flat state, from whichever files hold it.
     const auto [b, e] = real_range(l, R);
     Tensor master = engine.master_partition().detach();
@@ -318,6 +343,9 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
 }  // namespace
 
 LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
+    // Stage 3: every parameter whole while loading (a collective, so before anything can fail);
+    // refresh_stage3_partitions writes the new partitions before the release at the end.
+    GatheredParameters whole(engine.stage3());
     LoadResult res;
     std::string error;
     attempt(error, [&] { res = load_here(engine, path); });

@@ -12,14 +12,17 @@
 //   root/latest                                          "step-00000100", written last
 //
 //   zero::save_checkpoint(engine, "ckpt", "step-00000100", {.client_state = {{"offset", 42}}});
-//   zero::LoadResult r = zero::load_checkpoint(engine, "ckpt");   // any world size, stage 1 or 2
+//   zero::LoadResult r = zero::load_checkpoint(engine, "ckpt");   // any world size, stage 1, 2 or 3
 //
 // Both are collectives: every rank of the engine's group calls them. A save writes into a hidden
 // temporary directory: each rank its own file (temporary name, fsync, rename), then one all-gather
 // confirms every file (its size and FNV-1a checksum) before rank 0 writes the manifest, renames the
 // directory into place and replaces `latest`. A load reads, on each rank, only the byte ranges of
 // the files that hold its new partition (and the full parameters, which stages 1 and 2 keep on
-// every rank), so the world size and the stage may differ from the save's. A missing, truncated,
+// every rank), so the world size and the stage may differ from the save's. Under stage 3 both
+// gather every parameter for their duration (zero::GatheredParameters), so the files are the same
+// for every stage; the cost is the whole model in memory on each rank while saving or loading.
+// A missing, truncated,
 // corrupt or mismatched checkpoint is a CheckpointError naming the file and the fact, raised on
 // every rank (the ranks agree before returning, so none is left waiting in a collective).
 #pragma once

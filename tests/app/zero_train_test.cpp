@@ -3,7 +3,7 @@
 // the model-state bytes per rank and the skipped steps; 8 steps straight and 4 + --resume + 4 end
 // with the same losses and the same checkpoint bytes (f16 weights, DeepSpeed's scaler with skipped
 // steps, dropout: every rank's RNG and data position come back); the ZeRO checkpoint resumes on
-// one process at stage 1 (resharded), and `eval` reads it with no launcher.
+// one process at stage 3 (resharded), and `eval` reads it with no launcher.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -104,11 +104,11 @@ TEST_CASE("train --zero 2 on 2 processes: stage, bytes and skips reported; --res
         CHECK(read_bytes(fa / file) == read_bytes(fb / file));
     }
 
-    // The ZeRO checkpoint read by one process with no launcher: eval (consolidated) and a stage-1 resume.
+    // The ZeRO checkpoint read by one process with no launcher: eval (consolidated) and a stage-3 resume.
     ProgramResult e = run_program({ampgrad_program(), "eval", "--ckpt", straight});
     REQUIRE_MESSAGE(e.exit_code == 0, e.output);
     CHECK(e.output.find("\"val_loss\"") != std::string::npos);
-    ProgramResult one = run_program({ampgrad_program(), "train", "--resume", straight, "--zero", "1", "--until", "8",
+    ProgramResult one = run_program({ampgrad_program(), "train", "--resume", straight, "--zero", "3", "--until", "8",
                                      "--out", straight, "--progress", "plain"},
                                     {"OMP_NUM_THREADS=1"});
     REQUIRE_MESSAGE(one.exit_code == 0, one.output);

@@ -1,6 +1,6 @@
 // tests/zero/checkpoint_test.cpp: ZeRO checkpoints (zero/checkpoint.hpp) with real processes over
 // loopback (dist_worker running tests/zero/checkpoint_scenarios.cpp): a bit-exact resume in fresh
-// processes, resharding 4 -> 2, 4 -> 3 and 2 -> 4 across stages 1 and 2, corrupt / partial /
+// processes, resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, corrupt / partial /
 // mismatched checkpoints, and a rank SIGKILLed in the middle of a step.
 #include "tests/dist/spawn.hpp"
 
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -72,8 +73,8 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
 
 TEST_CASE("zero checkpoint: 6 steps straight == 3 steps, save, fresh processes, load, 3 steps (bit-exact)") {
     // f16 with loss scaling (hysteresis and growth state, two overflows, one on each side of the
-    // save) under stage 2; f64 under stage 1. Dropout makes every rank's RNG matter.
-    for (auto [stage, dtype] : {std::pair{"2", "f16"}, std::pair{"1", "f64"}}) {
+    // save) under stages 2 and 3; f64 under stage 1. Dropout makes every rank's RNG matter.
+    for (auto [stage, dtype] : {std::pair{"2", "f16"}, std::pair{"1", "f64"}, std::pair{"3", "f16"}}) {
         CAPTURE(stage);
         CAPTURE(dtype);
         const fs::path dir = scratch(std::string("exact") + stage);
@@ -110,7 +111,7 @@ TEST_CASE("zero checkpoint: 6 steps straight == 3 steps, save, fresh processes, 
     }
 }
 
-TEST_CASE("zero checkpoint: saved at 4 ranks, loaded at 2 and 3 (and stage 2 -> 1); saved at 2, loaded at 4") {
+TEST_CASE("zero checkpoint: saved at 4 ranks (stage 2), loaded at 2 (stage 1) and 3 (stage 3); saved there, loaded at 4 and 2") {
     const fs::path dir = scratch("reshard");
     const Env f64{{"ZCKPT_DTYPE", "f64"}, {"ZCKPT_DROPOUT", "0"}};
     auto with = [&](Env extra) { extra.insert(extra.end(), f64.begin(), f64.end()); return extra; };
@@ -120,8 +121,8 @@ TEST_CASE("zero checkpoint: saved at 4 ranks, loaded at 2 and 3 (and stage 2 -> 
     auto cont4 = run(4, with({{"ZCKPT_STAGE", "2"}, {"ZCKPT_STEPS", "2"}, {"ZCKPT_LOAD", (dir / "w4").string()}}));
     CHECK(line_after(cont4[0].output, "FINGERPRINT") == saved_state);
     const std::vector<double> want = numbers_after(final_part(cont4[0].output), "PARAMS");
-    std::string saved2;
-    for (auto [n, stage] : {std::pair{2, "1"}, std::pair{3, "2"}}) {
+    std::map<int, std::string> saved;   // world size -> the fingerprint of what it saved
+    for (auto [n, stage] : {std::pair{2, "1"}, std::pair{3, "3"}}) {
         CAPTURE(n);
         auto res = run(n, with({{"ZCKPT_STAGE", stage}, {"ZCKPT_STEPS", "2"}, {"ZCKPT_LOAD", (dir / "w4").string()},
                                 {"ZCKPT_SAVE", (dir / ("w" + std::to_string(n))).string()}}));
@@ -134,13 +135,18 @@ TEST_CASE("zero checkpoint: saved at 4 ranks, loaded at 2 and 3 (and stage 2 -> 
         }
         // Two more steps give what the 4 ranks give (the reduction order differs: f64 rounding).
         check_close(numbers_after(final_part(res[0].output), "PARAMS"), want, 1e-12);
-        if (n == 2) saved2 = line_after(final_part(res[0].output), "FINGERPRINT");
+        saved[n] = line_after(final_part(res[0].output), "FINGERPRINT");
     }
-    // 2 -> 4: the state the 2 ranks saved (after their 2 steps), resharded back up.
-    auto up = run(4, with({{"ZCKPT_STAGE", "2"}, {"ZCKPT_LOAD", (dir / "w2").string()}}));
+    // 2 -> 4 (stage 1 -> 3) and 3 -> 2 (stage 3 -> 2): what was saved after 4 steps, resharded again.
+    auto up = run(4, with({{"ZCKPT_STAGE", "3"}, {"ZCKPT_LOAD", (dir / "w2").string()}}));
     for (const RankResult& r : up) {
         CHECK(line_after(r.output, "LOADED") == std::string("world 2 stage 1"));
-        CHECK(line_after(r.output, "FINGERPRINT") == saved2);
+        CHECK(line_after(r.output, "FINGERPRINT") == saved[2]);
+    }
+    auto down = run(2, with({{"ZCKPT_STAGE", "2"}, {"ZCKPT_LOAD", (dir / "w3").string()}}));
+    for (const RankResult& r : down) {
+        CHECK(line_after(r.output, "LOADED") == std::string("world 3 stage 3"));
+        CHECK(line_after(r.output, "FINGERPRINT") == saved[3]);
     }
     fs::remove_all(dir);
 }
