@@ -141,13 +141,18 @@ json make_manifest(ZeroEngine& engine, const std::vector<int64_t>& records, cons
     return m;
 }
 
+// Removes the temporary directories of saves that died, and step-* directories beyond the newest `keep`.
 void prune(const std::string& root, int keep, const std::string& current) {
-    if (keep <= 0) return;
     std::vector<std::string> steps;
     for (const auto& entry : fs::directory_iterator(root)) {
         const std::string n = entry.path().filename().string();
         if (n.rfind("step-", 0) == 0 && entry.is_directory()) steps.push_back(n);
+        if (n.rfind(".step-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
+            std::error_code ignored;
+            fs::remove_all(entry.path(), ignored);
+        }
     }
+    if (keep <= 0) return;
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
         if (steps[i] != current) fs::remove_all(fs::path(root) / steps[i]);

@@ -48,7 +48,8 @@ struct SaveOptions {
     // Rank 0 calls it with the temporary directory after every rank's file is confirmed and before
     // the manifest is written: extra files then appear atomically with the checkpoint.
     std::function<void(const std::string& dir)> write_extra;
-    int keep = 0;                  // keep only the newest `keep` step-* directories under root (0: all)
+    int keep = 0;                  // keep only the newest `keep` step-* directories under root (0: all); the
+                                   // temporary directories of saves that died are always removed
 };
 
 // Saves under root/tag and points root/latest at tag. Returns root/tag. Collective.
