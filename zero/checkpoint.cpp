@@ -1,5 +1,5 @@
 // zero/checkpoint.cpp: saving and loading (resharding) ZeRO checkpoints (zero/checkpoint.hpp;
-// the file side is in checkpoint_files.cpp). docs/zero.md §4 walks through the format.
+// the file side is in checkpoint_files.cpp). docs/zero.md §5 walks through the format.
 #include "zero/checkpoint.hpp"
 
 #include "autograd/grad_mode.hpp"

@@ -1,5 +1,5 @@
 // zero/checkpoint.hpp: ZeRO checkpoints that load at any world size with no offline step
-// (DeepSpeed needs its ds_to_universal.py conversion for that; see docs/zero.md §4).
+// (DeepSpeed needs its ds_to_universal.py conversion for that; see docs/zero.md §5).
 //
 //   root/step-00000100/rank-00000-of-00004.safetensors   rank 0's flat range of the parameters
 //                      rank-00001-of-00004.safetensors   ("param", model dtype), the f32 masters
