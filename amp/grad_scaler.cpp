@@ -107,7 +107,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
 }
 
 // Checks every gradient first (so a bad one changes nothing), then one fused kernel call per device.
-void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st) {
+void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, bool check_only) {
     std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
     const auto& groups = optimizer.param_groups();
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -127,14 +127,16 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st) 
         }
     }
     NoGradGuard no_grad;
-    // inv = float32(1 / double(scale)), computed on the scale's device (no host read)
-    Tensor inv_scale = to_dtype(reciprocal(to_dtype(scale_, kFloat64)), kFloat32);   // ()
+    // inv = float32(1 / double(scale)), computed on the scale's device (no host read); 1 to check only
+    Tensor inv_scale = check_only ? ones({}, TensorOptions(kFloat32).device(scale_.device()))
+                                  : to_dtype(reciprocal(to_dtype(scale_, kFloat64)), kFloat32);   // ()
     st.found_inf.clear();
     for (auto& [device, grads] : by_device) {
         Tensor found = zeros({}, TensorOptions(kFloat32).device(device));
         Tensor inv = device == inv_scale.device() ? inv_scale : to_device(inv_scale, device);
         kernels::non_finite_check_and_unscale(grads, found, inv);
-        for (const Tensor& grad : grads) grad.bump_version();
+        if (!check_only)
+            for (const Tensor& grad : grads) grad.bump_version();
         st.found_inf.emplace_back(device, found);
     }
 }
@@ -153,6 +155,7 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
                                : "";
         throw AmpError("GradScaler.step: step() has already been called since the last update()." + hint);
     }
+    if (optimizer.supports_amp_scaling()) return step_in_kernel(optimizer, st);
     if (st.stage == Stage::kReady) unscale_(optimizer);
     if (st.found_inf.empty())
         throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
@@ -160,21 +163,46 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
     double found = 0.0;
     for (const auto& [device, flag] : st.found_inf) found += flag.item<float>();   // HOST SYNC: decide
     StepResult result;
-    if (found == 0.0) {
-        optimizer.step();
-    } else {
-        OverflowRecord rec = find_first_overflow(optimizer);
-        overflows_.push_back(rec);
-        skipped_this_iteration_ = true;
-        result = StepResult{true, true,
-                            fmt::format("non-finite gradient: first in {} ({} element{} inf/NaN) at iteration {}, "
-                                        "scale {}; step skipped, the scale will back off in update()",
-                                        rec.param, rec.nonfinite_count, rec.nonfinite_count == 1 ? "" : "s",
-                                        rec.iteration, rec.scale)};
-    }
+    if (found == 0.0) optimizer.step();
+    else result = skipped_step(optimizer);
     st.stage = Stage::kStepped;
     st.scale_calls = scale_calls_;
     return result;
+}
+
+// PyTorch's path for optimizers with _step_supports_amp_scaling (its fused Adam and SGD): the
+// gradients are only checked (unless unscale_ ran), and the optimizer's kernel reads them as
+// grad * (1/scale) and skips by itself on found_inf. The step is issued without waiting on the
+// flag; the host reads it afterwards only to fill the StepResult.
+StepResult GradScaler::step_in_kernel(optim::Optimizer& optimizer, OptimizerState& st) {
+    const bool unscaled = st.stage == Stage::kUnscaled;
+    if (st.stage == Stage::kReady) unscale_grads(optimizer, st, /*check_only=*/true);
+    if (st.found_inf.empty())
+        throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
+    NoGradGuard no_grad;
+    StepScaling scaling;
+    for (const auto& [device, flag] : st.found_inf) {           // the sum, on the scale's device
+        Tensor f = device == scale_.device() ? flag : to_device(flag, scale_.device());
+        scaling.found_inf = scaling.found_inf.defined() ? scaling.found_inf + f : f;
+    }
+    if (!unscaled) scaling.inv_scale = to_dtype(reciprocal(to_dtype(scale_, kFloat64)), kFloat32);   // ()
+    optimizer.step(scaling);
+    st.stage = Stage::kStepped;
+    st.scale_calls = scale_calls_;
+    if (scaling.found_inf.item<float>() == 0.0f) return {};   // read after the step was issued
+    return skipped_step(optimizer);
+}
+
+// Records where the first overflow was and says why the step was skipped.
+StepResult GradScaler::skipped_step(const optim::Optimizer& optimizer) {
+    OverflowRecord rec = find_first_overflow(optimizer);
+    overflows_.push_back(rec);
+    skipped_this_iteration_ = true;
+    return StepResult{true, true,
+                      fmt::format("non-finite gradient: first in {} ({} element{} inf/NaN) at iteration {}, "
+                                  "scale {}; step skipped, the scale will back off in update()",
+                                  rec.param, rec.nonfinite_count, rec.nonfinite_count == 1 ? "" : "s",
+                                  rec.iteration, rec.scale)};
 }
 
 // Only on a skipped step (rare), so the per-parameter host reads cost nothing in the common case.

@@ -42,7 +42,7 @@ struct GradScalerOptions {
 
 // What step() did. PyTorch returns None on a skip, so users compare scales to find out.
 struct StepResult {
-    bool skipped = false;                // the optimizer's step() was not called
+    bool skipped = false;                // the step changed nothing (not called, or its kernel skipped)
     bool found_inf = false;              // some gradient held an inf or NaN
     std::string reason;                  // empty when it stepped; else names the first bad parameter
 };
@@ -106,7 +106,10 @@ private:
     void require_scale(const char* call) const;
     OptimizerState& state_of(const optim::Optimizer& optimizer);
     void check_not_unscaled_twice(const OptimizerState& st) const;
-    void unscale_grads(optim::Optimizer& optimizer, OptimizerState& st);
+    // Fills st.found_inf, one flag per device; check_only leaves the gradients as they are.
+    void unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, bool check_only = false);
+    StepResult step_in_kernel(optim::Optimizer& optimizer, OptimizerState& st);
+    StepResult skipped_step(const optim::Optimizer& optimizer);
     OverflowRecord find_first_overflow(const optim::Optimizer& optimizer) const;
 
     GradScalerOptions options_;

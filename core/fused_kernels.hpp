@@ -7,6 +7,7 @@
 // kernels::missing(kCUDA) lists them all.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/kernels.hpp"
 
@@ -22,12 +23,32 @@ enum class GemmEpilogue : uint8_t {
 struct SgdScalars {
     double lr, momentum, dampening, weight_decay;
     bool nesterov, maximize;
-    bool first_step;      // the momentum buffer is initialised to the gradient (PyTorch's rule)
+    bool first_step;      // the momentum buffers are initialised to the gradients (PyTorch's rule)
 };
 struct AdamScalars {
     double lr, beta1, beta2, eps, weight_decay;
     bool amsgrad, maximize, decoupled_weight_decay;
-    double step;          // this step's count, already incremented (1 on the first step)
+};
+
+// The tensors of one multi-tensor optimizer step: entry i of every list belongs to parameter i.
+struct SgdTensors {
+    std::vector<Tensor> params, grads;
+    std::vector<Tensor> momentum_buffers;   // empty when momentum == 0
+};
+struct AdamTensors {
+    std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs;
+    std::vector<Tensor> max_exp_avg_sqs;    // empty unless amsgrad
+    std::vector<Tensor> steps;              // () f32 on the CPU, PyTorch's "step"; the kernel adds 1
+};
+
+// What GradScaler hands a step whose gradients are still multiplied by the loss scale (PyTorch's
+// grad_scale / found_inf arguments of its fused optimizers). Both are () f32 on the parameters'
+// device, or undefined. The kernel reads each gradient as grad * inv_scale (it leaves .grad as it
+// is), and when found_inf is nonzero it changes nothing at all, step counts included: the skip is
+// decided where the flag lives, with no host read.
+struct StepScaling {
+    Tensor inv_scale;     // undefined: 1 (the gradients were unscaled already, or never scaled)
+    Tensor found_inf;     // undefined: 0
 };
 
 namespace kernels {
@@ -51,16 +72,14 @@ extern constinit Kernel<void(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal)> attention_backward;
 
-// One-pass optimizer steps on one parameter, PyTorch's single-tensor formulas. Every defined tensor
-// contiguous, of the parameter's shape, one dtype (the CPU loops take f32 and f64;
+// One-pass multi-tensor optimizer steps, PyTorch's single-tensor formulas applied to each
+// parameter in turn (one call per parameter group: no per-parameter dispatch). Every tensor
+// contiguous, of its parameter's shape, one dtype per call (the CPU loops take f32 and f64;
 // optim/fused_step.hpp checks before calling); the scalars are rounded to that dtype.
-// param -= lr * update; momentum_buffer is undefined when momentum == 0.
-extern constinit Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
-                             const SgdScalars& s)> sgd_step;
-// Adam, or AdamW when decoupled_weight_decay; max_exp_avg_sq is undefined unless amsgrad.
-extern constinit Kernel<void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamScalars& s)>
-    adam_step;
+// param -= lr * update.
+extern constinit Kernel<void(const SgdTensors& t, const SgdScalars& s, const StepScaling& scaling)> sgd_step;
+// Adam, or AdamW when decoupled_weight_decay; each parameter's bias correction uses its own step.
+extern constinit Kernel<void(const AdamTensors& t, const AdamScalars& s, const StepScaling& scaling)> adam_step;
 
 // Every kernel above, once (core/kernels.cpp defines them; kernels::all() lists them after
 // AMPGRAD_KERNELS; tests/layering_test.py checks that this list and the declarations agree).

@@ -1,6 +1,7 @@
 // adam.cpp: Adam's step (AdamW is Adam with decoupled_weight_decay). f32/f64 parameters take the
-// fused kernel (kernels::adam_step) where their device has one; others run the same formulas as in-place tensor
-// ops, written like torch's _single_tensor_adam.
+// fused multi-tensor kernel (kernels::adam_step) where their device has one; others run the same formulas as
+// in-place tensor ops, written like torch's _single_tensor_adam. step(StepScaling) is GradScaler's path:
+// the kernel unscales and skips by itself (fused_step.hpp).
 #include "optim/adam.hpp"
 
 #include <cmath>
@@ -51,7 +52,7 @@ namespace {
 
 // The tensor-op form of one parameter's update (any device).
 void adam_step_tensor(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
-                      const AdamScalars& s) {
+                      const AdamScalars& s, double step) {
     Tensor g = s.maximize ? -grad : grad;
     if (s.weight_decay != 0.0) {
         if (s.decoupled_weight_decay) p.mul_(1.0 - s.lr * s.weight_decay);
@@ -59,8 +60,8 @@ void adam_step_tensor(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& ex
     }
     exp_avg.mul_(s.beta1).add_(g, 1.0 - s.beta1);
     exp_avg_sq.mul_(s.beta2).add_(g * g, 1.0 - s.beta2);
-    double step_size = s.lr / (1.0 - std::pow(s.beta1, s.step));
-    double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(s.beta2, s.step));
+    double step_size = s.lr / (1.0 - std::pow(s.beta1, step));
+    double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(s.beta2, step));
     Tensor second = exp_avg_sq;
     if (s.amsgrad) second = copy_(max_exp_avg_sq, maximum(max_exp_avg_sq, exp_avg_sq));
     Tensor denom = sqrt(second) / bias_correction2_sqrt + s.eps;
@@ -69,15 +70,34 @@ void adam_step_tensor(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& ex
 
 }  // namespace
 
-void Adam::step() {
+bool Adam::supports_amp_scaling() const {
+    for (const ParamGroup& group : groups_)
+        if (group.option("fused") == 0) return false;
+    return true;
+}
+
+void Adam::step() { step_groups(StepScaling{}); }
+
+void Adam::step(const StepScaling& scaling) {
+    if (!supports_amp_scaling())
+        throw AmpError(fmt::format("{}.step(StepScaling): a group has fused=false; only the fused step reads "
+                                   "loss-scaled gradients (GradScaler::step unscales for the others)", name_));
+    step_groups(scaling);
+}
+
+// Each group's parameters go to kernels::adam_step in one call per (device, dtype); the rest run the
+// tensor-op formulas, reading the scaling on the host.
+void Adam::step_groups(const StepScaling& scaling) {
     NoGradGuard no_grad;
+    HostScaling host(scaling);
     for (ParamGroup& group : groups_) {
         validate_group(group);    // catches parameters converted to f16 since construction
         AdamScalars s{.lr = group.option("lr"), .beta1 = group.option("beta1"), .beta2 = group.option("beta2"),
                       .eps = group.option("eps"), .weight_decay = group.option("weight_decay"),
                       .amsgrad = group.option("amsgrad") != 0, .maximize = group.option("maximize") != 0,
-                      .decoupled_weight_decay = group.option("decoupled_weight_decay") != 0, .step = 0.0};
+                      .decoupled_weight_decay = group.option("decoupled_weight_decay") != 0};
         bool fused = group.option("fused") != 0;
+        std::vector<KernelBatch<AdamTensors>> batches;
         for (Tensor& p : group.params) {
             const Tensor& grad = p.grad();
             if (!grad.defined()) continue;
@@ -89,17 +109,23 @@ void Adam::step() {
                 st["exp_avg_sq"] = zeros_like(p);
             }
             if (s.amsgrad && !st["max_exp_avg_sq"].defined()) st["max_exp_avg_sq"] = zeros_like(p);
-            float& step = st["step"].data_ptr<float>()[0];
-            step += 1.0f;
-            s.step = step;
             Tensor &m = st["exp_avg"], &v = st["exp_avg_sq"];
             Tensor v_max = s.amsgrad ? st["max_exp_avg_sq"] : Tensor();
             if (fused && fused_step_supported(kernels::adam_step, {&p, &grad, &m, &v, &v_max})) {
-                kernels::adam_step(p, grad, m, v, v_max, s);
-                p.bump_version();
-            } else {
-                adam_step_tensor(p, grad, m, v, v_max, s);
+                AdamTensors& b = batch_for(batches, p);
+                b.params.push_back(p), b.grads.push_back(grad), b.exp_avgs.push_back(m), b.exp_avg_sqs.push_back(v);
+                if (s.amsgrad) b.max_exp_avg_sqs.push_back(v_max);
+                b.steps.push_back(st["step"]);
+                continue;
             }
+            if (host.skip()) continue;
+            float& step = st["step"].data_ptr<float>()[0];
+            step += 1.0f;
+            adam_step_tensor(p, host.unscaled(grad), m, v, v_max, s, step);
+        }
+        for (const KernelBatch<AdamTensors>& b : batches) {
+            kernels::adam_step(b.lists, s, scaling_on(scaling, b.device));
+            for (const Tensor& p : b.lists.params) p.bump_version();
         }
     }
 }

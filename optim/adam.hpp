@@ -47,10 +47,17 @@ public:
     Adam(std::vector<Tensor> params, const AdamOptions& options = {});
     Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults = {});
     void step() override;
+    // True when every group is fused (the default): GradScaler then hands step(StepScaling) the
+    // loss-scaled gradients and found_inf, and the kernel unscales and skips by itself.
+    bool supports_amp_scaling() const override;
+    void step(const StepScaling& scaling) override;
 
 protected:
     Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, std::string name);
     void validate_group(const ParamGroup& group) const override;
+
+private:
+    void step_groups(const StepScaling& scaling);
 };
 
 }  // namespace ampgrad::optim

@@ -1,7 +1,12 @@
-// fused_step.hpp: whether an optimizer may hand a parameter to its one-pass kernel
-// (kernels::sgd_step / kernels::adam_step, core/kernels.hpp) instead of the tensor-op formulas.
+// fused_step.hpp: what the optimizers share around their one-pass multi-tensor kernels
+// (kernels::sgd_step / kernels::adam_step, core/fused_kernels.hpp): whether a parameter may go to
+// the kernel, the grouping of a parameter group into one kernel call per (device, dtype), and the
+// host-side reading of a StepScaling for the parameters the kernel cannot take.
 #pragma once
 #include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "core/fused_kernels.hpp"
 
@@ -19,5 +24,38 @@ inline bool fused_step_supported(const KernelBase& kernel, std::initializer_list
     }
     return true;
 }
+
+// The parameters of one kernel call: one (device, dtype) of a group. Lists is SgdTensors or AdamTensors.
+template <typename Lists>
+struct KernelBatch {
+    Device device;
+    DType dtype;
+    Lists lists;
+};
+
+// The batch for p's device and dtype, created on first use.
+template <typename Lists>
+Lists& batch_for(std::vector<KernelBatch<Lists>>& batches, const Tensor& p) {
+    for (KernelBatch<Lists>& b : batches)
+        if (b.device == p.device() && b.dtype == p.dtype()) return b.lists;
+    batches.push_back({p.device(), p.dtype(), Lists{}});
+    return batches.back().lists;
+}
+
+// The scaling with its tensors on `device` (a no-op where they are already there).
+StepScaling scaling_on(const StepScaling& scaling, const Device& device);
+
+// The host's view of a StepScaling, for parameters that take the tensor-op path: read once, on
+// first need (a device sync where the flag lives on a GPU).
+class HostScaling {
+public:
+    explicit HostScaling(const StepScaling& scaling) : scaling_(scaling) {}
+    bool skip();                                  // found_inf is nonzero
+    Tensor unscaled(const Tensor& grad) const;    // grad * inv_scale (grad itself when undefined)
+
+private:
+    const StepScaling& scaling_;
+    std::optional<bool> skip_;
+};
 
 }  // namespace ampgrad::optim

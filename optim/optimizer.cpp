@@ -65,6 +65,12 @@ void Optimizer::add_param_group(ParamGroup group) {
     groups_.push_back(std::move(group));
 }
 
+void Optimizer::step(const StepScaling&) {
+    throw AmpError(fmt::format("{}.step(StepScaling): this optimizer does not take a loss-scaled step "
+                                          "(supports_amp_scaling() is false); unscale the gradients first, as "
+                                          "GradScaler::step does for it", name_));
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
     NoGradGuard no_grad;
     for (ParamGroup& g : groups_) {

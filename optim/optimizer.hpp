@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fused_kernels.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::optim {
@@ -46,6 +47,13 @@ public:
     Optimizer& operator=(const Optimizer&) = delete;
 
     virtual void step() = 0;
+    // A step on gradients still multiplied by the loss scale (core/fused_kernels.hpp, StepScaling):
+    // each gradient is read as grad * inv_scale, and when found_inf is nonzero nothing changes.
+    // GradScaler::step calls it, without unscaling first or reading found_inf, when
+    // supports_amp_scaling() (PyTorch's _step_supports_amp_scaling, which its fused Adam and SGD
+    // set). The base class has no such step and throws.
+    virtual bool supports_amp_scaling() const { return false; }
+    virtual void step(const StepScaling& scaling);
     // set_to_none=true drops .grad (the default, as in PyTorch 2.x); false zeroes it in place.
     void zero_grad(bool set_to_none = true);
     std::vector<ParamGroup>& param_groups() { return groups_; }

@@ -1,4 +1,4 @@
-// sgd.cpp: SGD's step. f32/f64 parameters take the fused kernel (kernels::sgd_step) where their device has one; any
+// sgd.cpp: SGD's step. f32/f64 parameters take the fused multi-tensor kernel (kernels::sgd_step) where their device has one; any
 // other parameter runs the same formulas as in-place tensor ops, written like torch's
 // _single_tensor_sgd.
 #include "optim/sgd.hpp"
@@ -48,32 +48,69 @@ void sgd_step_tensor(Tensor& p, const Tensor& grad, Tensor& buf, const SgdScalar
 
 }  // namespace
 
-void SGD::step() {
+bool SGD::supports_amp_scaling() const {
+    for (const ParamGroup& group : groups_)
+        if (group.option("fused") == 0) return false;
+    return true;
+}
+
+void SGD::step() { step_groups(StepScaling{}); }
+
+void SGD::step(const StepScaling& scaling) {
+    if (!supports_amp_scaling())
+        throw AmpError(fmt::format("{}.step(StepScaling): a group has fused=false; only the fused step reads "
+                                   "loss-scaled gradients (GradScaler::step unscales for the others)", name_));
+    step_groups(scaling);
+}
+
+// Each group's parameters go to kernels::sgd_step in one call per (device, dtype, first step or
+// not); the rest run the tensor-op formulas, reading the scaling on the host.
+void SGD::step_groups(const StepScaling& scaling) {
     NoGradGuard no_grad;
+    HostScaling host(scaling);
     for (ParamGroup& group : groups_) {
         SgdScalars s{.lr = group.option("lr"), .momentum = group.option("momentum"),
                      .dampening = group.option("dampening"), .weight_decay = group.option("weight_decay"),
                      .nesterov = group.option("nesterov") != 0, .maximize = group.option("maximize") != 0,
                      .first_step = false};
         bool fused = group.option("fused") != 0;
+        // [0]: parameters whose momentum buffer exists; [1]: first steps (the buffer starts as the gradient)
+        std::vector<KernelBatch<SgdTensors>> batches[2];
+        std::vector<std::pair<Tensor, Tensor>> new_buffers;   // (param, buffer): kept only if the step ran
         for (Tensor& p : group.params) {
             const Tensor& grad = p.grad();
             if (!grad.defined()) continue;
             check_grad(p);
             Tensor buf;
+            bool first = false;
             if (s.momentum != 0.0) {
-                Tensor& slot = state(p)["momentum_buffer"];
-                s.first_step = !slot.defined();
-                if (s.first_step) slot = make_empty(p.sizes(), p.dtype(), p.device());
-                buf = slot;
+                if (const ParamState* st = find_state(p); st && st->count("momentum_buffer")) buf = st->at("momentum_buffer");
+                first = !buf.defined();
+                if (first) buf = make_empty(p.sizes(), p.dtype(), p.device());
             }
             if (fused && fused_step_supported(kernels::sgd_step, {&p, &grad, &buf})) {
-                kernels::sgd_step(p, grad, buf, s);
-                p.bump_version();
-            } else {
-                sgd_step_tensor(p, grad, buf, s);
+                SgdTensors& b = batch_for(batches[first ? 1 : 0], p);
+                b.params.push_back(p), b.grads.push_back(grad);
+                if (s.momentum != 0.0) b.momentum_buffers.push_back(buf);
+                if (first) new_buffers.emplace_back(p, buf);
+                continue;
+            }
+            if (host.skip()) continue;
+            s.first_step = first;
+            sgd_step_tensor(p, host.unscaled(grad), buf, s);
+            if (first) state(p)["momentum_buffer"] = buf;
+        }
+        for (int first = 0; first < 2; ++first) {
+            s.first_step = first == 1;
+            for (const KernelBatch<SgdTensors>& b : batches[first]) {
+                kernels::sgd_step(b.lists, s, scaling_on(scaling, b.device));
+                for (const Tensor& p : b.lists.params) p.bump_version();
             }
         }
+        // A first step the kernel skipped left its new buffers unwritten: keep them only if it ran (a
+        // host read, once per parameter in a training run: on its first step with a gradient).
+        if (!new_buffers.empty() && !host.skip())
+            for (auto& [p, buf] : new_buffers) state(p)["momentum_buffer"] = buf;
     }
 }
 

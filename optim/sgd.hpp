@@ -41,9 +41,15 @@ public:
     SGD(std::vector<Tensor> params, const SGDOptions& options = {});
     SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults = {});
     void step() override;
+    // True when every group is fused (the default): see Adam::supports_amp_scaling.
+    bool supports_amp_scaling() const override;
+    void step(const StepScaling& scaling) override;
 
 protected:
     void validate_group(const ParamGroup& group) const override;
+
+private:
+    void step_groups(const StepScaling& scaling);
 };
 
 }  // namespace ampgrad::optim

@@ -376,3 +376,59 @@ TEST_CASE("GradScaler: bad input gives typed errors") {
     CHECK(disabled.get_scale() == 1.0);
     CHECK_THROWS_AS(scaler.scale(Tensor()), ValueError);
 }
+
+// PyTorch's _step_supports_amp_scaling path: a fused optimizer gets the scaled gradients and the
+// found_inf flag, and its kernel unscales and skips; no host decision precedes the step.
+TEST_CASE("GradScaler: a fused optimizer unscales and skips inside its kernel, bit-identical to unscale-then-step") {
+    // unscale_first: the scaler unscales in place and the kernel gets no inv_scale
+    auto run = [](bool unscale_first, std::vector<Tensor>& grads_after) {
+        manual_seed(4);
+        Tensor w = randn({3, 4}).requires_grad_(true);
+        w.set_name("fc.weight");
+        Tensor x = randn({5, 4});
+        optim::AdamW opt(std::vector<Tensor>{w}, optim::AdamWOptions(1e-2));
+        amp::GradScalerOptions options;
+        options.init_scale = 1024.0;
+        amp::GradScaler scaler(options);
+        std::vector<amp::StepResult> results;
+        for (int it = 0; it < 4; ++it) {
+            opt.zero_grad();
+            const double poison = it == 2 ? std::numeric_limits<double>::infinity() : 1.0;
+            scaler.scale(linear(x, w).pow(2.0).mean() * poison).backward();
+            if (unscale_first) scaler.unscale_(opt);
+            results.push_back(scaler.step(opt));
+            grads_after.push_back(w.grad().clone());
+            scaler.update();
+        }
+        return std::tuple{w, opt.state(w)["exp_avg_sq"].clone(), opt.state(w)["step"].item<float>(), results,
+                          scaler.get_scale()};
+    };
+    std::vector<Tensor> fused_grads, plain_grads;
+    auto [w_f, v_f, step_f, res_f, scale_f] = run(false, fused_grads);
+    auto [w_p, v_p, step_p, res_p, scale_p] = run(true, plain_grads);
+    CHECK(equal(w_f, w_p));
+    CHECK(equal(v_f, v_p));
+    CHECK(step_f == 3.0f);
+    CHECK(step_p == 3.0f);
+    CHECK(scale_f == scale_p);
+    for (int it = 0; it < 4; ++it) {
+        CHECK(res_f[it].skipped == (it == 2));
+        CHECK(res_f[it].reason == res_p[it].reason);
+    }
+    // The kernel path leaves .grad scaled (as torch's fused optimizers do); unscale_ changed it in place.
+    CHECK(equal(fused_grads[0], plain_grads[0] * 1024.0));
+}
+
+TEST_CASE("GradScaler: unscale_ before a fused step is honoured: the kernel does not divide again") {
+    Toy a(6), b(6);
+    amp::GradScaler scaler;
+    a.opt.zero_grad();
+    scaler.scale(a.loss()).backward();
+    scaler.unscale_(a.opt);                              // e.g. to clip
+    CHECK_FALSE(scaler.step(a.opt).skipped);
+    scaler.update();
+    b.opt.zero_grad();
+    b.loss().backward();
+    b.opt.step();
+    CHECK(equal(a.w, b.w));
+}

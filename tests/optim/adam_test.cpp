@@ -66,3 +66,37 @@ TEST_CASE("Adam rejects bad options with PyTorch's messages") {
     CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions(1e-3).weight_decay(-0.1)),
                          doctest::Contains("AdamW: Invalid weight_decay value"), ValueError);
 }
+
+// step(StepScaling): the kernel reads grad * inv_scale and skips the whole step, step counts
+// included, on found_inf.
+TEST_CASE("AdamW step(StepScaling): unscales inside the kernel and skips on found_inf, step counts included") {
+    auto make = [](bool fused, DType dtype) {
+        manual_seed(5);
+        Tensor w = randn({6, 5}, TensorOptions(dtype)).requires_grad_(true);
+        return std::pair{w, std::make_unique<optim::AdamW>(std::vector<Tensor>{w},
+                                                           optim::AdamWOptions(1e-2).amsgrad(true).fused(fused))};
+    };
+    for (DType dtype : {kFloat32, kFloat64}) {
+        CAPTURE(dtype);
+        auto [w, opt] = make(true, dtype);
+        auto [ref_w, ref] = make(true, dtype);       // the same kernel, given unscaled gradients
+        Tensor grad = randn({6, 5}, TensorOptions(dtype));
+        for (int it = 0; it < 4; ++it) {
+            const bool overflow = it == 1;
+            Tensor before = w.detach().clone();
+            w.set_grad(grad * 512.0);
+            opt->step(StepScaling{full({}, 1.0 / 512.0), full({}, overflow ? 1.0 : 0.0)});
+            if (overflow) {
+                CHECK(equal(w, before));
+                CHECK(opt->state(w)["step"].item<float>() == 1.0f);   // not counted
+                continue;
+            }
+            ref_w.set_grad(grad);
+            ref->step();
+            CHECK(equal(w, ref_w));
+            for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"})
+                CHECK(equal(opt->state(w)[key], ref->state(ref_w)[key]));
+        }
+        CHECK(opt->state(w)["step"].item<float>() == 3.0f);
+    }
+}

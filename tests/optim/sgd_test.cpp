@@ -71,3 +71,34 @@ TEST_CASE("SGD skips parameters without a gradient and creates no state for them
     CHECK(opt.find_state(b) == nullptr);
     CHECK(opt.find_state(a)->count("momentum_buffer") == 1);
 }
+
+// step(StepScaling): the kernel reads grad * inv_scale and skips the whole step on found_inf.
+TEST_CASE("SGD step(StepScaling): unscales inside the kernel, skips on found_inf, keeps no buffer from a skipped first step") {
+    auto make = [](bool fused) {
+        manual_seed(3);
+        Tensor w = randn({4, 3}).requires_grad_(true);
+        return std::pair{w, std::make_unique<optim::SGD>(std::vector<Tensor>{w},
+                                                         optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).fused(fused))};
+    };
+    auto [w, opt] = make(true);
+    auto [ref_w, ref] = make(true);                  // the same kernel, given unscaled gradients
+    auto [plain_w, plain] = make(false);
+    Tensor grad = randn({4, 3});
+    CHECK(opt->supports_amp_scaling());
+    CHECK_FALSE(plain->supports_amp_scaling());
+    Tensor before = w.detach().clone();
+    w.set_grad(grad * 1024.0);
+    opt->step(StepScaling{full({}, 1.0 / 1024.0), full({}, 1.0)});          // found_inf: nothing changes
+    CHECK(equal(w, before));
+    CHECK((opt->find_state(w) == nullptr || opt->find_state(w)->count("momentum_buffer") == 0));
+    for (int it = 0; it < 3; ++it) {
+        w.set_grad(grad * 1024.0);
+        opt->step(StepScaling{full({}, 1.0 / 1024.0), full({}, 0.0)});
+        ref_w.set_grad(grad);
+        ref->step();
+        CHECK(equal(w, ref_w));                      // bit-identical to stepping on unscaled gradients
+        CHECK(equal(opt->state(w)["momentum_buffer"], ref->state(ref_w)["momentum_buffer"]));
+    }
+    CHECK(equal(w.grad(), grad * 1024.0));           // .grad is left as it was
+    CHECK_THROWS_WITH_AS(plain->step(StepScaling{}), doctest::Contains("fused=false"), AmpError);
+}
