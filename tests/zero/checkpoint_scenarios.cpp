@@ -23,6 +23,7 @@
 #include "nn/linear.hpp"
 #include "optim/adamw.hpp"
 #include "optim/lr_scheduler.hpp"
+#include "tests/zero/expect.hpp"
 #include "zero/checkpoint.hpp"
 #include "zero/engine.hpp"
 
@@ -42,17 +43,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kGlobalBatch = 12;   // divisible by 1, 2, 3 and 4 ranks
-int g_failures = 0;
-
-#define EXPECT(cond, ...)                             \
-    do {                                              \
-        if (!(cond)) {                                \
-            std::printf("FAIL line %d: ", __LINE__);  \
-            std::printf(__VA_ARGS__);                 \
-            std::printf("\n");                        \
-            ++g_failures;                             \
-        }                                             \
-    } while (0)
 
 std::string env(const char* key, const char* fallback = "") {
     const char* v = std::getenv(key);
@@ -181,7 +171,7 @@ int run_train() {
     }
     std::printf("FINAL\n");
     print_state(r);
-    return g_failures ? 1 : 0;
+    return ampgrad::testing::scenario_failures() ? 1 : 0;
 }
 
 // Loads `path` and expects a CheckpointError whose text holds `file_part` and `fact`.
@@ -245,7 +235,7 @@ int run_errors() {
     // The good one still loads, after all of that.
     zero::load_checkpoint(e, (root / "good").string());
     std::printf("ERRORS CHECKED\n");
-    return g_failures ? 1 : 0;
+    return ampgrad::testing::scenario_failures() ? 1 : 0;
 }
 
 int run_kill() {

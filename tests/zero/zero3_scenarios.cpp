@@ -11,6 +11,7 @@
 #include "nn/linear.hpp"
 #include "nn/utils/clip_grad.hpp"
 #include "optim/adamw.hpp"
+#include "tests/zero/expect.hpp"
 #include "zero/engine.hpp"
 
 #include <cmath>
@@ -23,17 +24,6 @@ namespace dist = ampgrad::dist;
 
 namespace {
 
-int g_fail = 0;
-
-#define EXPECT3(cond, ...)                            \
-    do {                                              \
-        if (!(cond)) {                                \
-            std::printf("FAIL line %d: ", __LINE__);  \
-            std::printf(__VA_ARGS__);                 \
-            std::printf("\n");                        \
-            ++g_fail;                                 \
-        }                                             \
-    } while (0)
 
 struct TiedNet : nn::Module {
     std::shared_ptr<nn::Linear> in, mid, head;
@@ -70,7 +60,7 @@ void compare3(const zero::ZeroEngine& engine, const TiedNet& got, const TiedNet&
         std::vector<double> a = g.at(name).to_vector<double>(), b = p.to_vector<double>();
         for (size_t i = 0; i < a.size(); ++i)
             if (!(std::abs(a[i] - b[i]) <= 1e-10 * (1 + std::abs(b[i])))) {
-                EXPECT3(false, "step %d: %s[%zu] is %.17g, single-process training has %.17g", step, name.c_str(), i,
+                EXPECT(false, "step %d: %s[%zu] is %.17g, single-process training has %.17g", step, name.c_str(), i,
                         a[i], b[i]);
                 return;
             }
@@ -104,11 +94,11 @@ int run_zero3_tied() {
         engine.backward(mse3(net->forward(x.narrow(0, R * b, b)), y.narrow(0, R * b, b)));
         engine.step();
         zero::Stage3& s3 = *engine.stage3();
-        EXPECT3(s3.is_persistent(net->in->weight) && net->in->weight.sizes() == Shape({8, 4}),
+        EXPECT(s3.is_persistent(net->in->weight) && net->in->weight.sizes() == Shape({8, 4}),
                 "the tied weight is not persistent and whole: %s", net->in->weight.shape_str().c_str());
-        EXPECT3(s3.is_persistent(net->offset) && net->offset.numel() == 8, "the root's parameter is not whole");
+        EXPECT(s3.is_persistent(net->offset) && net->offset.numel() == 8, "the root's parameter is not whole");
         for (const Tensor& p : {net->in->bias, net->mid->weight, net->mid->bias, net->head->weight, net->head->bias})
-            EXPECT3(!s3.is_persistent(p) && p.numel() == 0, "step %d: %s is %s, not released", step, p.name().c_str(),
+            EXPECT(!s3.is_persistent(p) && p.numel() == 0, "step %d: %s is %s, not released", step, p.name().c_str(),
                     p.shape_str().c_str());
         compare3(engine, *net, *ref, step);
     }
@@ -116,5 +106,5 @@ int run_zero3_tied() {
     std::printf("EPILOGUES %lld\nBYTES %lld %lld %lld\n", static_cast<long long>(engine.epilogues_run()),
                 static_cast<long long>(bytes.params), static_cast<long long>(bytes.grads),
                 static_cast<long long>(bytes.optimizer));
-    return g_fail ? 1 : 0;
+    return ampgrad::testing::scenario_failures() ? 1 : 0;
 }

@@ -29,6 +29,7 @@
 #include "nn/utils/clip_grad.hpp"
 #include "optim/adamw.hpp"
 #include "optim/lr_scheduler.hpp"
+#include "tests/zero/expect.hpp"
 #include "zero/engine.hpp"
 #include "zero/stage3.hpp"
 
@@ -46,17 +47,6 @@ namespace dist = ampgrad::dist;
 namespace {
 
 constexpr int64_t kLocalBatch = 4;
-int g_failures = 0;
-
-#define EXPECT(cond, ...)                             \
-    do {                                              \
-        if (!(cond)) {                                \
-            std::printf("FAIL line %d: ", __LINE__);  \
-            std::printf(__VA_ARGS__);                 \
-            std::printf("\n");                        \
-            ++g_failures;                             \
-        }                                             \
-    } while (0)
 
 struct Net : nn::Module {
     std::shared_ptr<nn::Linear> in, mid, head;
@@ -98,7 +88,7 @@ void compare(const zero::ZeroEngine& engine, const Net& got_net, const Net& ref,
             if (!(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i])))) {
                 std::printf("FAIL %s: %s[%zu] is %.17g, single-process training has %.17g\n", when.c_str(), name.c_str(),
                             i, a[i], b[i]);
-                ++g_failures;
+                ++ampgrad::testing::scenario_failures();
                 return;
             }
         }
@@ -217,7 +207,7 @@ int run_one(const std::string& scenario) {
     EXPECT(engine.global_steps() == 4 && engine.skipped_steps() == 0, "steps %lld skipped %lld",
            static_cast<long long>(engine.global_steps()), static_cast<long long>(engine.skipped_steps()));
     print_bytes(engine);
-    return g_failures ? 1 : 0;
+    return ampgrad::testing::scenario_failures() ? 1 : 0;
 }
 
 std::vector<Tensor> snapshot(const zero::ZeroEngine& engine, const nn::Module& m) {
@@ -286,7 +276,7 @@ int run_fp16(int stage, bool grad_accum_fp16) {
         EXPECT(std::strstr(e.what(), "Loss scaling is required") != nullptr, "message: %s", e.what());
     }
     print_bytes(engine);
-    return g_failures ? 1 : 0;
+    return ampgrad::testing::scenario_failures() ? 1 : 0;
 }
 
 }  // namespace
