@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 OUT="${AMPGRAD_EXAMPLE_OUT:-$AMPGRAD_ROOT/runs/example}"
 echo "== ampgrad train: nano GPT, fp16 autocast, CPU; output in $OUT"
 "$AMPGRAD_BUILD_DIR/app/ampgrad" train --preset nano --prec fp16 --device cpu \
-    --steps 300 --batch-size 8 --warmup 30 --lr 3e-3 --min-lr 3e-4 --eval-every 100 --eval-iters 10 \
+    --steps 1000 --batch-size 16 --warmup 50 --lr 3e-3 --min-lr 3e-4 --eval-every 250 --eval-iters 10 \
     --out "$OUT" --plot "$OUT/plots" "$@"
 echo "== done: $OUT/metrics.jsonl, $OUT/checkpoints/latest, $OUT/plots/*.png"
 echo "   sample more: $AMPGRAD_BUILD_DIR/app/ampgrad sample --ckpt $OUT --prompt 'ROMEO:'"
