@@ -70,24 +70,11 @@ void adam_step_tensor(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& ex
 
 }  // namespace
 
-bool Adam::supports_amp_scaling() const {
-    for (const ParamGroup& group : groups_)
-        if (group.option("fused") == 0) return false;
-    return true;
-}
-
-void Adam::step() { step_groups(StepScaling{}); }
-
-void Adam::step(const StepScaling& scaling) {
-    if (!supports_amp_scaling())
-        throw AmpError(fmt::format("{}.step(StepScaling): a group has fused=false; only the fused step reads "
-                                   "loss-scaled gradients (GradScaler::step unscales for the others)", name_));
-    step_groups(scaling);
-}
+void Adam::step() { step_scaled(StepScaling{}); }
 
 // Each group's parameters go to kernels::adam_step in one call per (device, dtype); the rest run the
 // tensor-op formulas, reading the scaling on the host.
-void Adam::step_groups(const StepScaling& scaling) {
+void Adam::step_scaled(const StepScaling& scaling) {
     NoGradGuard no_grad;
     HostScaling host(scaling);
     for (ParamGroup& group : groups_) {

@@ -46,18 +46,16 @@ class Adam : public Optimizer {
 public:
     Adam(std::vector<Tensor> params, const AdamOptions& options = {});
     Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults = {});
+    using Optimizer::step;   // step(StepScaling): GradScaler's loss-scaled step (optimizer.hpp)
     void step() override;
-    // True when every group is fused (the default): GradScaler then hands step(StepScaling) the
-    // loss-scaled gradients and found_inf, and the kernel unscales and skips by itself.
-    bool supports_amp_scaling() const override;
-    void step(const StepScaling& scaling) override;
 
 protected:
     Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, std::string name);
     void validate_group(const ParamGroup& group) const override;
 
-private:
-    void step_groups(const StepScaling& scaling);
+    // The fused kernel unscales by scaling.inv_scale and skips on found_inf by itself.
+    bool has_scaled_step() const override { return true; }
+    void step_scaled(const StepScaling& scaling) override;
 };
 
 }  // namespace ampgrad::optim

@@ -65,10 +65,26 @@ void Optimizer::add_param_group(ParamGroup group) {
     groups_.push_back(std::move(group));
 }
 
-void Optimizer::step(const StepScaling&) {
-    throw AmpError(fmt::format("{}.step(StepScaling): this optimizer does not take a loss-scaled step "
-                                          "(supports_amp_scaling() is false); unscale the gradients first, as "
-                                          "GradScaler::step does for it", name_));
+bool Optimizer::supports_amp_scaling() const {
+    if (!has_scaled_step()) return false;
+    for (const ParamGroup& group : groups_)
+        if (group.options.count("fused") == 0 || group.option("fused") == 0) return false;
+    return true;
+}
+
+void Optimizer::step(const StepScaling& scaling) {
+    if (!has_scaled_step())
+        throw AmpError(fmt::format("{}.step(StepScaling): this optimizer does not take a loss-scaled step "
+                                   "(supports_amp_scaling() is false); unscale the gradients first, as "
+                                   "GradScaler::step does for it", name_));
+    if (!supports_amp_scaling())
+        throw AmpError(fmt::format("{}.step(StepScaling): a group has fused=false; only the fused step reads "
+                                   "loss-scaled gradients (GradScaler::step unscales for the others)", name_));
+    step_scaled(scaling);
+}
+
+void Optimizer::step_scaled(const StepScaling&) {
+    throw AmpError(fmt::format("{}: has_scaled_step() is true but step_scaled is not overridden", name_));
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

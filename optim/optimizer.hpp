@@ -51,9 +51,10 @@ public:
     // each gradient is read as grad * inv_scale, and when found_inf is nonzero nothing changes.
     // GradScaler::step calls it, without unscaling first or reading found_inf, when
     // supports_amp_scaling() (PyTorch's _step_supports_amp_scaling, which its fused Adam and SGD
-    // set). The base class has no such step and throws.
-    virtual bool supports_amp_scaling() const { return false; }
-    virtual void step(const StepScaling& scaling);
+    // set): the optimizer has such a step (has_scaled_step()) and every group keeps "fused" on.
+    // step(StepScaling) throws AmpError otherwise.
+    bool supports_amp_scaling() const;
+    void step(const StepScaling& scaling);
     // set_to_none=true drops .grad (the default, as in PyTorch 2.x); false zeroes it in place.
     void zero_grad(bool set_to_none = true);
     std::vector<ParamGroup>& param_groups() { return groups_; }
@@ -73,6 +74,10 @@ public:
     virtual void load_state_dict(const OptimizerStateDict& sd);
 
 protected:
+    // An optimizer whose fused kernel reads a StepScaling (Adam, SGD) returns true and runs the step
+    // in step_scaled; step() is then step_scaled(StepScaling{}).
+    virtual bool has_scaled_step() const { return false; }
+    virtual void step_scaled(const StepScaling& scaling);
     // Derived classes check a group's options here (called by add_param_group); throw ValueError.
     virtual void validate_group(const ParamGroup& group) const {}
     // ShapeError unless param's grad has param's shape and device (a hand-set grad may not).

@@ -48,24 +48,11 @@ void sgd_step_tensor(Tensor& p, const Tensor& grad, Tensor& buf, const SgdScalar
 
 }  // namespace
 
-bool SGD::supports_amp_scaling() const {
-    for (const ParamGroup& group : groups_)
-        if (group.option("fused") == 0) return false;
-    return true;
-}
-
-void SGD::step() { step_groups(StepScaling{}); }
-
-void SGD::step(const StepScaling& scaling) {
-    if (!supports_amp_scaling())
-        throw AmpError(fmt::format("{}.step(StepScaling): a group has fused=false; only the fused step reads "
-                                   "loss-scaled gradients (GradScaler::step unscales for the others)", name_));
-    step_groups(scaling);
-}
+void SGD::step() { step_scaled(StepScaling{}); }
 
 // Each group's parameters go to kernels::sgd_step in one call per (device, dtype, first step or
 // not); the rest run the tensor-op formulas, reading the scaling on the host.
-void SGD::step_groups(const StepScaling& scaling) {
+void SGD::step_scaled(const StepScaling& scaling) {
     NoGradGuard no_grad;
     HostScaling host(scaling);
     for (ParamGroup& group : groups_) {

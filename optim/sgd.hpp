@@ -40,16 +40,15 @@ class SGD : public Optimizer {
 public:
     SGD(std::vector<Tensor> params, const SGDOptions& options = {});
     SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults = {});
+    using Optimizer::step;   // step(StepScaling): GradScaler's loss-scaled step (optimizer.hpp)
     void step() override;
-    // True when every group is fused (the default): see Adam::supports_amp_scaling.
-    bool supports_amp_scaling() const override;
-    void step(const StepScaling& scaling) override;
 
 protected:
     void validate_group(const ParamGroup& group) const override;
 
-private:
-    void step_groups(const StepScaling& scaling);
+    // The fused kernel unscales by scaling.inv_scale and skips on found_inf by itself.
+    bool has_scaled_step() const override { return true; }
+    void step_scaled(const StepScaling& scaling) override;
 };
 
 }  // namespace ampgrad::optim
