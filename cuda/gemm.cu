@@ -1,5 +1,8 @@
-// gemm.cu: batched GEMM through cuBLAS. f32/f16/bf16 use cublasGemmStridedBatchedEx with fp32
-// compute (no TF32, like PyTorch's default); f64 uses cublasDgemmStridedBatched.
+// gemm.cu: batched GEMM through cuBLAS (kernels::gemm), and GEMM with a bias / bias+tanh-GELU
+// epilogue through cuBLASLt (kernels::gemm_epilogue), the GPU twins of cpu/gemm.cpp.
+// kernels::gemm: f32/f16/bf16 use cublasGemmStridedBatchedEx with fp32 compute (no TF32, like
+// PyTorch's default); f64 uses cublasDgemmStridedBatched. kernels::gemm_epilogue: cublasLtMatmul
+// with fp32 compute (tensor cores for f16/bf16), its algorithm cached per shape (cuda/gemm_lt.cu).
 // cuBLAS is column-major and we are row-major. A row-major (R,C) matrix is the column-major
 // (C,R) matrix, its transpose, so we compute out^T = op(b)^T @ op(a)^T: cuBLAS's "A" is our b
 // and its "B" is our a, with m = N, n = M.
@@ -7,7 +10,9 @@
 #include <mutex>
 #include <vector>
 
-#include "cuda/loops.cuh"
+#include "core/fused_kernels.hpp"
+#include "core/scalar_math.hpp"
+#include "cuda/gemm_lt.cuh"
 
 namespace ampgrad::cuda {
 
@@ -27,15 +32,6 @@ CublasHandle& cublas_for(int index) {
     if (h.handle == nullptr) CUBLAS_CHECK(cublasCreate(&h.handle));
     return h;
 }
-
-// How one operand looks to cuBLAS: a pointer, whether cuBLAS must transpose it, its leading
-// dimension and its batch stride (0 broadcasts one matrix over the batch).
-struct MatrixArg {
-    const void* ptr;
-    cublasOperation_t op;
-    int64_t ld;
-    int64_t batch_stride;
-};
 
 // t is (B,R,C) or (R,C) and we want op(t) where op transposes if `trans`. A matrix is usable
 // as-is if it is row-major (column stride 1) or column-major (row stride 1): the latter is the
@@ -72,6 +68,17 @@ cudaDataType_t cuda_data_type(DType dtype) {
 int as_int(const char* what, int64_t v) {
     AMPGRAD_CHECK(v <= std::numeric_limits<int>::max(), "gemm: {} = {} exceeds cuBLAS's int range", what, v);
     return static_cast<int>(v);
+}
+
+// describe_matrix of t, or of a contiguous copy of t (kept alive in `holder`) when t's layout
+// is not one cuBLAS can read.
+MatrixArg cublas_operand(const Tensor& t, bool trans, Tensor& holder) {
+    MatrixArg arg{};
+    if (describe_matrix(t, trans, arg)) return arg;
+    holder = make_empty(t.sizes(), t.dtype(), t.device());
+    kernels::copy(holder, t);
+    describe_matrix(holder, trans, arg);
+    return arg;
 }
 
 // ---- launchers ----
@@ -139,23 +146,135 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     }
 
     // op(a)^T and op(b)^T in cuBLAS terms; odd layouts are copied to contiguous first.
-    Tensor a_mat = a, b_mat = b;
-    MatrixArg rhs{}, lhs{};
-    if (!describe_matrix(a_mat, trans_a, rhs)) {
-        a_mat = make_empty(a.sizes(), a.dtype(), a.device());
-        kernels::copy(a_mat, a);
-        describe_matrix(a_mat, trans_a, rhs);
-    }
-    if (!describe_matrix(b_mat, trans_b, lhs)) {
-        b_mat = make_empty(b.sizes(), b.dtype(), b.device());
-        kernels::copy(b_mat, b);
-        describe_matrix(b_mat, trans_b, lhs);
-    }
+    Tensor a_mat, b_mat;
+    MatrixArg rhs = cublas_operand(a, trans_a, a_mat), lhs = cublas_operand(b, trans_b, b_mat);
     CublasHandle& h = cublas_for(index);
     std::lock_guard<std::mutex> lock(h.mutex);
     gemm_cublas(h.handle, out, lhs, rhs, batch, M, N, K, alpha, beta);
 }
 
+// ---- GEMM with a bias (+ tanh-GELU) epilogue ----
+// Three routes, the first that applies:
+//  1. cuBLASLt with the epilogue fused: BIAS, or GELU(_AUX)(_BIAS). cuBLASLt's GELU is the tanh
+//     approximation (PyTorch's addmm-with-GELU uses this epilogue for gelu(approximate="tanh"),
+//     aten/src/ATen/native/cuda/Blas.cpp) and GELU_AUX writes the pre-activation, bias included,
+//     as cpu/gemm.cpp writes aux. Its aux leading dimension must be a multiple of 8, so the aux
+//     variants are asked for only when N % 8 == 0.
+//  2. cuBLASLt with the bias fused, writing the pre-activation (to aux when there is one), then
+//     GELU as an elementwise pass with core/scalar_math.hpp's GeluTanh.
+//  3. f64, or no cuBLASLt algorithm: cuBLAS's GEMM, then bias, aux and GELU as one pass.
+
+namespace {
+
+// out (M,N) = epilogue(src): pre = src + bias (bias null: src); aux = pre when aux is set;
+// out = gelu ? gelu_tanh(pre) : pre. In the compute type, rounded once on store, as
+// cpu/gemm.cpp's epilogue_row. src may be out or aux: element i is read before it is written.
+template <typename T>
+__global__ void epilogue_kernel(int64_t total, int64_t n, T* out, const T* src, const T* bias, T* aux, bool gelu) {
+    using C = device_compute_t<T>;
+    for (int64_t i = first_index(); i < total; i += grid_stride()) {
+        C pre = load_compute(src[i]);
+        if (bias) pre += load_compute(bias[i % n]);
+        if (aux) aux[i] = store_compute<T>(pre);
+        out[i] = store_compute<T>(gelu ? formulas::GeluTanh::value(pre) : pre);
+    }
+}
+
+// Launches epilogue_kernel; bias and aux may be undefined.
+void epilogue_pass(const Tensor& out, const Tensor& src, const Tensor& bias, const Tensor& aux, bool gelu) {
+    dispatch_float(out.dtype(), "gemm_epilogue", [&](auto tag) {
+        using T = decltype(tag);
+        const int64_t total = out.numel();
+        epilogue_kernel<T><<<grid_for(total), kBlockSize, 0, current_stream()>>>(
+            total, out.size(1), device_ptr<T>(out), device_ptr<T>(src), bias.defined() ? device_ptr<T>(bias) : nullptr,
+            aux.defined() ? device_ptr<T>(aux) : nullptr, gelu);
+        CUDA_CHECK(cudaGetLastError());
+    });
+}
+
+void check_epilogue_args(const Tensor& out, const Tensor& aux, const Tensor& a, const Tensor& b, bool trans_a,
+                         bool trans_b, const Tensor& bias, bool gelu) {
+    const int index = out.device().index;
+    require_on_device("gemm_epilogue", index, {&out, &a, &b});
+    if (bias.defined()) require_on_device("gemm_epilogue", index, {&bias});
+    if (aux.defined()) require_on_device("gemm_epilogue", index, {&aux});
+    AMPGRAD_CHECK(out.is_contiguous() && out.dim() == 2 && a.dim() == 2 && b.dim() == 2,
+                  "gemm_epilogue: out {} a {} b {}", out.describe(), a.describe(), b.describe());
+    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm_epilogue: dtypes differ: {} {} {}",
+                  out.describe(), a.describe(), b.describe());
+    const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
+    AMPGRAD_CHECK((trans_a ? a.size(1) : a.size(0)) == m && (trans_b ? b.size(1) : b.size(0)) == k &&
+                      (trans_b ? b.size(0) : b.size(1)) == n,
+                  "gemm_epilogue: out {} = a {} (trans {}) @ b {} (trans {})", out.describe(), a.describe(), trans_a,
+                  b.describe(), trans_b);
+    AMPGRAD_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == n && bias.dtype() == out.dtype()),
+                  "gemm_epilogue: bias {} for out {}", bias.defined() ? bias.describe() : "undefined", out.describe());
+    AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
+                                     aux.dtype() == out.dtype()),
+                  "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
+}
+
+cublasLtEpilogue_t lt_epilogue(bool bias, bool gelu, bool aux) {
+    if (!gelu) return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (aux) return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+}
+
+// Routes 1 and 2 (see above); false when cuBLASLt offers neither.
+bool epilogue_with_lt(const Tensor& out, const Tensor& aux, const MatrixArg& lhs, const MatrixArg& rhs, int64_t k,
+                      const Tensor& bias, bool gelu) {
+    LtProduct p;
+    p.device = out.device().index;
+    p.dtype = out.dtype();
+    p.m = out.size(1);
+    p.n = out.size(0);
+    p.k = k;
+    p.lhs = lhs;
+    p.rhs = rhs;
+    p.d = out.raw_data();
+    p.bias = bias.defined() ? bias.raw_data() : nullptr;
+    p.aux = aux.defined() ? aux.raw_data() : nullptr;
+    if (!p.aux || p.m % 8 == 0) {                                  // 1: all fused
+        p.epilogue = lt_epilogue(p.bias != nullptr, gelu, p.aux != nullptr);
+        if (lt_matmul(p)) return true;
+    }
+    if (!gelu) return false;
+    const Tensor& pre = aux.defined() ? aux : out;                 // 2: bias fused, GELU after
+    p.d = pre.raw_data();
+    p.aux = nullptr;
+    p.epilogue = lt_epilogue(p.bias != nullptr, false, false);
+    if (!lt_matmul(p)) return false;
+    epilogue_pass(out, pre, Tensor(), Tensor(), true);
+    return true;
+}
+
+}  // namespace
+
+void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                   const Tensor& bias, GemmEpilogue epilogue) {
+    const bool gelu = epilogue == GemmEpilogue::kBiasGeluTanh;
+    check_epilogue_args(out, aux, a, b, trans_a, trans_b, bias, gelu);
+    if (out.numel() == 0) return;
+    const int index = out.device().index;
+    DeviceGuard guard(index);
+    const int64_t M = out.size(0), N = out.size(1), K = trans_a ? a.size(0) : a.size(1);
+    if (K == 0) {                                                   // the product is zeros
+        kernels::fill(out, 0.0);
+        epilogue_pass(out, out, bias, aux, gelu);
+        return;
+    }
+    Tensor a_mat, b_mat;
+    MatrixArg rhs = cublas_operand(a, trans_a, a_mat), lhs = cublas_operand(b, trans_b, b_mat);
+    if (out.dtype() != kFloat64 && epilogue_with_lt(out, aux, lhs, rhs, K, bias, gelu)) return;
+    {                                                               // 3: cuBLAS, then one pass
+        CublasHandle& h = cublas_for(index);
+        std::lock_guard<std::mutex> lock(h.mutex);
+        gemm_cublas(h.handle, out, lhs, rhs, 1, M, N, K, 1.0, 0.0);
+    }
+    epilogue_pass(out, out, bias, aux, gelu);
+}
+
 AMPGRAD_REGISTER_KERNEL(kernels::gemm, kCUDA, gemm);
+AMPGRAD_REGISTER_KERNEL(kernels::gemm_epilogue, kCUDA, gemm_epilogue);
 
 }  // namespace ampgrad::cuda

@@ -1,6 +1,10 @@
 // gemm_test.cpp: cuda/gemm.cu (cuBLAS) against a float64 reference computed here from the same
 // rounded inputs: every trans_a/trans_b combination, alpha/beta, batch broadcast (stride 0),
-// column-major and odd-strided operands (copied first), 2-d operands and K == 0.
+// column-major and odd-strided operands (copied first), 2-d operands and K == 0. Then
+// kernels::gemm_epilogue (cuBLASLt) against the CPU kernel: bias and bias+GELU, with and without
+// bias and aux, every transpose, N a multiple of 8 (aux fused in cuBLASLt) and not (GELU as a
+// pass), K == 0.
+#include "core/fused_kernels.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -98,4 +102,67 @@ TEST_CASE("cuda gemm: mismatched dtypes are an internal error, not a wrong answe
     Tensor a = to_gpu(sample({2, 3}, kFloat32, 12)), b = to_gpu(sample({3, 4}, kFloat64, 13));
     Tensor out = make_empty({2, 4}, kFloat32, kGpu);
     CHECK_THROWS_AS(kernels::gemm(out, a, b, false, false, 1.0, 0.0), InternalError);
+}
+
+// ---- kernels::gemm_epilogue ----
+
+namespace {
+
+struct EpilogueCase {
+    DType dtype;
+    int64_t M, K, N;
+    bool ta, tb, with_bias, with_aux;
+    GemmEpilogue epilogue;
+};
+
+// Runs the epilogue GEMM on the CPU and on the GPU from the same inputs and compares out and aux.
+void check_epilogue(const EpilogueCase& c) {
+    const bool gelu = c.epilogue == GemmEpilogue::kBiasGeluTanh;
+    Tensor a = sample(c.ta ? Shape{c.K, c.M} : Shape{c.M, c.K}, c.dtype, 21);
+    Tensor b = sample(c.tb ? Shape{c.N, c.K} : Shape{c.K, c.N}, c.dtype, 22);
+    Tensor bias = c.with_bias ? sample({c.N}, c.dtype, 23) : Tensor();
+    Tensor out = make_empty({c.M, c.N}, c.dtype, kHost);
+    Tensor aux = c.with_aux ? make_empty({c.M, c.N}, c.dtype, kHost) : Tensor();
+    kernels::gemm_epilogue(out, aux, a, b, c.ta, c.tb, bias, c.epilogue);
+
+    Tensor out_gpu = make_empty({c.M, c.N}, c.dtype, kGpu);
+    Tensor aux_gpu = c.with_aux ? make_empty({c.M, c.N}, c.dtype, kGpu) : Tensor();
+    kernels::gemm_epilogue(out_gpu, aux_gpu, to_gpu(a), to_gpu(b), c.ta, c.tb,
+                           c.with_bias ? to_gpu(bias) : Tensor(), c.epilogue);
+    // cuBLASLt's fused GELU may use the hardware tanh approximation (about 2^-11 relative
+    // error), so an f32 GELU output is held to half precision's tolerance; aux (no tanh) is not.
+    Tolerance out_tol = gelu && c.dtype == kFloat32 ? tol_for(kFloat16) : gemm_tol(c.dtype);
+    CHECK_GPU_CLOSE(out_gpu, out, out_tol);
+    if (c.with_aux) CHECK_GPU_CLOSE(aux_gpu, aux, gemm_tol(c.dtype));
+}
+
+}  // namespace
+
+TEST_CASE("cuda gemm_epilogue: bias and bias+GELU match the CPU kernel in f32, f64, f16, bf16" * skip_without_gpu()) {
+    for (DType dtype : kFloatDTypes) {
+        for (GemmEpilogue ep : {GemmEpilogue::kBias, GemmEpilogue::kBiasGeluTanh}) {
+            for (int64_t N : {16, 12}) {                    // aux leading dimension a multiple of 8, and not
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(static_cast<int>(ep));
+                CAPTURE(N);
+                const bool gelu = ep == GemmEpilogue::kBiasGeluTanh;
+                check_epilogue({dtype, 9, 24, N, false, false, true, gelu, ep});
+                check_epilogue({dtype, 9, 24, N, true, true, true, false, ep});
+                check_epilogue({dtype, 9, 24, N, false, true, false, gelu, ep});
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda gemm_epilogue: transposes, K == 0 and empty outputs" * skip_without_gpu()) {
+    const GemmEpilogue gelu = GemmEpilogue::kBiasGeluTanh;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+            CAPTURE(ta);
+            CAPTURE(tb);
+            check_epilogue({kFloat16, 33, 40, 24, ta, tb, true, true, gelu});
+            check_epilogue({kBFloat16, 7, 16, 8, ta, tb, true, false, GemmEpilogue::kBias});
+        }
+    SUBCASE("K == 0: out = gelu(bias), aux = bias") { check_epilogue({kFloat32, 4, 0, 8, false, false, true, true, gelu}); }
+    SUBCASE("M == 0: nothing to write") { check_epilogue({kFloat32, 0, 5, 8, false, false, true, true, gelu}); }
 }
