@@ -198,8 +198,14 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::o
         if constexpr (std::is_same_v<T, bool>) {
             throw DTypeError(fmt::format("clamp: not supported for bool tensor {}", in.describe()));
         } else {
-            C l = lo ? static_cast<C>(*lo) : no_lower_bound<C>();   // a missing bound clamps nothing,
-            C h = hi ? static_cast<C>(*hi) : no_upper_bound<C>();   // not even +-inf
+            // a bound is rounded to x's dtype first, as PyTorch's clamp_scalar_kernel_impl does
+            // (min_.to<scalar_t>()): f16 x = -0 clamped at 1e-12 stays -0 (the bound rounds to 0)
+            auto bound = [](double v) {
+                if constexpr (std::is_integral_v<T>) return static_cast<C>(v);
+                else return static_cast<C>(static_cast<T>(v));
+            };
+            C l = lo ? bound(*lo) : no_lower_bound<C>();   // a missing bound clamps nothing,
+            C h = hi ? bound(*hi) : no_upper_bound<C>();   // not even +-inf
             map1<T, T>(out, in, [l, h](C x) { return formulas::clamp(x, l, h); });
         }
     });

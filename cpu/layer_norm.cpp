@@ -21,6 +21,37 @@ std::vector<compute_t<T>> channel_values(const T* v, int64_t C, double absent) {
     return out;
 }
 
+template <typename Acc>
+struct CenteredSums {
+    Acc sum;       // sum of xc
+    Acc sum_sq;    // sum of xc^2
+};
+
+// The sums of xc and xc^2 over a row. 4 * kLanes partial sums (combined in a fixed order, so the
+// result depends only on n): one accumulator register per sum would make the loop wait on the
+// latency of each add.
+template <typename Acc>
+CenteredSums<Acc> centered_sums(const Acc* xc, int64_t n) {
+    constexpr int64_t kWide = 4 * kLanes;
+    Acc s[kWide] = {}, q[kWide] = {};
+    const int64_t body = n - n % kWide;
+    for (int64_t c = 0; c < body; c += kWide)
+        for (int64_t l = 0; l < kWide; ++l) {
+            s[l] += xc[c + l];
+            q[l] += xc[c + l] * xc[c + l];
+        }
+    CenteredSums<Acc> out{0, 0};
+    for (int64_t l = 0; l < kWide; ++l) {
+        out.sum += s[l];
+        out.sum_sq += q[l];
+    }
+    for (int64_t c = body; c < n; ++c) {
+        out.sum += xc[c];
+        out.sum_sq += xc[c] * xc[c];
+    }
+    return out;
+}
+
 // y = (x - mean) * rstd * w + b; mean, rstd: (N) in the compute type; w, b: (C) or null
 template <typename T>
 void layer_norm_forward_kernel(T* y, compute_t<T>* mean, compute_t<T>* rstd, const T* x, const T* w, const T* b,
@@ -33,12 +64,18 @@ void layer_norm_forward_kernel(T* y, compute_t<T>* mean, compute_t<T>* rstd, con
         for (int64_t n = begin; n < end; ++n) {
             const Acc* xr = row.load(x + n * C);
             Acc mu = row_sum(xr, C) / static_cast<Acc>(C);
+            // Two passes (mean, then deviations): no cancellation when |mean| >> std. `shift`, the
+            // mean of the deviations, is the rounding error of mu (the corrected two-pass algorithm):
+            // taking it out makes a constant row's mean exact, so its xhat is exactly 0, as
+            // PyTorch's Welford moments give (aten/src/ATen/native/cpu/moments_utils.h).
             for (int64_t c = 0; c < C; ++c) xc[c] = xr[c] - mu;
-            // two passes (mean, then squared deviations): no cancellation when |mean| >> std
-            Acc rs = Acc(1) / std::sqrt(row_dot(xc.data(), xc.data(), C) / static_cast<Acc>(C) + static_cast<Acc>(eps));
+            CenteredSums<Acc> sums = centered_sums(xc.data(), C);
+            Acc shift = sums.sum / static_cast<Acc>(C);
+            Acc var = std::max(Acc(0), (sums.sum_sq - shift * sums.sum) / static_cast<Acc>(C));
+            Acc rs = Acc(1) / std::sqrt(var + static_cast<Acc>(eps));
             T* yr = y + n * C;
-            for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>(xc[c] * rs * ws[c] + bs[c]);
-            mean[n] = mu;
+            for (int64_t c = 0; c < C; ++c) yr[c] = static_cast<T>((xc[c] - shift) * rs * ws[c] + bs[c]);
+            mean[n] = mu + shift;
             rstd[n] = rs;
         }
     });

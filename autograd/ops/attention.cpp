@@ -178,9 +178,19 @@ Tensor attention_math(const Tensor& q, const Tensor& k, const Tensor& v, bool is
     });
 }
 
-// the general path, as PyTorch's math path: q and k each scaled by sqrt(|scale|) before the GEMM
+// the general path, as PyTorch's math path: q and k each scaled by sqrt(|scale|) before the GEMM. f16
+// and bf16 inputs (and a floating mask) are computed in f32 and the output cast back, as
+// _scaled_dot_product_attention_math does on CPU (aten/src/ATen/native/transformers/attention.cpp: it
+// upcasts half inputs unless allow_fp16_bf16_reduction_math_sdp is set); the gradients are then f32
+// values rounded once, through the casts.
 Tensor attention_general(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
                          bool is_causal, double scale) {
+    if (q.dtype() == kFloat16 || q.dtype() == kBFloat16) {
+        Tensor wide_mask = mask.defined() && mask.dtype() != kBool ? mask.to(kFloat32) : mask;
+        Tensor out = attention_general(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), wide_mask, dropout_p,
+                                       is_causal, scale);
+        return out.to(q.dtype());
+    }
     const double root = std::sqrt(std::abs(scale));
     Tensor scores = matmul(q * (scale < 0 ? -root : root), transpose(k, -2, -1) * root);   // (*,T,S)
     if (is_causal) {
@@ -221,9 +231,11 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     else AMPGRAD_AUTOCAST(kOp, &q, &k, &v);
     check_attention_args(q, k, v, mask, is_causal, dropout_p);
     const double scale = scale_opt ? *scale_opt : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    // the cases PyTorch's CPU flash kernel takes (4-d, one batch shape, one head size); the others go
+    // to the general path, as PyTorch's go to its math path
     bool fused = !mask.defined() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
                  k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
-                 v.size(1) == q.size(1) && q.numel() > 0 && k.numel() > 0;
+                 v.size(1) == q.size(1) && v.size(3) == q.size(3) && q.numel() > 0 && k.numel() > 0;
     Tensor out;
     if (fused && ops::fused_attention_supported(q, k)) out = ops::fused_attention(q, k, v, is_causal, scale);
     else if (fused) out = attention_math(q, k, v, is_causal, scale);

@@ -75,10 +75,13 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+// x + s and x - s: PyTorch rounds s to x's dtype first (its add kernel reads the scalar after
+// TensorIterator cast it to the common dtype; mul and div read the original, opmath scalar). So f16
+// `x + 1e5` adds inf (NaN at x = -inf), and f16 `1 + 0.00048829` is 1 (s rounds to 2^-11, a tie).
 Tensor add(const Tensor& a, double s) {
     ops::check_defined("add", a, "input");
     if (!is_floating(a.dtype())) return add(a, ops::wrapped_scalar(s, a));
-    Tensor out = scalar_raw(BinaryOp::kAdd, a, s, false);
+    Tensor out = scalar_raw(BinaryOp::kAdd, a, round_to_dtype(s, a.dtype()), false);
     return record("add", out, {a}, {}, [](BackwardContext&, const tensor_list& g) { return tensor_list{g[0]}; });
 }
 

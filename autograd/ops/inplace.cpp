@@ -83,10 +83,11 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
     return self;
 }
 
-// self += s and self *= s. For a floating self the scalar stays in the compute type (fp32 for
-// f16/bf16), like the out-of-place x * s and PyTorch's opmath scalars: bf16 3 .mul_(0.3) is
-// round(3 * 0.3f) = 0.8984, not 3 * round(0.3) = 0.9023. An integer self takes only integral
-// scalars: PyTorch's "result type Float can't be cast to the desired output type".
+// self += s and self *= s, as the out-of-place x + s and x * s. For a floating self, mul_'s scalar
+// stays in the compute type (fp32 for f16/bf16), as PyTorch's opmath scalars: bf16 3 .mul_(0.3) is
+// round(3 * 0.3f) = 0.8984, not 3 * round(0.3) = 0.9023; add_'s is rounded to self's dtype first, as
+// PyTorch's add does (f16 1 .add_(0.00048829) is 1). An integer self takes only integral scalars:
+// PyTorch's "result type Float can't be cast to the desired output type".
 namespace {
 void check_scalar_fits(std::string_view op, const Tensor& self, double s) {
     if (!is_floating(self.dtype()) && s != std::trunc(s))
@@ -102,7 +103,7 @@ Tensor& scalar_inplace(std::string_view op, BinaryOp kind, Tensor& self, double 
         Tensor other = full({}, s, TensorOptions(self.dtype()).device(self.device()));
         return kind == BinaryOp::kAdd ? add_(self, other) : mul_(self, other);
     }
-    kernels::binary_scalar(kind, self, self, s, false);
+    kernels::binary_scalar(kind, self, self, kind == BinaryOp::kAdd ? round_to_dtype(s, self.dtype()) : s, false);
     self.bump_version();
     return self;
 }

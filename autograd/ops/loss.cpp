@@ -160,6 +160,74 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
     });
 }
 
+namespace {
+
+// d loss / d p of binary_cross_entropy (mean reduction), p and y of one shape, g the loss's 0-d
+// gradient. Its value is PyTorch's binary_cross_entropy_backward (aten/src/ATen/native/Loss.cpp):
+// the denominator is std::max(p (1 - p), EPSILON), EPSILON the float 1e-12 (9.9999999600e-13 as a
+// double; 0 in f16). It is a node of its own so that its derivatives are PyTorch's, not the exact
+// ones: binary_cross_entropy_double_backward{,_target,_grad_output} in
+// torch/csrc/autograd/FunctionsManual.cpp shift the denominator by a double 1e-12 instead of
+// clamping it (docs/edge_cases.md). Each is written in PyTorch's order of operations, in
+// differentiable ops, so that f16 rounds and overflows where PyTorch's does.
+Tensor bce_input_backward(const Tensor& p, const Tensor& y, const Tensor& g) {
+    Tensor dp;                                                               // p's shape
+    {
+        NoGradGuard no_grad;
+        const double eps = static_cast<double>(1e-12f);
+        Tensor d = p * (1.0 - p);
+        Tensor den = where(logical_not(lt(d, full_like(d, eps))), d, eps);   // std::max(d, eps)
+        dp = (p - y) / den * (g / static_cast<double>(p.numel()));
+    }
+    return record("binary_cross_entropy_backward", dp, {p, y, g}, {p, y, g},
+                  [](BackwardContext& ctx, const tensor_list& gg) {
+        Tensor p = ctx.saved(0), y = ctx.saved(1), g = ctx.saved(2);
+        const double n = static_cast<double>(p.numel()), eps = 1e-12;
+        tensor_list grads(3);
+        if (ctx.needs_input_grad(0)) {
+            // (p^2 - 2 p y + y) / ((p + eps)^2 (1 - p + eps)^2) * (gg g) / n
+            Tensor num = p * p - p * 2.0 * y + y;
+            Tensor den = pow(p + eps, 2.0) * pow(rsub(p, 1.0) + eps, 2.0);
+            grads[0] = num / den * (gg[0] * g) / n;
+        }
+        if (ctx.needs_input_grad(1))                                         // -gg g / max((1 - p) p, eps) / n
+            grads[1] = -gg[0] * g / clamp(rsub(p, 1.0) * p, eps, std::nullopt) / n;
+        if (ctx.needs_input_grad(2))                                         // (p - y) / ((p + eps)(1 - p + eps)) gg / n
+            grads[2] = sum_to((p - y) / ((p + eps) * (rsub(p, 1.0) + eps)) * gg[0] / n, g.sizes());
+        return grads;
+    });
+}
+
+// d loss / d y of binary_cross_entropy (mean reduction): -logit(p) g / n, unclamped (+-inf at p = 0
+// or 1; computed as log(1 - p) - log(p)). A node of its own for the same reason: its derivative to
+// p is that of PyTorch's binary_cross_entropy_target_backward, logit(p).neg() * g / n, through
+// logit's backward (logit_backward_kernel, aten/src/ATen/native/cpu/BinaryOpsKernel.cpp), which
+// at p = 0 or 1 is `dy * inf` rather than `dy / (p (1 - p))`: the sign of the infinity does not
+// depend on the sign of a zero p.
+Tensor bce_target_backward(const Tensor& p, const Tensor& g) {
+    Tensor dy;                                                               // p's shape
+    {
+        NoGradGuard no_grad;
+        dy = (log(1.0 - p) - log(p)) * (g / static_cast<double>(p.numel()));
+    }
+    return record("binary_cross_entropy_target_backward", dy, {p, g}, {p, g},
+                  [](BackwardContext& ctx, const tensor_list& gg) {
+        Tensor p = ctx.saved(0), g = ctx.saved(1);
+        const double n = static_cast<double>(p.numel());
+        tensor_list grads(2);
+        Tensor dneg = gg[0] / n * g;                                         // through div_(n), mul_(g)
+        if (ctx.needs_input_grad(0)) {
+            Tensor dlogit = -dneg;                                           // through neg_
+            Tensor den = p * rsub(p, 1.0);                                   // 0 only at p = +-0 and 1
+            grads[0] = where(eq(den, zeros_like(den)), dlogit * INFINITY, dlogit / den);
+        }
+        if (ctx.needs_input_grad(1)) grads[1] = sum_to(gg[0] / n * -log(p / rsub(p, 1.0)), g.sizes());
+        return grads;
+    });
+}
+
+}  // namespace
+
 // mean(-(y log p + (1-y) log(1-p))) for probabilities p, each log clamped to >= -100 (PyTorch)
 //   dp = (p - y) / max(p (1-p), 1e-12) / n,  dy = (log(1-p) - log(p)) / n
 Tensor binary_cross_entropy(const Tensor& probs_in, const Tensor& target_in) {
@@ -181,19 +249,9 @@ Tensor binary_cross_entropy(const Tensor& probs_in, const Tensor& target_in) {
     }
     return record("binary_cross_entropy", loss, {p, y}, {p, y}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor p = ctx.saved(0), y = ctx.saved(1);
-        Tensor scale = g[0] / static_cast<double>(p.numel());                // ()
         tensor_list grads(2);
-        // As PyTorch (aten/src/ATen/native/Loss.cpp): the denominator is std::max(p (1 - p), EPSILON),
-        // EPSILON the float 1e-12 (9.9999999600e-13 as a double; 0 in f16), and the target's gradient
-        // is -logit(p), unclamped (+-inf at p = 0 or 1), as log(1 - p) - log(p), whose own gradient
-        // has no 0 * inf.
-        const double eps = static_cast<double>(1e-12f);
-        if (ctx.needs_input_grad(0)) {
-            Tensor d = p * (1.0 - p);
-            Tensor den = where(logical_not(lt(d, full_like(d, eps))), d, eps);     // std::max(d, eps)
-            grads[0] = (p - y) / den * scale;
-        }
-        if (ctx.needs_input_grad(1)) grads[1] = (log(1.0 - p) - log(p)) * scale;
+        if (ctx.needs_input_grad(0)) grads[0] = bce_input_backward(p, y, g[0]);
+        if (ctx.needs_input_grad(1)) grads[1] = bce_target_backward(p, g[0]);
         return grads;
     });
 }

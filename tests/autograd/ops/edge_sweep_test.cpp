@@ -258,3 +258,98 @@ TEST_CASE("scaled_dot_product_attention: a dead row's gradient is softmax's 0 * 
         CHECK(same_values(de[1].reshape({1, 1, 2}), f.at("dk_empty")));
     }
 }
+
+// ---- the classes of the seed 12-14 runs (fixture edge_sweep_round3) ----
+namespace {
+// first gradients of y (with dy) under create_graph, then the gradients of sum(g_i * v_i)
+std::pair<tensor_list, tensor_list> second_grads(const Tensor& y, const tensor_list& xs, const tensor_list& vs,
+                                                 const Tensor& dy) {
+    tensor_list g = autograd::grad({y}, xs, {dy}, /*retain_graph=*/true, /*create_graph=*/true);
+    Tensor total = (g[0] * vs[0]).sum();
+    for (size_t i = 1; i < g.size(); ++i) total = total + (g[i] * vs[i]).sum();
+    return {g, autograd::grad({total}, xs)};
+}
+bool negative_zero(double v) { return v == 0.0 && std::signbit(v); }
+}  // namespace
+
+TEST_CASE("binary_cross_entropy: second gradients are PyTorch's binary_cross_entropy_double_backward formulas") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    for (std::string tag : {"f64", "f16", "f16z"}) {              // p in (0, 1), at 0, 1, -0; f16 p = 0.001 and -0
+        CAPTURE(tag);
+        Tensor p = leaf(f, "bce_" + tag + "_p"), y = leaf(f, "bce_" + tag + "_y");
+        Tensor loss = F::binary_cross_entropy(p, y);
+        auto [g, gg] = second_grads(loss, {p, y}, {f.at("bce_" + tag + "_vp"), f.at("bce_" + tag + "_vy")},
+                                    full({}, -0.6875, TensorOptions(p.dtype())));
+        CHECK(same_values(g[0], f.at("bce_" + tag + "_dp")));
+        CHECK(same_values(g[1], f.at("bce_" + tag + "_dy")));
+        CHECK(same_values(gg[0], f.at("bce_" + tag + "_ddp")));    // 1 / ((p + 1e-12)^2 (1 - p + 1e-12)^2) terms
+        CHECK(same_values(gg[1], f.at("bce_" + tag + "_ddy")));    // -g v / max(p (1 - p), 1e-12)
+    }
+}
+
+TEST_CASE("clamp and x + s round the scalar to the tensor's dtype first, as PyTorch (f16)") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    Tensor h = f.at("h");                                          // [-0, 0, 1, -inf]
+    Tensor lo = clamp(h, 1e-12, std::nullopt);
+    CHECK(same_values(lo, f.at("h_clamp_lo")));
+    CHECK(negative_zero(lo.to(kFloat64).to_vector<double>()[0])); // the bound rounds to 0: -0 stays -0
+    CHECK(same_values(clamp(h, std::nullopt, -1e-12), f.at("h_clamp_hi")));
+    CHECK(same_values(h + 0.00048829, f.at("h_add_tie")));         // 1 + 2^-11 is a tie: 1
+    CHECK(same_values(h + 1e5, f.at("h_add_big")));                // 1e5 rounds to inf: -inf + inf = NaN
+    CHECK(same_values(h - (-1e5), f.at("h_sub_big")));
+    Tensor hi = h.clone();
+    hi.add_(1e5);
+    CHECK(same_values(hi, f.at("h_add_inplace")));
+}
+
+TEST_CASE("norm(x) in f16 takes the root in f32 and groups its gradient g * (x / n), as PyTorch") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    Tensor x = leaf(f, "norm16_x");                                // 0.0010004: its f16 square is subnormal
+    Tensor y = norm(x);
+    CHECK(same_values(y, f.at("norm16_y")));                       // 0.0010004, not 0.001007
+    auto [g, gg] = second_grads(y, {x}, {full({}, 2.044979419219826, TensorOptions(kFloat64))},
+                                full({}, -0.57275390625, TensorOptions(kFloat16)));
+    CHECK(same_values(g[0], f.at("norm16_dx")));
+    CHECK(same_values(gg[0], f.at("norm16_ddx")));                 // 0, not g / n^2 overflowing to inf
+}
+
+TEST_CASE("layer_norm: a constant row's mean is exact, so its output is the bias, as PyTorch's Welford moments") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    Tensor x = leaf(f, "ln_x"), w = leaf(f, "ln_w"), b = leaf(f, "ln_b");   // row 0 is -1.3 ten times (f32)
+    Tensor y = F::layer_norm(x, {10}, w, b, 1e-5);
+    CHECK(same_values(y, f.at("ln_y")));
+    CHECK(equal(y.narrow(0, 0, 1).detach(), b.detach().view({1, 10})));   // exactly b, not b + 1e-5-sized noise
+    tensor_list d = autograd::grad({y}, {x, w, b}, {f.at("ln_dy")});
+    CHECK_CLOSE(d[0], f.at("ln_dx"), tol_for(kFloat32, 16));      // rstd = 316 on row 0: f32 rounding of
+    CHECK_CLOSE(d[1], f.at("ln_dw"), tol_for(kFloat32, 16));      // differently grouped sums
+    CHECK(same_values(d[2], f.at("ln_db")));
+}
+
+TEST_CASE("scaled_dot_product_attention: f16 on the general path is computed in f32, as PyTorch's math path") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    // a tiny probability (exp(-18)) times -inf: -inf, where an f16 P would underflow and give 0 * inf
+    Tensor y = F::scaled_dot_product_attention(f.at("at16_q"), f.at("at16_k"), f.at("at16_v"), Tensor(), 0.0,
+                                               false, -1.0);
+    CHECK(same_values(y, f.at("at16_y")));
+    Tensor q = leaf(f, "at16r_q"), k = leaf(f, "at16r_k"), v = leaf(f, "at16r_v");   // 3-d f16
+    Tensor yr = F::scaled_dot_product_attention(q, k, v);
+    CHECK_CLOSE(yr, f.at("at16r_y"), tol_for(kFloat16, 1));        // f32 values rounded once
+    tensor_list d = autograd::grad({yr}, {q, k, v}, {f.at("at16r_dy")});
+    CHECK_CLOSE(d[0], f.at("at16r_dq"), tol_for(kFloat16, 1));
+    CHECK_CLOSE(d[1], f.at("at16r_dk"), tol_for(kFloat16, 1));
+    CHECK_CLOSE(d[2], f.at("at16r_dv"), tol_for(kFloat16, 1));
+}
+
+TEST_CASE("scaled_dot_product_attention: 4-d with v's head size != q's takes the general path, as PyTorch") {
+    Fixture f = load_fixture("edge_sweep_round3");
+    Tensor q = leaf(f, "at4_q"), k = leaf(f, "at4_k"), v = leaf(f, "at4_v");   // a dead row (k = -inf), inf in v
+    Tensor y = F::scaled_dot_product_attention(q, k, v, /*is_causal=*/true);
+    CHECK(same_values(y, f.at("at4_y")));
+    auto [g, gg] = second_grads(y, {q, k, v}, {f.at("at4_vq"), f.at("at4_vk"), f.at("at4_vv")}, f.at("at4_dy"));
+    CHECK(same_values(g[0], f.at("at4_dq")));
+    CHECK(same_values(g[1], f.at("at4_dk")));
+    CHECK(same_values(g[2], f.at("at4_dv")));
+    CHECK(same_values(gg[0], f.at("at4_ddq")));                   // NaN through the dead row, as PyTorch's math path
+    CHECK(same_values(gg[1], f.at("at4_ddk")));
+    CHECK(same_values(gg[2], f.at("at4_ddv")));
+}
