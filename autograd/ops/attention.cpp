@@ -1,10 +1,11 @@
 // attention.cpp: F.scaled_dot_product_attention. Two paths, one API:
-//  - the fused path (no attn_mask, no dropout, 4-d q/k/v with equal (B,NH)): one graph node whose
+//  - the fused path (no attn_mask, no dropout, 4-d q/k/v with equal (B,NH) and head size): one graph node whose
 //    forward and backward are batched GEMMs around the softmax kernels, storing the (T,S)
 //    probabilities (the "math" path, unlike flash attention). Under create_graph its backward is
 //    rebuilt from differentiable ops, so double backward works.
-//  - the general path (attn_mask bool/additive, dropout_p, any leading rank with broadcasting):
-//    composed of differentiable ops, as PyTorch's _scaled_dot_product_attention_math.
+//  - the general path (attn_mask bool/additive, dropout_p, any leading rank with broadcasting, v's
+//    head size != q's): composed of differentiable ops, as PyTorch's _scaled_dot_product_attention_math
+//    (in f32 for f16/bf16 inputs).
 // Derivation: docs/ops/attention.md.
 //   S = q k^T * scale (+ mask);  P = softmax(S);  O = dropout(P) v
 //   dv = P^T dO;  dP = dO v^T;  dS = P * (dP - rowsum(dP * P));  dq = dS k * scale;  dk = dS^T q * scale

@@ -1,7 +1,9 @@
 // loss.cpp: the losses, all with mean reduction as in PyTorch's defaults: cross_entropy (fused
 // kernels, docs/ops/cross_entropy.md), mse_loss, binary_cross_entropy_with_logits and
-// binary_cross_entropy. Each is one graph node whose backward sits beside its forward; only
-// cross_entropy's fused backward needs a separate differentiable path for create_graph.
+// binary_cross_entropy. Each is one graph node whose backward sits beside its forward;
+// cross_entropy's fused backward needs a separate differentiable path for create_graph, and
+// binary_cross_entropy's first derivatives are nodes of their own, so that its second derivatives
+// are PyTorch's formulas (docs/edge_cases.md).
 #include <cmath>
 
 #include "autograd/ops/autocast_hook.hpp"

@@ -2,7 +2,9 @@
 // against PyTorch (tools/difftest, seed 11) that were fixed in the composite ops: var's gradient at
 // n - correction <= 0, min() with NaN, prod with NaN/inf, the inf-norm at NaN, linear with a
 // broadcast bias, cross_entropy with NaN in ignored rows, attention rows whose scores are all -inf,
-// and binary_cross_entropy's gradients at p = 0 and 1. Expected values come from fixtures written by
+// and binary_cross_entropy's gradients at p = 0 and 1; then the classes of the seed 12-16 runs
+// (binary_cross_entropy's second derivatives, scalars rounded to f16 by clamp and x + s, layer_norm's
+// constant rows, f16 attention and norm). Expected values come from fixtures written by
 // tools/fixtures/edge_sweep.py (torch 2.15.0).
 #include <doctest/doctest.h>
 
