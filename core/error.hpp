@@ -18,6 +18,7 @@ struct Error : std::runtime_error { using std::runtime_error::runtime_error; };
 struct ShapeError : Error { using Error::Error; };          // incompatible shapes
 struct DTypeError : Error { using Error::Error; };          // unsupported or mismatched dtype
 struct DeviceError : Error { using Error::Error; };         // mismatched or unavailable device
+struct OutOfMemoryError : DeviceError { using DeviceError::DeviceError; };  // a device allocation failed after the cache was released
 // A kernel with no implementation for the device of its operands (an empty registry slot).
 struct NotImplementedError : DeviceError { using DeviceError::DeviceError; };
 struct ValueError : Error { using Error::Error; };          // bad scalar argument or option

@@ -1,19 +1,22 @@
-// allocator.cu: the CUDA allocator, one per GPU, on CUDA's stream-ordered allocator
-// (cudaMallocAsync/cudaFreeAsync on the device's default memory pool, as PyTorch's
-// PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync does). A block is allocated on a stream and
-// freed on that same stream, so it is reused only after the work queued there before the free.
-// record_stream adds streams the block must also wait for: at the free, the allocation stream
-// waits (on the device) for an event recorded on each of them.
-//
-// The pool keeps freed memory for reuse (its release threshold is raised to "never"): that is
-// "reserved" (cudaMemPoolAttrReservedMemCurrent/High), and empty_cache() trims it. The caching
-// allocator of the CUDA issue (size-binned blocks per stream) can replace this class behind
-// cuda_allocator() without changing anything else.
+// allocator.cu: the CUDA allocators, one per GPU. Two backends, chosen once per process by
+// AMPGRAD_CUDA_ALLOC_CONF (PyTorch's PYTORCH_CUDA_ALLOC_CONF spelling):
+//   - "backend:native" (the default): core/caching_allocator.hpp's stream-aware caching allocator over
+//     cudaMalloc/cudaFree and cudaEvents (CudaMemory below), as PyTorch's native allocator;
+//   - "backend:cudaMallocAsync": CUDA's stream-ordered allocator (cudaMallocAsync/cudaFreeAsync on
+//     the device's default memory pool), as PyTorch's backend of that name. A block is allocated on a
+//     stream and freed on that same stream, so it is reused only after the work queued there before
+//     the free. record_stream adds streams the block must also wait for: at the free, the allocation
+//     stream waits (on the device) for an event recorded on each of them. The pool keeps freed
+//     memory (its release threshold is "never"): that is "reserved", and empty_cache() trims it.
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include <cstdlib>
+#include <string>
+
+#include "core/caching_allocator.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
@@ -42,9 +45,9 @@ private:
     int previous_ = -1;
 };
 
-class CudaAllocator final : public Allocator {
+class AsyncAllocator final : public Allocator {
 public:
-    explicit CudaAllocator(int index) : index_(index) {
+    explicit AsyncAllocator(int index) : index_(index) {
         DeviceGuard guard(index_);
         CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, index_));
         uint64_t keep_everything = ~uint64_t{0};
@@ -62,9 +65,19 @@ public:
         cudaError_t status = cudaMallocAsync(&ptr, nbytes, s);
         if (status == cudaErrorMemoryAllocation) {
             cudaGetLastError();                            // out of memory is not sticky: clear it
-            throw DeviceError(fmt::format("cuda:{}: out of memory: tried to allocate {} bytes with {} bytes live "
-                                          "(peak {}); free tensors or use a smaller batch", index_, nbytes,
-                                          allocated_.load(), peak_allocated_.load()));
+            CUDA_CHECK(cudaStreamSynchronize(s));          // let pending frees land, trim, retry once
+            CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+            status = cudaMallocAsync(&ptr, nbytes, s);
+        }
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            size_t free_bytes = 0, total_bytes = 0;
+            cudaMemGetInfo(&free_bytes, &total_bytes);
+            throw OutOfMemoryError(fmt::format("cuda:{}: out of memory: tried to allocate {} bytes; {} bytes allocated "
+                                               "by tensors, {} reserved by the memory pool, {} free on the device; "
+                                               "free tensors or use a smaller batch", index_, nbytes,
+                                               allocated_.load(), pool_attribute(cudaMemPoolAttrReservedMemCurrent),
+                                               free_bytes));
         }
         CUDA_CHECK(status);
         {
@@ -166,14 +179,79 @@ private:
     std::atomic<int64_t> allocated_{0}, peak_allocated_{0}, num_allocs_{0}, num_frees_{0};
 };
 
+// The raw side of the native caching allocator: cudaMalloc/cudaFree and timing-free events.
+class CudaMemory final : public DeviceMemory {
+public:
+    explicit CudaMemory(int index) : index_(index) {}
+    Device device() const override { return Device(kCUDA, index_); }
+
+    void* raw_allocate(size_t nbytes) override {
+        DeviceGuard guard(index_);
+        void* ptr = nullptr;
+        cudaError_t status = cudaMalloc(&ptr, nbytes);
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();                            // out of memory is not sticky: clear it
+            return nullptr;
+        }
+        CUDA_CHECK(status);
+        return ptr;
+    }
+    void raw_free(void* ptr) noexcept override {
+        QuietDeviceGuard guard(index_);
+        cudaFree(ptr);                                     // may fail at process exit: nothing to do then
+    }
+    void* record_event(uint64_t stream) override {
+        DeviceGuard guard(index_);
+        cudaEvent_t event = nullptr;
+        CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventRecord(event, reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream))));
+        return event;
+    }
+    bool event_completed(void* event) override {
+        cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+        if (status == cudaErrorNotReady) {
+            cudaGetLastError();
+            return false;
+        }
+        CUDA_CHECK(status);
+        return true;
+    }
+    void wait_event(void* event) override { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+    void destroy_event(void* event) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+    size_t free_device_bytes() override {
+        DeviceGuard guard(index_);
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return free_bytes;
+    }
+
+private:
+    int index_;
+};
+
+// AMPGRAD_CUDA_ALLOC_CONF: "backend:native" (default) or "backend:cudaMallocAsync"; ValueError otherwise.
+bool use_async_backend() {
+    const char* conf = std::getenv("AMPGRAD_CUDA_ALLOC_CONF");
+    const std::string value = conf ? conf : "";
+    if (value.empty() || value == "backend:native") return false;
+    if (value == "backend:cudaMallocAsync") return true;
+    throw ValueError(fmt::format("AMPGRAD_CUDA_ALLOC_CONF={}: expected backend:native or backend:cudaMallocAsync",
+                                 value));
+}
+
+Allocator* make_allocator(int index) {
+    if (use_async_backend()) return new AsyncAllocator(index);
+    return new CachingAllocator(*new CudaMemory(index));
+}
+
 }  // namespace
 
 Allocator& cuda_allocator(int index) {
     require_device(index);
     // One allocator per GPU, made on first use and never destroyed: tensors may outlive statics.
-    static std::vector<CudaAllocator*>* allocators = [] {
-        auto* v = new std::vector<CudaAllocator*>();
-        for (int i = 0; i < count_devices(); ++i) v->push_back(new CudaAllocator(i));
+    static std::vector<Allocator*>* allocators = [] {
+        auto* v = new std::vector<Allocator*>();
+        for (int i = 0; i < count_devices(); ++i) v->push_back(make_allocator(i));
         return v;
     }();
     return *(*allocators)[static_cast<size_t>(index)];
