@@ -8,54 +8,13 @@
 #include <limits>
 
 #include "core/bounds.hpp"
+#include "core/reduction.hpp"
 #include "core/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
 
 namespace {
-
-// A list of (size, stride-in-elements) dims walked as a flat index.
-struct DimWalker {
-    std::vector<int64_t> sizes, strides;
-    int64_t count() const {
-        int64_t n = 1;
-        for (int64_t s : sizes) n *= s;
-        return n;
-    }
-    int64_t offset_of(int64_t flat) const {
-        int64_t off = 0;
-        for (size_t d = sizes.size(); d-- > 0;) {
-            off += (flat % sizes[d]) * strides[d];
-            flat /= sizes[d];
-        }
-        return off;
-    }
-};
-
-// Split in's dims into kept (outer) and reduced (inner), merging contiguous inner dims.
-void split_dims(const Tensor& in, std::span<const int64_t> dims, DimWalker& outer, DimWalker& inner) {
-    std::vector<bool> reduced(static_cast<size_t>(in.dim()), false);
-    for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
-    int64_t last_dim[2] = {-2, -2};                        // last non-trivial dim added to outer / inner
-    int64_t prev = -2;                                      // last non-trivial dim of either kind
-    for (int64_t d = 0; d < in.dim(); ++d) {
-        bool is_inner = reduced[static_cast<size_t>(d)];
-        DimWalker& w = is_inner ? inner : outer;
-        int64_t size = in.sizes()[d], stride = in.strides()[d];
-        if (size == 1) continue;
-        bool adjacent = last_dim[is_inner] == prev;         // no dim of the other kind in between
-        last_dim[is_inner] = d;
-        prev = d;
-        if (adjacent && !w.sizes.empty() && w.strides.back() == stride * size) {   // merge with previous dim
-            w.sizes.back() *= size;
-            w.strides.back() = stride;
-        } else {
-            w.sizes.push_back(size);
-            w.strides.push_back(stride);
-        }
-    }
-}
 
 // Folds n contiguous values with kLanes independent accumulators (so the compiler can vectorise
 // the loop), then combines the lanes.
@@ -125,8 +84,8 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in, std::span<co
     using Acc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
     auto ident = [](Acc a, int64_t) { return a; };
     auto add = [](Acc a, Acc b) { return a + b; };
-    auto max_step = [](C a, C x) { return (x != x || x > a) ? x : a; };
-    auto min_step = [](C a, C x) { return (x != x || x < a) ? x : a; };
+    auto max_step = [](C a, C x) { return formulas::max_step(a, x); };
+    auto min_step = [](C a, C x) { return formulas::min_step(a, x); };
     switch (op) {
         case ReduceOp::kSum:
             return reduce_loop<T>(out, in, dims, Acc(0), [](Acc a, C x) { return a + static_cast<Acc>(x); }, add, ident);

@@ -1,0 +1,99 @@
+// rows.cuh: the GPU twin of cpu/rows.hpp: how the row kernels (reduce, softmax, layer_norm) give
+// each row of C values to one warp or one block, and the warp-shuffle / block reductions they use.
+// Every reduction here combines values in an order fixed by the thread ids and the launch shape,
+// so a result never depends on scheduling (no atomics). Not here: strided indexing (loops.cuh).
+#pragma once
+#include <algorithm>
+
+#include "cuda/loops.cuh"
+
+namespace ampgrad::cuda {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+// The partner's value in a butterfly step; reduce.cu adds an overload for its (value, index) pairs.
+template <typename V>
+__device__ __forceinline__ V shfl_xor(V v, int lane_mask) { return __shfl_xor_sync(kFullMask, v, lane_mask); }
+
+// Every lane of a full warp gets lane 0's combination of all 32 values (tree order fixed by lane ids).
+template <typename V, typename Combine>
+__device__ __forceinline__ V warp_reduce(V v, Combine combine) {
+    for (int mask = kWarpSize / 2; mask > 0; mask /= 2) v = combine(v, shfl_xor(v, mask));
+    return v;     // lanes may differ only in the sign of a zero max; callers use lane 0's or a broadcast
+}
+
+// All threads of the block call it (blockDim.x a multiple of 32, at most 1024) and all get the
+// block's combination; `identity` pads the missing warps.
+template <typename V, typename Combine>
+__device__ V block_reduce(V v, Combine combine, V identity) {
+    __shared__ V partial[kWarpSize];
+    __shared__ V result;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    v = warp_reduce(v, combine);
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        V w = lane < static_cast<int>(blockDim.x) / kWarpSize ? partial[lane] : identity;
+        w = warp_reduce(w, combine);
+        if (lane == 0) result = w;
+    }
+    __syncthreads();
+    V out = result;
+    __syncthreads();                                   // partial/result are free for the next call
+    return out;
+}
+
+// ---- rows to threads: a warp per row (short rows) or a block per row (long rows) ----
+
+struct RowSlot {
+    int64_t first_row, row_stride;   // grid-stride loop over rows: for (r = first_row; r < N; r += row_stride)
+    int lane, lanes;                 // this thread's first column and the column stride
+};
+
+template <bool kBlock>
+__device__ __forceinline__ RowSlot row_slot() {
+    if constexpr (kBlock) {
+        return {blockIdx.x, gridDim.x, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    } else {
+        const int warps = static_cast<int>(blockDim.x) / kWarpSize;
+        return {static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / kWarpSize,
+                static_cast<int64_t>(gridDim.x) * warps, static_cast<int>(threadIdx.x % kWarpSize), kWarpSize};
+    }
+}
+
+// The combination over the row's group (warp or block), valid in the group's thread 0 (lane 0).
+template <bool kBlock, typename V, typename Combine>
+__device__ __forceinline__ V group_reduce(V v, Combine combine, V identity) {
+    if constexpr (kBlock) return block_reduce(v, combine, identity);
+    else return warp_reduce(v, combine);
+}
+
+// The combination over the row's group (warp or block), the same value in every thread of it.
+template <bool kBlock, typename V, typename Combine>
+__device__ __forceinline__ V row_reduce(V v, Combine combine, V identity) {
+    if constexpr (kBlock) {
+        return block_reduce(v, combine, identity);
+    } else {
+        return __shfl_sync(kFullMask, warp_reduce(v, combine), 0);
+    }
+}
+
+// Launch shape for N rows of C values: rows up to warp_limit values get a warp (8 per block of
+// 256 threads); longer rows get a block of 512 threads. Every thread of a group walks the same rows,
+// so the shuffles and __syncthreads above are never divergent.
+inline constexpr int64_t kWarpRowLimit = 1024;
+
+struct RowLaunch {
+    bool block;
+    int blocks, threads;
+};
+
+inline RowLaunch row_launch(int64_t rows, int64_t C, int64_t warp_limit = kWarpRowLimit) {
+    if (C > warp_limit) return {true, static_cast<int>(std::clamp<int64_t>(rows, 1, kMaxBlocks)), 512};
+    const int64_t rows_per_block = kBlockSize / kWarpSize;
+    return {false, static_cast<int>(std::clamp<int64_t>((rows + rows_per_block - 1) / rows_per_block, 1, kMaxBlocks)),
+            kBlockSize};
+}
+
+}  // namespace ampgrad::cuda
