@@ -55,9 +55,10 @@ TEST_CASE("dispatch: the first operand not on the CPU, else the CPU") {
 TEST_CASE("cuda kernels the CUDA backend lacks are reported, not stubbed") {
     std::vector<std::string_view> missing = kernels::missing(kCUDA);
 #if AMPGRAD_WITH_CUDA
-    for (std::string_view name : {"copy", "fill", "unary", "binary", "gemm", "random_uniform", "update_scale"})
+    for (std::string_view name : {"copy", "fill", "unary", "binary", "gemm", "random_uniform", "update_scale",
+                                  "reduce", "max_with_indices", "softmax", "softmax_backward"})
         CHECK(std::find(missing.begin(), missing.end(), name) == missing.end());
-    CHECK(std::find(missing.begin(), missing.end(), "softmax") != missing.end());   // not written yet
+    CHECK(missing.size() < kernels::all().size());                                  // the rest may be missing
 #else
     CHECK(missing.size() == kernels::all().size());                                 // no CUDA backend at all
 #endif
