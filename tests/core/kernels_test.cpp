@@ -59,6 +59,8 @@ TEST_CASE("cuda kernels the CUDA backend lacks are reported, not stubbed") {
                                   "reduce", "max_with_indices", "softmax", "softmax_backward", "layer_norm",
                                   "layer_norm_backward"})
         CHECK(std::find(missing.begin(), missing.end(), name) == missing.end());
+    for (std::string_view name : {"gemm_epilogue", "attention_forward", "attention_backward"})   // fused entries
+        CHECK(std::find(missing.begin(), missing.end(), name) == missing.end());
     CHECK(missing.size() < kernels::all().size());                                  // the rest may be missing
 #else
     CHECK(missing.size() == kernels::all().size());                                 // no CUDA backend at all
