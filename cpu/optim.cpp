@@ -7,23 +7,16 @@
 // across OpenMP threads: no autograd, no temporaries. The file is built with -fno-math-errno
 // (meson.build) so that sqrt vectorizes. The generic path (any device, any float dtype) is built
 // from tensor ops in optim/sgd.cpp and optim/adam.cpp.
-#include <algorithm>
-#include <cmath>
-
 #include "core/fused_kernels.hpp"
+#include "core/optim_math.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
 
 namespace {
 
-// The loops below are branch-free so that they vectorize: flags become factors that are exact
-// (x * 1, x * -1, x + 0 * p), and amsgrad / momentum are template parameters.
-
-// The gradient as the formulas see it: grad * inv_scale, rounded to T (what GradScaler's unscale_
-// would have stored), times -1 when maximizing. inv_scale 1 leaves it exact.
-template <typename T>
-T read_grad(T sign, T grad, T inv_scale) { return sign * (grad * inv_scale); }
+// The per-element formulas are core/optim_math.hpp's (shared with cuda/optim.cu); they are
+// branch-free, so these loops vectorize after inlining.
 
 template <typename T, bool kMomentum>
 void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s,
@@ -31,18 +24,11 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
     T* p = param.data_ptr<T>();
     const T* g_in = grad.data_ptr<T>();
     T* buf = kMomentum ? momentum_buffer.data_ptr<T>() : nullptr;
-    const T sign = s.maximize ? T(-1) : T(1), neg_lr = static_cast<T>(-s.lr), wd = static_cast<T>(s.weight_decay);
-    const T momentum = static_cast<T>(s.momentum), keep = static_cast<T>(1.0 - s.dampening);
-    const bool first = s.first_step, nesterov = s.nesterov;
+    const optim_math::SgdCoeffs<T> c = optim_math::sgd_coeffs<T>(s);
     parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            T g = read_grad(sign, g_in[i], inv_scale) + wd * p[i];       // grad.add(param, alpha=wd)
-            if constexpr (kMomentum) {
-                buf[i] = first ? g : buf[i] * momentum + keep * g;        // buf.mul_(m).add_(g, alpha=1-damp)
-                g = nesterov ? g + momentum * buf[i] : buf[i];
-            }
-            p[i] = p[i] + neg_lr * g;                                     // param.add_(g, alpha=-lr)
-        }
+        T unused = T(0);
+        for (int64_t i = begin; i < end; ++i)
+            p[i] = optim_math::sgd_element<T, kMomentum>(c, p[i], g_in[i], inv_scale, kMomentum ? buf[i] : unused);
     });
 }
 
@@ -54,26 +40,12 @@ void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
     T* m = exp_avg.data_ptr<T>();
     T* v = exp_avg_sq.data_ptr<T>();
     T* v_max = kAmsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
-    const double bias_correction1 = 1.0 - std::pow(s.beta1, step);
-    const double bias_correction2 = 1.0 - std::pow(s.beta2, step);
-    const T neg_step_size = static_cast<T>(-(s.lr / bias_correction1));
-    const T bc2_sqrt = static_cast<T>(std::sqrt(bias_correction2)), eps = static_cast<T>(s.eps);
-    const bool decoupled = s.decoupled_weight_decay;
-    const T l2 = decoupled ? T(0) : static_cast<T>(s.weight_decay);                  // Adam
-    const T decay = decoupled ? static_cast<T>(1.0 - s.lr * s.weight_decay) : T(1);  // AdamW
-    const T sign = s.maximize ? T(-1) : T(1);
-    const T w1 = static_cast<T>(1.0 - s.beta1), beta2 = static_cast<T>(s.beta2), w2 = static_cast<T>(1.0 - s.beta2);
+    const optim_math::AdamCoeffs<T> c = optim_math::adam_coeffs<T>(s, step);
     parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            T g = read_grad(sign, g_in[i], inv_scale) + l2 * p[i];       // Adam: grad.add(param, alpha=wd)
-            T p_i = p[i] * decay;                                         // AdamW: param.mul_(1 - lr*wd)
-            m[i] = m[i] + w1 * (g - m[i]);                                // exp_avg.lerp_(g, 1-beta1)
-            v[i] = v[i] * beta2 + w2 * g * g;                             // mul_(beta2).addcmul_(g, g, 1-beta2)
-            T second = v[i];
-            if constexpr (kAmsgrad) second = v_max[i] = std::max(v_max[i], v[i]);
-            T denom = std::sqrt(second) / bc2_sqrt + eps;
-            p[i] = p_i + neg_step_size * m[i] / denom;                    // addcdiv_(m, denom, -step_size)
-        }
+        T unused = T(0);
+        for (int64_t i = begin; i < end; ++i)
+            p[i] = optim_math::adam_element<T, kAmsgrad>(c, p[i], g_in[i], inv_scale, m[i], v[i],
+                                                         kAmsgrad ? v_max[i] : unused);
     });
 }
 
