@@ -1,6 +1,7 @@
 // backend_test.cpp: cuda/backend.cu and cuda/allocator.cu: device discovery, the allocator's
 // live/peak counters, clear errors for bad device indices, operands on the wrong device and
-// kernels with no CUDA implementation (the registry's NotImplementedError).
+// a kernel with no CUDA implementation (the registry's NotImplementedError; every kernel of
+// core/kernels.hpp has one now, so the test brings its own CPU-only kernel).
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -35,7 +36,8 @@ TEST_CASE("cuda allocator: live and peak bytes follow tensor lifetimes" * skip_w
     CHECK(alloc.stats().peak_allocated_bytes == after.allocated_bytes);
 }
 
-TEST_CASE("cuda errors: bad device index, operands on the host, kernels not written yet" * skip_without_gpu()) {
+TEST_CASE("cuda errors: bad device index, operands on the host, a kernel with no CUDA implementation"
+          * skip_without_gpu()) {
     int count = cuda::device_count();
     Device missing(kCUDA, count);
     std::string expected = fmt::format("cuda:{}: device index out of range ({} device", count, count);
@@ -47,10 +49,18 @@ TEST_CASE("cuda errors: bad device index, operands on the host, kernels not writ
     CHECK_THROWS_WITH_AS(kernels::unary(UnaryOp::kExp, out, host_in),
                          doctest::Contains("is not on cuda:0"), DeviceError);
 
-    Tensor x = make_empty({2, 3}, kFloat32, kGpu), y = make_empty({2, 3}, kFloat32, kGpu);
-    CHECK_THROWS_WITH_AS(kernels::softmax(y, x, false),
-                         doctest::Contains("kernel 'softmax' has no cuda implementation"), NotImplementedError);
-    CHECK_THROWS_AS(kernels::layer_norm(y, Tensor(), Tensor(), x, Tensor(), Tensor(), 1e-5), DeviceError);
+    Tensor x = zeros({2, 3}, TensorOptions().device(kGpu)), y = make_empty({2, 3}, kFloat32, kGpu);
+    CHECK_NOTHROW(kernels::softmax(y, x, false));                          // written now: softmax of zeros
+    CHECK(y.to_vector<float>() == std::vector<float>(6, 1.0f / 3.0f));
+    Tensor x_host = zeros({2, 3});
+    CHECK_THROWS_WITH_AS(kernels::softmax(y, x_host, false), doctest::Contains("is not on cuda:0"), DeviceError);
+
+    static constinit Kernel<void(const Tensor& out, double value)> cpu_only{"cpu_only_kernel"};
+    cpu_only.register_impl(kCPU, [](const Tensor& t, double value) { kernels::fill(t, value); });
+    CHECK_NOTHROW(cpu_only(make_empty({2}, kFloat32, kHost), 1.0));
+    CHECK_THROWS_WITH_AS(cpu_only(out, 1.0), doctest::Contains("kernel 'cpu_only_kernel' has no cuda implementation"),
+                         NotImplementedError);
+    CHECK(kernels::missing(kCUDA).empty());
 }
 
 TEST_CASE("cuda: factories and to_vector work through the CUDA backend" * skip_without_gpu()) {
