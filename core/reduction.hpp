@@ -7,10 +7,25 @@
 #include <span>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/kernels.hpp"
 #include "core/scalar_math.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad {
+
+// Checks out/in and handles an empty input (sum 0, prod 1, mean NaN; max/min have no identity and
+// throw). Returns true when nothing is left for the kernel to do.
+inline bool reduce_preconditions(ReduceOp op, const Tensor& out, const Tensor& in) {
+    AMPGRAD_CHECK(out.is_contiguous() && out.dtype() == in.dtype(), "reduce: out {} in {}", out.describe(),
+                  in.describe());
+    if (in.numel() != 0) return false;
+    if (out.numel() == 0) return true;           // nothing to write (a kept dim is empty)
+    if (op == ReduceOp::kMax || op == ReduceOp::kMin)
+        throw ValueError(fmt::format("max/min: cannot reduce an empty tensor {} (no identity)", in.describe()));
+    kernels::fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));
+    return true;
+}
 
 // A list of (size, stride-in-elements) dims walked as a flat row-major index.
 struct DimWalker {

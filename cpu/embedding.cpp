@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -79,10 +80,7 @@ void embedding_backward_kernel(T* dweight, const T* dout, const std::vector<int6
 // ---- launchers ----
 
 void embedding(const Tensor& out, const Tensor& idx, const Tensor& weight) {
-    AMPGRAD_CHECK(weight.dim() == 2 && weight.is_contiguous() && out.is_contiguous() && out.dtype() == weight.dtype() &&
-                      out.numel() == idx.numel() * weight.size(1),
-                  "embedding kernel: out {} / weight {} / idx {} do not fit", out.describe(), weight.describe(),
-                  idx.describe());
+    check_embedding_shapes(out, idx, weight);
     std::vector<int64_t> indices = read_indices("embedding", idx, weight);
     if (out.numel() == 0) return;
     dispatch_float(weight.dtype(), "embedding", [&](auto tag) {

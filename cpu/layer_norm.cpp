@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
@@ -143,17 +144,6 @@ template <typename T>
 const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
-void check_layout(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> rows,
-                  std::initializer_list<const Tensor*> per_channel) {
-    AMPGRAD_CHECK(x.dim() == 2 && x.is_contiguous(), "{}: x must be contiguous (N,C), got {}", kernel, x.describe());
-    for (const Tensor* t : rows)
-        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->sizes() == x.sizes() && t->dtype() == x.dtype()),
-                      "{}: expected a contiguous tensor like x {}, got {}", kernel, x.describe(), t->describe());
-    for (const Tensor* t : per_channel)
-        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->numel() == x.size(1) && t->dtype() == x.dtype()),
-                      "{}: expected a contiguous ({}) tensor of x's dtype, got {}", kernel, x.size(1), t->describe());
-}
-
 void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const Tensor& rstd) {
     DType stat = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
     AMPGRAD_CHECK(mean.is_contiguous() && rstd.is_contiguous() && mean.numel() == x.size(0) &&
@@ -168,7 +158,7 @@ void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const 
 
 void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                 const Tensor& weight, const Tensor& bias, double eps) {
-    check_layout("layer_norm", x, {&y}, {&weight, &bias});
+    check_row_layout("layer_norm", x, {&y}, {&weight, &bias});
     check_stats("layer_norm", x, mean, rstd);
     if (x.numel() == 0) return;
     dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
@@ -182,7 +172,7 @@ void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const T
 
 void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
-    check_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
+    check_row_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
     check_stats("layer_norm_backward", x, mean, rstd);
     AMPGRAD_CHECK(weight.defined() || !dweight.defined(), "layer_norm_backward: dweight requested without a weight");
     if (x.size(1) == 0) return;

@@ -110,15 +110,7 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& in, std::span<co
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, std::span<const int64_t> dims) {
-    AMPGRAD_CHECK(out.is_contiguous() && out.dtype() == in.dtype(), "reduce: out {} in {}", out.describe(),
-                  in.describe());
-    if (in.numel() == 0) {                       // empty reductions: sum 0, prod 1, mean nan; max is an error
-        if (out.numel() == 0) return;            // nothing to write (a kept dim is empty)
-        if (op == ReduceOp::kMax || op == ReduceOp::kMin)
-            throw ValueError(fmt::format("max/min: cannot reduce an empty tensor {} (no identity)", in.describe()));
-        kernels::fill(out, op == ReduceOp::kProd ? 1.0 : (op == ReduceOp::kMean ? NAN : 0.0));
-        return;
-    }
+    if (reduce_preconditions(op, out, in)) return;                  // checked, or empty and filled
     dispatch_all(in.dtype(), "reduce", [&](auto tag) {
         using T = decltype(tag);
         if constexpr (std::is_same_v<T, bool>) {

@@ -19,6 +19,7 @@
 #include <bit>
 #include <cstdio>
 
+#include "core/kernel_preconditions.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -129,10 +130,7 @@ SortedIndices sort_indices(const Tensor& idx, int64_t V, Device device) {
 }  // namespace
 
 void embedding(const Tensor& out, const Tensor& idx, const Tensor& weight) {
-    AMPGRAD_CHECK(weight.dim() == 2 && weight.is_contiguous() && out.is_contiguous() && out.dtype() == weight.dtype() &&
-                      out.numel() == idx.numel() * weight.size(1),
-                  "embedding kernel: out {} / weight {} / idx {} do not fit", out.describe(), weight.describe(),
-                  idx.describe());
+    check_embedding_shapes(out, idx, weight);
     check_indices("embedding", idx);
     const int index = weight.device().index;
     require_on_device("embedding", index, {&out, &idx, &weight});

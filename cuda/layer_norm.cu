@@ -10,6 +10,7 @@
 // Accumulation is in the compute type throughout (fp32 for f16/bf16/f32). Derivation: docs/ops/layernorm.md.
 #include <algorithm>
 
+#include "core/kernel_preconditions.hpp"
 #include "core/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
@@ -126,17 +127,6 @@ __global__ void sum_chunks_kernel(T* out, const device_compute_t<T>* partial, in
 template <typename T>
 const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
 
-void check_layout(const char* kernel, const Tensor& x, std::initializer_list<const Tensor*> rows,
-                  std::initializer_list<const Tensor*> per_channel) {
-    AMPGRAD_CHECK(x.dim() == 2 && x.is_contiguous(), "{}: x must be contiguous (N,C), got {}", kernel, x.describe());
-    for (const Tensor* t : rows)
-        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->sizes() == x.sizes() && t->dtype() == x.dtype()),
-                      "{}: expected a contiguous tensor like x {}, got {}", kernel, x.describe(), t->describe());
-    for (const Tensor* t : per_channel)
-        AMPGRAD_CHECK(!t->defined() || (t->is_contiguous() && t->numel() == x.size(1) && t->dtype() == x.dtype()),
-                      "{}: expected a contiguous ({}) tensor of x's dtype, got {}", kernel, x.size(1), t->describe());
-}
-
 DType stat_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
 void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const Tensor& rstd) {
@@ -188,7 +178,7 @@ void layer_norm(const Tensor& y, const Tensor& mean, const Tensor& rstd, const T
                 const Tensor& bias, double eps) {
     const int index = x.device().index;
     require_on_device("layer_norm", index, {&y, &mean, &rstd, &x, &weight, &bias});
-    check_layout("layer_norm", x, {&y}, {&weight, &bias});
+    check_row_layout("layer_norm", x, {&y}, {&weight, &bias});
     check_stats("layer_norm", x, mean, rstd);
     if (x.numel() == 0) return;
     const int64_t N = x.size(0), C = x.size(1);
@@ -212,7 +202,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight) {
     const int index = x.device().index;
     require_on_device("layer_norm_backward", index, {&dx, &dweight, &dbias, &dy, &x, &mean, &rstd, &weight});
-    check_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
+    check_row_layout("layer_norm_backward", x, {&dx, &dy}, {&dweight, &dbias, &weight});
     check_stats("layer_norm_backward", x, mean, rstd);
     AMPGRAD_CHECK(weight.defined() || !dweight.defined(), "layer_norm_backward: dweight requested without a weight");
     const int64_t N = x.size(0), C = x.size(1);
