@@ -160,20 +160,20 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
     if (st.found_inf.empty())
         throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
 
-    double found = 0.0;
-    for (const auto& [device, flag] : st.found_inf) found += flag.item<float>();   // HOST SYNC: decide
-    StepResult result;
-    if (found == 0.0) optimizer.step();
-    else result = skipped_step(optimizer);
+    Tensor found_total = summed_found_inf(st);
+    const bool found = found_total.item<float>() != 0.0f;                  // HOST SYNC: decide
+    if (!found) optimizer.step();
+    std::shared_ptr<detail::StepOutcome> outcome = new_outcome(optimizer, found_total);
+    outcome->settle(found);
     st.stage = Stage::kStepped;
     st.scale_calls = scale_calls_;
-    return result;
+    return StepResult(outcome);
 }
 
 // PyTorch's path for optimizers with _step_supports_amp_scaling (its fused Adam and SGD): the
 // gradients are only checked (unless unscale_ ran), and the optimizer's kernel reads them as
 // grad * (1/scale) and skips by itself on found_inf. The step is issued without waiting on the
-// flag; the host reads it afterwards only to fill the StepResult.
+// flag; the result reads it now (on the CPU, where that is free) or when asked (deferred).
 StepResult GradScaler::step_in_kernel(optim::Optimizer& optimizer, OptimizerState& st) {
     const bool unscaled = st.stage == Stage::kUnscaled;
     if (st.stage == Stage::kReady) unscale_grads(optimizer, st, /*check_only=*/true);
@@ -181,46 +181,42 @@ StepResult GradScaler::step_in_kernel(optim::Optimizer& optimizer, OptimizerStat
         throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
     NoGradGuard no_grad;
     StepScaling scaling;
-    for (const auto& [device, flag] : st.found_inf) {           // the sum, on the scale's device
-        Tensor f = device == scale_.device() ? flag : to_device(flag, scale_.device());
-        scaling.found_inf = scaling.found_inf.defined() ? scaling.found_inf + f : f;
-    }
+    scaling.found_inf = summed_found_inf(st);
     if (!unscaled) scaling.inv_scale = to_dtype(reciprocal(to_dtype(scale_, kFloat64)), kFloat32);   // ()
     optimizer.step(scaling);
     st.stage = Stage::kStepped;
     st.scale_calls = scale_calls_;
-    if (scaling.found_inf.item<float>() == 0.0f) return {};   // read after the step was issued
-    return skipped_step(optimizer);
+    std::shared_ptr<detail::StepOutcome> outcome = new_outcome(optimizer, scaling.found_inf);
+    if (!options_.defer_step_result.value_or(!scale_.device().is_cpu())) outcome->resolve();
+    return StepResult(outcome);
 }
 
-// Records where the first overflow was and says why the step was skipped.
-StepResult GradScaler::skipped_step(const optim::Optimizer& optimizer) {
-    OverflowRecord rec = find_first_overflow(optimizer);
-    overflows_.push_back(rec);
-    skipped_this_iteration_ = true;
-    return StepResult{true, true,
-                      fmt::format("non-finite gradient: first in {} ({} element{} inf/NaN) at iteration {}, "
-                                  "scale {}; step skipped, the scale will back off in update()",
-                                  rec.param, rec.nonfinite_count, rec.nonfinite_count == 1 ? "" : "s",
-                                  rec.iteration, rec.scale)};
-}
-
-// Only on a skipped step (rare), so the per-parameter host reads cost nothing in the common case.
-OverflowRecord GradScaler::find_first_overflow(const optim::Optimizer& optimizer) const {
-    std::vector<Tensor> params;
-    std::vector<std::string> labels;
+// The outcome of this step, unread: the flag and a copy of the scale stay on the device, and the
+// parameters are kept (until update()) to locate an overflow if the result is read as a skip.
+std::shared_ptr<detail::StepOutcome> GradScaler::new_outcome(const optim::Optimizer& optimizer, const Tensor& found_inf) {
+    auto outcome = std::make_shared<detail::StepOutcome>();
+    outcome->resolved = false;
+    outcome->record.iteration = iteration_;
+    outcome->found_inf = found_inf;
+    outcome->scale = scale_.clone();                     // update() changes scale_ in place
     const auto& groups = optimizer.param_groups();
     for (size_t g = 0; g < groups.size(); ++g)
         for (size_t i = 0; i < groups[g].params.size(); ++i) {
-            params.push_back(groups[g].params[i]);
-            labels.push_back(param_label(groups[g].params[i], g, i));
+            outcome->params.push_back(groups[g].params[i]);
+            outcome->labels.push_back(param_label(groups[g].params[i], g, i));
         }
-    OverflowRecord rec{iteration_, "(unknown)", 0, get_scale()};
-    if (std::optional<NonFiniteGrad> bad = first_nonfinite_grad(params)) {
-        rec.param = labels[bad->index];
-        rec.nonfinite_count = bad->count;
+    this_iteration_.push_back(outcome);
+    return outcome;
+}
+
+// The sum of an optimizer's found_inf flags over its devices, on the scale's device (no host read).
+Tensor GradScaler::summed_found_inf(const OptimizerState& st) const {
+    Tensor total;
+    for (const auto& [device, flag] : st.found_inf) {
+        Tensor f = device == scale_.device() ? flag : to_device(flag, scale_.device());
+        total = total.defined() ? total + f : f;
     }
-    return rec;
+    return total;
 }
 
 // ---- update ----
@@ -233,11 +229,11 @@ void GradScaler::update(std::optional<double> new_scale) {
         scale_.fill_(*new_scale);
     } else {
         Tensor found_total;                              // the sum over optimizers and devices, on scale_'s device
-        for (const auto& [opt, st] : per_optimizer_)
-            for (const auto& [device, flag] : st.found_inf) {
-                Tensor f = device == scale_.device() ? flag : to_device(flag, scale_.device());
-                found_total = found_total.defined() ? found_total + f : f;
-            }
+        for (const auto& [opt, st] : per_optimizer_) {
+            if (st.found_inf.empty()) continue;
+            Tensor f = summed_found_inf(st);
+            found_total = found_total.defined() ? found_total + f : f;
+        }
         if (!found_total.defined()) throw AmpError("GradScaler.update: No inf checks were recorded prior to update.");
         kernels::update_scale(scale_, growth_tracker_, found_total, options_.growth_factor,
                               options_.backoff_factor, options_.growth_interval, options_.min_scale,
@@ -245,10 +241,7 @@ void GradScaler::update(std::optional<double> new_scale) {
         scale_.bump_version();
         growth_tracker_.bump_version();
     }
-    consecutive_skips_ = skipped_this_iteration_ ? consecutive_skips_ + 1 : 0;
-    skipped_this_iteration_ = false;
-    per_optimizer_.clear();
-    ++iteration_;
+    finish_iteration();
 }
 
 void GradScaler::update(const Tensor& new_scale) {
@@ -259,10 +252,55 @@ void GradScaler::update(const Tensor& new_scale) {
                                      new_scale.describe()));
     NoGradGuard no_grad;
     scale_.copy_(to_device(new_scale.reshape({}), scale_.device()));
-    consecutive_skips_ = skipped_this_iteration_ ? consecutive_skips_ + 1 : 0;
-    skipped_this_iteration_ = false;
+    finish_iteration();
+}
+
+// Closes the iteration: its outcomes forget the gradients (which may change from here on) and
+// queue for counting; the iterations whose outcomes are all known are counted now, with no read.
+void GradScaler::finish_iteration() {
+    for (const auto& outcome : this_iteration_) outcome->forget_gradients();
+    unaccounted_.push_back(std::move(this_iteration_));
+    this_iteration_.clear();
+    count_finished_iterations(/*read_device=*/false);
     per_optimizer_.clear();
     ++iteration_;
+}
+
+// Folds finished iterations, oldest first, into consecutive_skips_ and overflows_. Without
+// read_device it stops at the first iteration with an unread outcome.
+void GradScaler::count_finished_iterations(bool read_device) const {
+    while (!unaccounted_.empty()) {
+        auto& outcomes = unaccounted_.front();
+        bool known = std::all_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return o->resolved; });
+        if (!known && !read_device) return;
+        bool skipped = false;
+        for (const auto& outcome : outcomes) {
+            outcome->resolve();                                                 // HOST SYNC if unread
+            if (!outcome->skipped) continue;
+            skipped = true;
+            overflows_.push_back(outcome->record);
+        }
+        consecutive_skips_ = skipped ? consecutive_skips_ + 1 : 0;
+        unaccounted_.pop_front();
+    }
+}
+
+int64_t GradScaler::consecutive_skips() const {
+    count_finished_iterations(/*read_device=*/true);
+    return consecutive_skips_;
+}
+
+const std::vector<OverflowRecord>& GradScaler::overflow_history() const {
+    count_finished_iterations(/*read_device=*/true);
+    return overflows_;
+}
+
+int64_t GradScaler::unread_step_results() const {
+    int64_t unread = 0;
+    for (const auto& outcomes : unaccounted_)
+        for (const auto& o : outcomes) unread += o->resolved ? 0 : 1;
+    for (const auto& o : this_iteration_) unread += o->resolved ? 0 : 1;
+    return unread;
 }
 
 // ---- queries and persistence ----

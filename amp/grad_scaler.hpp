@@ -4,8 +4,10 @@
 //  - optional min_scale / max_scale;
 //  - growth uses `tracker >= interval`, so lowering the interval cannot freeze the scale;
 //  - a missing update() is named in the error it causes.
-// The scale, growth tracker and found_inf flags are tensors on the gradients' device; the only host
-// reads are in step() (to decide), get_scale() and state_dict(). docs/amp.md explains each.
+// The scale, growth tracker and found_inf flags are tensors on the gradients' device. With a fused
+// optimizer (Adam, SGD), which skips in its kernel, an iteration on a GPU reads nothing on the host:
+// the StepResult reads found_inf when it is asked. Other host reads: step() with an unfused
+// optimizer (to decide), get_scale() and state_dict(). docs/amp.md explains each.
 //
 //   amp::GradScaler scaler;                                  // init 65536, x2 every 2000 clean steps
 //   for (...) {
@@ -17,6 +19,8 @@
 //   }
 #pragma once
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <limits>
 #include <map>
 #include <optional>
@@ -24,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "amp/step_result.hpp"
 #include "core/tensor.hpp"
 #include "optim/optimizer.hpp"
 
@@ -38,21 +43,10 @@ struct GradScalerOptions {
     // ampgrad additions (not in PyTorch): the scale never leaves [min_scale, max_scale].
     double min_scale = 0.0;
     double max_scale = std::numeric_limits<double>::infinity();
-};
-
-// What step() did. PyTorch returns None on a skip, so users compare scales to find out.
-struct StepResult {
-    bool skipped = false;                // the step changed nothing (not called, or its kernel skipped)
-    bool found_inf = false;              // some gradient held an inf or NaN
-    std::string reason;                  // empty when it stepped; else names the first bad parameter
-};
-
-// Overflow provenance: where the first non-finite gradient was on a skipped step.
-struct OverflowRecord {
-    int64_t iteration = 0;               // the scaler's iteration (update() calls before it)
-    std::string param;                   // the parameter's name (Tensor::name()) or its group position
-    int64_t nonfinite_count = 0;         // how many elements of its gradient were inf/NaN
-    double scale = 0.0;                  // the scale the backward used
+    // ampgrad addition: whether step() may return before the host knows if the step was skipped
+    // (amp/step_result.hpp). Only fused optimizers, which skip in their kernel, can be deferred.
+    // Unset: deferred when the scale lives off the CPU, where reading it would stall the host.
+    std::optional<bool> defer_step_result;
 };
 
 // The same keys as PyTorch: scale, growth_factor, backoff_factor, growth_interval, _growth_tracker.
@@ -70,7 +64,8 @@ public:
     // Divides the optimizer's gradients by the scale in place and records whether any is non-finite.
     void unscale_(optim::Optimizer& optimizer);
     // Unscales if unscale_() was not called, then steps the optimizer unless a gradient is
-    // non-finite. Reads found_inf on the host: the one sync an iteration needs.
+    // non-finite. An unfused optimizer needs found_inf on the host to decide (one sync); a fused one
+    // skips in its kernel, and the result may be deferred (GradScalerOptions::defer_step_result).
     StepResult step(optim::Optimizer& optimizer);
     // Updates the scale from every optimizer's found_inf (on the device), or sets it.
     void update(std::optional<double> new_scale = std::nullopt);
@@ -88,8 +83,10 @@ public:
     bool is_enabled() const { return options_.enabled; }
 
     int64_t iteration() const { return iteration_; }                 // update() calls so far
-    int64_t consecutive_skips() const { return consecutive_skips_; } // iterations in a row with a skip
-    const std::vector<OverflowRecord>& overflow_history() const { return overflows_; }
+    // These read every deferred step result first (HOST SYNC when any is still unread).
+    int64_t consecutive_skips() const;                    // finished iterations in a row with a skip
+    const std::vector<OverflowRecord>& overflow_history() const;
+    int64_t unread_step_results() const;                  // deferred results not read yet
 
     ScalerStateDict state_dict() const;
     void load_state_dict(const ScalerStateDict& state);
@@ -109,8 +106,10 @@ private:
     // Fills st.found_inf, one flag per device; check_only leaves the gradients as they are.
     void unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, bool check_only = false);
     StepResult step_in_kernel(optim::Optimizer& optimizer, OptimizerState& st);
-    StepResult skipped_step(const optim::Optimizer& optimizer);
-    OverflowRecord find_first_overflow(const optim::Optimizer& optimizer) const;
+    std::shared_ptr<detail::StepOutcome> new_outcome(const optim::Optimizer& optimizer, const Tensor& found_inf);
+    Tensor summed_found_inf(const OptimizerState& st) const;
+    void finish_iteration();
+    void count_finished_iterations(bool read_device) const;
 
     GradScalerOptions options_;
     Tensor scale_;                      // 0-dim f32
@@ -119,9 +118,12 @@ private:
     std::map<const optim::Optimizer*, OptimizerState> per_optimizer_;
     int64_t scale_calls_ = 0;
     int64_t iteration_ = 0;
-    int64_t consecutive_skips_ = 0;
-    bool skipped_this_iteration_ = false;
-    std::vector<OverflowRecord> overflows_;
+    // Step outcomes of the current iteration; finished iterations wait in unaccounted_ until every
+    // outcome is known, then count into consecutive_skips_ and overflows_, in order.
+    std::vector<std::shared_ptr<detail::StepOutcome>> this_iteration_;
+    mutable std::deque<std::vector<std::shared_ptr<detail::StepOutcome>>> unaccounted_;
+    mutable int64_t consecutive_skips_ = 0;
+    mutable std::vector<OverflowRecord> overflows_;
 };
 
 }  // namespace ampgrad::amp

@@ -99,9 +99,9 @@ StepResult MasterWeightsOptimizer::step() {
     if (overflow) {
         ++skipped_steps_;
         zero_grad(true);
-        return StepResult{true, true,
-                          fmt::format("non-finite gradient: {} at scale {}; step skipped. {}", where, backward_scale,
-                                      scaler_->last_event())};
+        return StepResult::skipped_with(
+            fmt::format("non-finite gradient: {} at scale {}; step skipped. {}", where, backward_scale,
+                        scaler_->last_event()));
     }
     // 4. Clip the unscaled f32 gradients, step the masters, round them into the model.
     if (options_.clip_grad > 0.0) nn::utils::clip_grad_norm_(master_params_, options_.clip_grad);

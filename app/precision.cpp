@@ -100,13 +100,13 @@ StepOutcome Precision::step(const Tensor& loss) {
         master_->zero_grad();
         master_->backward(loss);
         out.grad_norm = grad_norm_f32(params_) / out.scale;
-        out.skipped = master_->step().skipped;
+        out.skipped = master_->step().skipped();
     } else if (scaler_) {
         adamw_->zero_grad();
         scaler_->scale(loss).backward();
         scaler_->unscale_(*adamw_);
         out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
-        out.skipped = scaler_->step(*adamw_).skipped;
+        out.skipped = scaler_->step(*adamw_).skipped();
         scaler_->update();
     } else {
         adamw_->zero_grad();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/host_sync.hpp"
 
 namespace ampgrad {
 
@@ -55,7 +56,10 @@ StreamRuntime& stream_runtime(DeviceType type) {
 // ---- streams ----
 
 bool Stream::query() const { return stream_runtime(device_.type).query_stream(*this); }
-void Stream::synchronize() const { stream_runtime(device_.type).synchronize_stream(*this); }
+void Stream::synchronize() const {
+    note_host_sync(HostSync::kStreamSynchronize, device_);
+    stream_runtime(device_.type).synchronize_stream(*this);
+}
 std::string Stream::str() const {
     return is_default() ? fmt::format("default stream on {}", device_.str())
                         : fmt::format("stream {:#x} on {}", id_, device_.str());
@@ -79,6 +83,7 @@ void set_current_stream(const Stream& stream) { current_slot(stream.device()) = 
 void synchronize(Device device) {
     StreamRuntime& runtime = stream_runtime(device.type);
     runtime.check_device(device.index);
+    note_host_sync(HostSync::kDeviceSynchronize, device);
     runtime.synchronize_device(device.index);
 }
 
@@ -136,7 +141,9 @@ void Event::wait(const Stream& stream) const {
 bool Event::query() const { return handle_ == nullptr || stream_runtime(device_.type).query_event(handle_); }
 
 void Event::synchronize() const {
-    if (handle_ != nullptr) stream_runtime(device_.type).synchronize_event(handle_);
+    if (handle_ == nullptr) return;
+    note_host_sync(HostSync::kEventSynchronize, device_);
+    stream_runtime(device_.type).synchronize_event(handle_);
 }
 
 double Event::elapsed_time(const Event& end) const {

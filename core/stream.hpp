@@ -30,7 +30,8 @@ public:
 
     Device device() const { return device_; }
     // 0 is the device's default stream. Other ids are what the device's runtime hands out (for CUDA,
-    // the cudaStream_t's value), so native_handle() needs no lookup.
+    // the cudaStream_t's value), so native_handle() needs no lookup. The default stream's handle is
+    // the backend's to resolve (CUDA's is a non-blocking stream of its own, never the NULL stream).
     uint64_t id() const { return id_; }
     bool is_default() const { return id_ == 0; }
     void* native_handle() const { return reinterpret_cast<void*>(static_cast<uintptr_t>(id_)); }

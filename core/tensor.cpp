@@ -7,6 +7,7 @@
 
 #include "core/kernels.hpp"
 #include "core/error.hpp"
+#include "core/host_sync.hpp"
 
 namespace ampgrad {
 
@@ -114,6 +115,7 @@ void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_
 // the stream it runs on (cuda/copy.cu), so item() and to_vector() read finished values.
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+    note_host_sync(HostSync::kHostRead, device());
     Tensor host = make_empty(sizes(), dtype_of<T>(), Device(kCPU));
     kernels::copy(host, *this);
     const T* p = host.data_ptr<T>();

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/caching_allocator.hpp"
+#include "core/host_sync.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {
@@ -61,10 +62,11 @@ public:
         if (nbytes == 0) return nullptr;                   // empty tensors own no memory
         DeviceGuard guard(index_);
         void* ptr = nullptr;
-        cudaStream_t s = static_cast<cudaStream_t>(stream.native_handle());
+        cudaStream_t s = to_cuda_stream(index_, stream.id());
         cudaError_t status = cudaMallocAsync(&ptr, nbytes, s);
         if (status == cudaErrorMemoryAllocation) {
             cudaGetLastError();                            // out of memory is not sticky: clear it
+            note_host_sync(HostSync::kStreamSynchronize, Device(kCUDA, index_));
             CUDA_CHECK(cudaStreamSynchronize(s));          // let pending frees land, trim, retry once
             CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
             status = cudaMallocAsync(&ptr, nbytes, s);
@@ -115,7 +117,7 @@ public:
 
     void record_stream(void* ptr, const Stream& stream) override {
         require_own_stream("record_stream", stream);
-        cudaStream_t s = static_cast<cudaStream_t>(stream.native_handle());
+        cudaStream_t s = to_cuda_stream(index_, stream.id());
         std::lock_guard<std::mutex> lock(mutex_);
         auto it = blocks_.find(ptr);
         if (it == blocks_.end())
@@ -149,6 +151,7 @@ public:
     // gives every unused byte of the pool back to the driver.
     void empty_cache() override {
         DeviceGuard guard(index_);
+        note_host_sync(HostSync::kDeviceSynchronize, Device(kCUDA, index_));
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
     }
@@ -204,7 +207,7 @@ public:
         DeviceGuard guard(index_);
         cudaEvent_t event = nullptr;
         CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventRecord(event, reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(stream))));
+        CUDA_CHECK(cudaEventRecord(event, to_cuda_stream(index_, stream)));
         return event;
     }
     bool event_completed(void* event) override {
@@ -216,7 +219,10 @@ public:
         CUDA_CHECK(status);
         return true;
     }
-    void wait_event(void* event) override { CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+    void wait_event(void* event) override {
+        note_host_sync(HostSync::kEventSynchronize, Device(kCUDA, index_));
+        CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+    }
     void destroy_event(void* event) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
     size_t free_device_bytes() override {
         DeviceGuard guard(index_);

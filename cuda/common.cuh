@@ -70,9 +70,12 @@ inline int grid_for(int64_t n) {
 }
 
 // The stream every kernel and copy is issued on: this thread's current stream of the current
-// device (core/stream.hpp; the legacy default stream until a StreamGuard or set_current_stream
-// picks another). Defined in cuda/stream.cu.
+// device (core/stream.hpp; the device's default stream, id 0, until a StreamGuard or
+// set_current_stream picks another). Defined in cuda/stream.cu.
 cudaStream_t current_stream();
+// The cudaStream_t behind a Stream id: the id itself, or for id 0 the device's default stream, a
+// non-blocking stream (never the legacy NULL stream, which serialises against all others).
+cudaStream_t to_cuda_stream(int device_index, uint64_t id);
 
 // Makes `index` the current device for the lifetime of the guard, restoring the previous one.
 class DeviceGuard {

@@ -9,6 +9,7 @@
 // one place item(), to_vector() and .to(kCPU) wait for the device.
 #include <cstring>
 
+#include "core/host_sync.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -99,6 +100,7 @@ void copy_device_to_host(const Tensor& dst, const Tensor& src) {
     cudaStream_t stream = current_stream();
     CUDA_CHECK(cudaMemcpyAsync(host.raw_data(), dense.raw_data(),
                                static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyDeviceToHost, stream));
+    note_host_sync(HostSync::kCopyToHost, src.device());
     CUDA_CHECK(cudaStreamSynchronize(stream));                                // HOST SYNC: the host reads next
     if (!host.is_same(dst)) kernels::copy(dst, host);
 }

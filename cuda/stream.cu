@@ -1,5 +1,7 @@
-// stream.cu: the CUDA StreamRuntime (core/stream.hpp). A Stream's id is its cudaStream_t's value;
-// id 0 is the device's legacy default stream. new_stream() hands out, round-robin, streams from a
+// stream.cu: the CUDA StreamRuntime (core/stream.hpp). A Stream's id is its cudaStream_t's value,
+// except id 0, ampgrad's default stream of a device: a non-blocking stream created on first use and
+// shared by every thread. The legacy NULL stream is never used: it would serialise against every
+// other stream (and libraries' work on it) and hide ordering bugs. new_stream() hands out, round-robin, streams from a
 // per-GPU pool of 32 non-blocking streams created on first use and never destroyed (PyTorch's
 // c10/cuda/CUDAStream.cpp does the same: creating and destroying streams is slow and synchronizing).
 // Events are cudaEvent_t, made without timing unless asked (timing makes recording slower).
@@ -17,7 +19,7 @@ namespace {
 
 constexpr size_t kPoolSize = 32;
 
-cudaStream_t to_cuda(const Stream& stream) { return static_cast<cudaStream_t>(stream.native_handle()); }
+cudaStream_t to_cuda(const Stream& stream) { return to_cuda_stream(stream.device().index, stream.id()); }
 cudaEvent_t to_cuda(void* event) { return static_cast<cudaEvent_t>(event); }
 
 struct StreamPool {
@@ -25,6 +27,17 @@ struct StreamPool {
     std::array<cudaStream_t, kPoolSize> streams{};
     std::atomic<size_t> next{0};
 };
+
+// The stream behind id 0 of each device, created non-blocking on first use and never destroyed.
+cudaStream_t default_stream_of(int index) {
+    static std::vector<std::once_flag>* created = new std::vector<std::once_flag>(static_cast<size_t>(count_devices()));
+    static std::vector<cudaStream_t>* streams = new std::vector<cudaStream_t>(static_cast<size_t>(count_devices()));
+    std::call_once((*created)[static_cast<size_t>(index)], [&] {
+        DeviceGuard guard(index);
+        CUDA_CHECK(cudaStreamCreateWithFlags(&(*streams)[static_cast<size_t>(index)], cudaStreamNonBlocking));
+    });
+    return (*streams)[static_cast<size_t>(index)];
+}
 
 StreamPool& pool_for(int index) {
     static std::vector<StreamPool>* pools = new std::vector<StreamPool>(static_cast<size_t>(count_devices()));
@@ -105,6 +118,11 @@ public:
 }();
 
 }  // namespace
+
+cudaStream_t to_cuda_stream(int device_index, uint64_t id) {
+    if (id != 0) return reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(id));
+    return default_stream_of(device_index);
+}
 
 cudaStream_t current_stream() {
     int index = 0;

@@ -59,7 +59,7 @@ inline Report run(std::ostream& out, int steps = 20) {
         scaler.scale(loss).backward();
         amp::StepResult r = scaler.step(optimizer);
         scaler.update();
-        if (r.skipped) ++report.skipped;
+        if (r.skipped()) ++report.skipped;
         if (step == 0) {
             report.penalty_amp = penalty.item<double>();
             report.first_loss = loss.item<double>();

@@ -56,13 +56,13 @@ inline void run_grad_scaler(std::ostream& out, Report& report, int steps) {
         scaler.scale(loss).backward();
         amp::StepResult r = scaler.step(optimizer);
         scaler.update();
-        if (r.skipped) {
+        if (r.skipped()) {
             ++report.skipped_a;
             report.params_identical_on_skip = report.params_identical_on_skip && same(before, params);
             out << "A step " << step << ": skipped at scale " << scale << " -> " << scaler.get_scale() << " ("
-                << r.reason.substr(0, r.reason.find(';')) << ")\n";
+                << r.reason().substr(0, r.reason().find(';')) << ")\n";
         }
-        report.trace.push_back({step, scale, r.skipped, loss.item<double>()});
+        report.trace.push_back({step, scale, r.skipped(), loss.item<double>()});
     }
     report.first_loss = report.trace.front().loss;
     report.last_loss = report.trace.back().loss;
@@ -86,7 +86,7 @@ inline void run_master_weights(std::ostream& out, Report& report, int steps) {
         std::vector<Tensor> before = snapshot(optimizer.model_params());
         optimizer.backward(mse(model->forward(x16), batch.y));
         amp::StepResult r = optimizer.step();
-        if (!r.skipped) continue;
+        if (!r.skipped()) continue;
         ++report.skipped_b;
         report.params_identical_on_skip = report.params_identical_on_skip && same(before, optimizer.model_params());
         report.events_b.push_back(optimizer.loss_scaler().last_event());

@@ -31,13 +31,13 @@ inline Report run(std::ostream& out, int steps = 60) {
         scaler.scale(loss).backward();                          // backward outside autocast
         amp::StepResult r = scaler.step(optimizer);             // unscale, check, step (or skip)
         scaler.update();
-        if (r.skipped) ++report.skipped;
+        if (r.skipped()) ++report.skipped;
         double l = loss.item<double>();
         if (step == 0) report.first_loss = l;
         report.last_loss = l;
         if (step % 10 == 0 || step == steps - 1)
             out << "step " << step << "  loss " << l << "  scale " << scaler.get_scale()
-                << (r.skipped ? "  (skipped: " + r.reason + ")" : "") << "\n";
+                << (r.skipped() ? "  (skipped: " + r.reason() + ")" : "") << "\n";
     }
     report.final_scale = scaler.get_scale();
     out << "loss " << report.first_loss << " -> " << report.last_loss << ", skipped steps: " << report.skipped << "\n";

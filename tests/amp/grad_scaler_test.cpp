@@ -63,8 +63,8 @@ TEST_CASE("GradScaler: scaling is exact, so a clean step is bit-identical to uns
     amp::GradScaler scaler;
     for (int it = 0; it < 3; ++it) {
         amp::StepResult r = iterate(scaler, a);
-        CHECK_FALSE(r.skipped);
-        CHECK(r.reason.empty());
+        CHECK_FALSE(r.skipped());
+        CHECK(r.reason().empty());
         b.opt.zero_grad();
         b.loss().backward();
         b.opt.step();
@@ -81,9 +81,9 @@ TEST_CASE("GradScaler: an inf or NaN gradient skips the step, names the paramete
     iterate(scaler, toy);
     Tensor before = toy.w.detach().clone();
     amp::StepResult r = iterate(scaler, toy, std::numeric_limits<double>::infinity());
-    CHECK(r.skipped);
-    CHECK(r.found_inf);
-    CHECK(r.reason.find("fc.weight") != std::string::npos);
+    CHECK(r.skipped());
+    CHECK(r.found_inf());
+    CHECK(r.reason().find("fc.weight") != std::string::npos);
     CHECK(equal(toy.w, before));                         // bit-identical across the skipped step
     CHECK(scaler.get_scale() == 32768.0);
     CHECK(scaler.get_growth_tracker() == 0);
@@ -94,7 +94,7 @@ TEST_CASE("GradScaler: an inf or NaN gradient skips the step, names the paramete
     CHECK(scaler.overflow_history()[0].scale == 65536.0);
     // a NaN loss: the same
     r = iterate(scaler, toy, std::nan(""));
-    CHECK(r.skipped);
+    CHECK(r.skipped());
     CHECK(equal(toy.w, before));
     CHECK(scaler.get_scale() == 16384.0);
     CHECK(scaler.consecutive_skips() == 2);
@@ -113,7 +113,7 @@ TEST_CASE("GradScaler: unscale_ divides by the scale in place, then clipping see
     CHECK(equal(a.w.grad(), b.w.grad()));
     double norm = nn::utils::clip_grad_norm_(a.opt.param_groups()[0].params, 1e-3).item<double>();
     CHECK(norm == doctest::Approx(b.w.grad().norm().item<double>()));
-    CHECK_FALSE(scaler.step(a.opt).skipped);            // step() does not unscale again
+    CHECK_FALSE(scaler.step(a.opt).skipped());            // step() does not unscale again
     scaler.update();
 }
 
@@ -166,7 +166,7 @@ TEST_CASE("GradScaler: matches a PyTorch trace (scale, tracker and parameters pe
         scaler.scale((p * coefs.select(0, it)).sum()).backward();
         amp::StepResult r = scaler.step(opt);
         scaler.update();
-        CHECK(r.skipped == (stepped[it] == 0.0f));
+        CHECK(r.skipped() == (stepped[it] == 0.0f));
         CHECK(scaler.get_scale() == scales[it]);
         CHECK(scaler.get_growth_tracker() == static_cast<int64_t>(trackers[it]));
         CHECK(equal(p.detach(), fx.at("params").select(0, it)));
@@ -208,8 +208,8 @@ TEST_CASE("GradScaler: several optimizers, each skipping on its own inf, one upd
     b.opt.zero_grad();
     scaler.scale(a.loss(kInf) + b.loss()).backward();
     Tensor a_before = a.w.detach().clone(), b_before = b.w.detach().clone();
-    CHECK(scaler.step(a.opt).skipped);
-    CHECK_FALSE(scaler.step(b.opt).skipped);
+    CHECK(scaler.step(a.opt).skipped());
+    CHECK_FALSE(scaler.step(b.opt).skipped());
     scaler.update();
     CHECK(equal(a.w, a_before));
     CHECK_FALSE(equal(b.w, b_before));
@@ -248,7 +248,7 @@ TEST_CASE("GradScaler: a missing update() is named in the error it causes") {
     amp::GradScaler scaler;
     toy.opt.zero_grad();
     scaler.scale(toy.loss(kInf)).backward();
-    CHECK(scaler.step(toy.opt).skipped);                 // ... and the user `continue`s without update()
+    CHECK(scaler.step(toy.opt).skipped());                 // ... and the user `continue`s without update()
     toy.opt.zero_grad();
     scaler.scale(toy.loss()).backward();
     CHECK_THROWS_WITH_AS(scaler.unscale_(toy.opt), doctest::Contains("update() was not called after the last step()"),
@@ -257,7 +257,7 @@ TEST_CASE("GradScaler: a missing update() is named in the error it causes") {
     scaler.update();                                      // recovering is just calling it
     toy.opt.zero_grad();
     scaler.scale(toy.loss()).backward();
-    CHECK_FALSE(scaler.step(toy.opt).skipped);
+    CHECK_FALSE(scaler.step(toy.opt).skipped());
 }
 
 TEST_CASE("GradScaler: f16 gradients are refused and left untouched") {
@@ -277,7 +277,7 @@ TEST_CASE("GradScaler: f16 gradients are refused and left untouched") {
     Tensor b = randn({3}).to(kBFloat16).requires_grad_(true);   // bf16 grads are allowed (as PyTorch)
     optim::SGD opt_b(std::vector<Tensor>{b}, optim::SGDOptions(0.1));
     scaler.scale(b.to(kFloat32).sum()).backward();
-    CHECK_FALSE(scaler.step(opt_b).skipped);
+    CHECK_FALSE(scaler.step(opt_b).skipped());
 }
 
 TEST_CASE("GradScaler: disabled mode is a pass-through") {
@@ -288,7 +288,7 @@ TEST_CASE("GradScaler: disabled mode is a pass-through") {
     loss.backward();
     Tensor before = toy.w.detach().clone();
     scaler.unscale_(toy.opt);
-    CHECK_FALSE(scaler.step(toy.opt).skipped);
+    CHECK_FALSE(scaler.step(toy.opt).skipped());
     CHECK_FALSE(equal(toy.w, before));
     scaler.update();
     CHECK(scaler.get_scale() == 1.0);
@@ -412,8 +412,8 @@ TEST_CASE("GradScaler: a fused optimizer unscales and skips inside its kernel, b
     CHECK(step_p == 3.0f);
     CHECK(scale_f == scale_p);
     for (int it = 0; it < 4; ++it) {
-        CHECK(res_f[it].skipped == (it == 2));
-        CHECK(res_f[it].reason == res_p[it].reason);
+        CHECK(res_f[it].skipped() == (it == 2));
+        CHECK(res_f[it].reason() == res_p[it].reason());
     }
     // The kernel path leaves .grad scaled (as torch's fused optimizers do); unscale_ changed it in place.
     CHECK(equal(fused_grads[0], plain_grads[0] * 1024.0));
@@ -425,7 +425,7 @@ TEST_CASE("GradScaler: unscale_ before a fused step is honoured: the kernel does
     a.opt.zero_grad();
     scaler.scale(a.loss()).backward();
     scaler.unscale_(a.opt);                              // e.g. to clip
-    CHECK_FALSE(scaler.step(a.opt).skipped);
+    CHECK_FALSE(scaler.step(a.opt).skipped());
     scaler.update();
     b.opt.zero_grad();
     b.loss().backward();

@@ -68,7 +68,7 @@ TEST_CASE("master weights: f32 copies of f16 params; the model gets the rounded 
     opt.zero_grad();
     opt.backward(net.loss());
     Tensor g16 = opt.model_params()[0].grad().clone();                   // scaled f16 grad
-    CHECK_FALSE(opt.step().skipped);
+    CHECK_FALSE(opt.step().skipped());
     Tensor expected = m0 - g16.to(kFloat32) * (0.5 / 128.0);             // SGD on the unscaled f32 grad
     CHECK(equal(opt.master_params()[0], expected));
     for (size_t i = 0; i < 4; ++i) CHECK(equal(opt.master_params()[i].to(kFloat16), opt.model_params()[i]));
@@ -105,8 +105,8 @@ TEST_CASE("master weights: an overflow skips the step; parameters, masters and o
         opt.zero_grad();
         opt.backward(net.loss(kInf));
         amp::StepResult r = opt.step();
-        CHECK(r.skipped);
-        CHECK(r.reason.find("0.weight") != std::string::npos);
+        CHECK(r.skipped());
+        CHECK(r.reason().find("0.weight") != std::string::npos);
     }
     CHECK(opt.loss_scale() == 512);                                       // hysteresis 2: second overflow halves
     CHECK(opt.skipped_steps() == 2);
@@ -190,7 +190,7 @@ TEST_CASE("master weights: LossScaleError at the minimum leaves the model untouc
                                         .init_scale = 2, .delayed_shift = 1}));
     Tensor before = opt.model_params()[0].detach().clone();
     opt.backward(net.loss(kInf));
-    CHECK(opt.step().skipped);                                            // 2 -> 1
+    CHECK(opt.step().skipped());                                            // 2 -> 1
     opt.backward(net.loss(kInf));
     CHECK_THROWS_WITH_AS(opt.step(), doctest::Contains("Current loss scale already at minimum"), LossScaleError);
     CHECK(equal(opt.model_params()[0], before));

@@ -117,7 +117,7 @@ TEST_CASE("GPT fp16 autocast + GradScaler: forced overflows skip the same steps 
                 Tensor grad = run.model->parameters()[0].grad();
                 grad.fill_(std::numeric_limits<double>::infinity());
             }
-            run.skipped.push_back(scaler.step(opt).skipped);
+            run.skipped.push_back(scaler.step(opt).skipped());
             scaler.update();
             run.scales.push_back(scaler.get_scale());
             run.losses.push_back(loss.item<double>());
@@ -158,4 +158,43 @@ TEST_CASE("float64 gradcheck on cuda:0: the ops of a GPT block" * skip_without_g
     const Tensor target = to_gpu(randint(0, 5, {6}, TensorOptions(kInt64)));
     CHECK(autograd::gradcheck(
         [&target](const tensor_list& in) { return tensor_list{F::cross_entropy(in[0], target)}; }, {logits}));
+}
+
+// The issue's zero-sync step: fp16 autocast, GradScaler with unscale_ and clip_grad_norm_, and the
+// fused AdamW (which skips in its kernel) make no host synchronisation, counted by core/host_sync.hpp at every wait core and the
+// CUDA backend make. Whether a step skipped is read afterwards, all at once.
+TEST_CASE("GPT fp16 AMP step on cuda:0: zero host synchronisations per step" * skip_without_gpu()) {
+    const models::GPTConfig cfg = small_config();
+    ModelPair models(cfg);
+    const Batches data = make_batches(4, 8, cfg);
+    std::vector<Tensor> xs, ys;                         // on the GPU before the loop (uploads are not syncs anyway)
+    for (int64_t s = 0; s < 4; ++s) {
+        xs.push_back(to_gpu(data.x.select(0, s).contiguous()));
+        ys.push_back(to_gpu(data.y.select(0, s).contiguous()));
+    }
+    optim::AdamW opt(models.gpu_model.parameters(), optim::AdamWOptions(1e-3));
+    amp::GradScalerOptions options;
+    options.init_scale = 1024.0;
+    amp::GradScaler scaler(options);                    // defer_step_result unset: deferred on a GPU
+    std::vector<amp::StepResult> results;
+    for (int64_t s = 0; s < 4; ++s) {
+        HostSyncCounter syncs;
+        Tensor loss;
+        {
+            amp::AutocastGuard autocast(kCUDA, kFloat16);
+            loss = models.gpu_model.forward(xs[s], ys[s]);
+        }
+        opt.zero_grad();
+        scaler.scale(loss).backward();
+        scaler.unscale_(opt);                           // to clip, as a real loop does
+        nn::utils::clip_grad_norm_(models.gpu_model.parameters(), 1.0);   // a device-side norm and coefficient
+        results.push_back(scaler.step(opt));
+        scaler.update();
+        CAPTURE(s);
+        CAPTURE(syncs.describe());
+        CHECK(syncs.count() == 0);
+    }
+    CHECK(scaler.unread_step_results() == 4);
+    for (const amp::StepResult& r : results) CHECK_FALSE(r.skipped());   // the reads happen here
+    CHECK(scaler.unread_step_results() == 0);
 }
