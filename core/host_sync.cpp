@@ -30,6 +30,7 @@ const char* host_sync_name(HostSync kind) {
         case HostSync::kDeviceSynchronize: return "device synchronize";
         case HostSync::kEventSynchronize: return "event synchronize";
         case HostSync::kCopyToHost: return "copy to host";
+        case HostSync::kPageableCopyToDevice: return "copy to device from pageable memory";
         case HostSync::kHostRead: return "host read";
     }
     return "?";

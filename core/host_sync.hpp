@@ -4,7 +4,7 @@
 // step that wants to keep the device busy must have none (docs/amp.md, "A step with no host
 // synchronisation"). Core and each backend call note_host_sync() at every wait they make:
 //   - Stream::synchronize, synchronize(device), Event::synchronize  (core/stream.cpp)
-//   - a device-to-host copy                                        (cuda/copy.cu)
+//   - a device-to-host copy, a copy to a device from pageable memory (cuda/copy.cu)
 //   - Tensor::item() / to_vector(), on any device                   (core/tensor.cpp)
 // A read of a CPU tensor costs nothing, but it is counted too: the code that reads a CPU value
 // reads a device value on a GPU, so a CPU test can show that a code path makes no read at all.
@@ -22,7 +22,14 @@
 
 namespace ampgrad {
 
-enum class HostSync : uint8_t { kStreamSynchronize, kDeviceSynchronize, kEventSynchronize, kCopyToHost, kHostRead };
+enum class HostSync : uint8_t {
+    kStreamSynchronize,
+    kDeviceSynchronize,
+    kEventSynchronize,
+    kCopyToHost,
+    kPageableCopyToDevice,    // a copy from pageable host memory: the driver waits for the stream first
+    kHostRead,
+};
 const char* host_sync_name(HostSync kind);
 
 // Called at each wait; cheap (one atomic load) when no counter is alive.

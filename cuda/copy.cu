@@ -80,7 +80,9 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
         kernels::copy(host, src);
     }
     Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
-    // From pageable memory the call returns once the bytes are staged, so `host` may die after it.
+    // From pageable memory the driver first waits for the stream, and the call returns once the
+    // bytes are staged, so `host` may die after it. That wait is a host sync: counted as one.
+    note_host_sync(HostSync::kPageableCopyToDevice, dst.device());
     CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(),
                                static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyHostToDevice,
                                current_stream()));

@@ -167,7 +167,9 @@ TEST_CASE("GPT fp16 AMP step on cuda:0: zero host synchronisations per step" * s
     const models::GPTConfig cfg = small_config();
     ModelPair models(cfg);
     const Batches data = make_batches(4, 8, cfg);
-    std::vector<Tensor> xs, ys;                         // on the GPU before the loop (uploads are not syncs anyway)
+    // Inputs go to the GPU before the loop: a copy from pageable host memory makes the driver wait for
+    // the stream (counted as a sync), and pinned host buffers are not built yet.
+    std::vector<Tensor> xs, ys;
     for (int64_t s = 0; s < 4; ++s) {
         xs.push_back(to_gpu(data.x.select(0, s).contiguous()));
         ys.push_back(to_gpu(data.y.select(0, s).contiguous()));
