@@ -19,7 +19,7 @@ struct CachingAllocator::Block {
     bool allocated = false;
     int pending_events = 0;              // events still to complete before it returns to the pool
     bool small_pool = false;             // cut from a small-pool segment
-    std::vector<uint64_t> used_on;       // record_stream: other streams using it
+    std::vector<Stream> used_on;         // record_stream: other streams using it
     size_t requested = 0;                // the bytes asked for (statistics count these)
     Block* prev = nullptr;               // neighbours in the same segment
     Block* next = nullptr;
@@ -147,7 +147,7 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
     block->allocated = false;
     stats_.allocated_bytes -= static_cast<int64_t>(block->requested);
     ++stats_.num_frees;
-    for (uint64_t other : block->used_on) {                // reusable once those streams are past it
+    for (const Stream& other : block->used_on) {                // reusable once those streams are past it
         try {
             pending_.emplace_back(memory_.record_event(other), block);
             ++block->pending_events;
@@ -212,17 +212,19 @@ void CachingAllocator::release_cached_segments() {
 }
 
 void CachingAllocator::record_stream(void* ptr, const Stream& stream) {
-    require_own_stream("record_stream", stream);
+    if (!memory_.usable_on(stream))
+        throw DeviceError(fmt::format("{} allocator record_stream: {} is on {}, which cannot use this memory",
+                                      device().str(), stream.str(), stream.device().str()));
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(ptr);
     if (it == live_.end())
         throw ValueError(fmt::format("{} allocator record_stream: {} is not a live block of this allocator",
                                      device().str(), ptr));
     Block* block = it->second;
-    if (stream.id() == block->stream) return;              // its own stream orders the reuse already
-    for (uint64_t used : block->used_on)
-        if (used == stream.id()) return;
-    block->used_on.push_back(stream.id());
+    if (stream.device() == device() && stream.id() == block->stream) return;   // its own stream orders the reuse
+    for (const Stream& used : block->used_on)
+        if (used == stream) return;
+    block->used_on.push_back(stream);
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -29,19 +29,21 @@
 
 namespace ampgrad {
 
-// The raw device operations the caching allocator needs. Streams are the runtime's ids
-// (Stream::id(); for CUDA the cudaStream_t's value).
+// The raw device operations the caching allocator needs.
 class DeviceMemory {
 public:
     virtual ~DeviceMemory() = default;
     virtual Device device() const = 0;
     virtual void* raw_allocate(size_t nbytes) = 0;       // null when the device is out of memory
     virtual void raw_free(void* ptr) noexcept = 0;
-    virtual void* record_event(uint64_t stream) = 0;     // an event marking the work issued so far
+    virtual void* record_event(const Stream& stream) = 0;   // an event marking the work issued so far
     virtual bool event_completed(void* event) = 0;
     virtual void wait_event(void* event) = 0;            // blocks the host until it has completed
     virtual void destroy_event(void* event) noexcept = 0;
     virtual size_t free_device_bytes() = 0;              // what the device reports as free (for errors)
+    // Streams record_stream accepts: this device's; page-locked host memory also takes the
+    // accelerator's streams, which copy from and to it.
+    virtual bool usable_on(const Stream& stream) const { return stream.device() == device(); }
 };
 
 struct CachingAllocatorConfig {

@@ -1,5 +1,5 @@
-// device_registry.cpp: the per-device-type hooks table behind allocator_for, require_device and
-// device_count. The table is constant-initialised (empty) and filled by the backends at load time.
+// device_registry.cpp: the per-device-type hooks table behind allocator_for, pinned_host_allocator,
+// require_device and device_count. The table is constant-initialised (empty) and filled by the backends at load time.
 #include "core/device_registry.hpp"
 
 #include <array>
@@ -32,5 +32,14 @@ bool is_available(DeviceType type) { return device_count(type) > 0; }
 void require_device(Device device) { hooks_of(device).require_device(device.index); }
 
 Allocator& allocator_for(Device device) { return hooks_of(device).allocator(device.index); }
+
+Allocator& pinned_host_allocator(DeviceType accelerator) {
+    const Device first(accelerator, 0);
+    const DeviceHooks& h = hooks_of(first);
+    h.require_device(0);                                   // says why the accelerator cannot be used
+    if (h.pinned_host_allocator == nullptr)
+        throw DeviceError(fmt::format("pin_memory: {} has no page-locked host memory", device_type_name(accelerator)));
+    return h.pinned_host_allocator();
+}
 
 }  // namespace ampgrad

@@ -18,6 +18,9 @@ struct DeviceHooks {
     // (...)", "device index out of range (2 devices)", "built without CUDA support; rebuild ...").
     void (*require_device)(int index) = nullptr;
     Allocator& (*allocator)(int index) = nullptr;  // the allocator of device `index` (checked first)
+    // Page-locked host memory for asynchronous copies to and from this device type (CPU tensors made
+    // by Tensor::pin_memory()); null for a type that has none. Checked first, like `allocator`.
+    Allocator& (*pinned_host_allocator)() = nullptr;
 };
 
 void register_device(DeviceType type, const DeviceHooks& hooks);
@@ -25,6 +28,8 @@ void register_device(DeviceType type, const DeviceHooks& hooks);
 int device_count(DeviceType type);                 // 0 when the type is not registered
 bool is_available(DeviceType type);                // device_count(type) > 0
 void require_device(Device device);                // throws DeviceError unless `device` can be used
+// The page-locked host allocator of an accelerator type; DeviceError when it has none or no device.
+Allocator& pinned_host_allocator(DeviceType accelerator);
 
 }  // namespace ampgrad
 

@@ -7,6 +7,7 @@
 
 #include "core/kernels.hpp"
 #include "core/error.hpp"
+#include "core/device_registry.hpp"
 #include "core/host_sync.hpp"
 
 namespace ampgrad {
@@ -110,6 +111,21 @@ T* Tensor::data_ptr() const {
 }
 
 void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_stream(stream); }
+
+bool Tensor::is_pinned() const { return impl_->storage->is_pinned(); }
+
+Tensor Tensor::pin_memory(DeviceType accelerator) const {
+    if (!device().is_cpu())
+        throw DeviceError(fmt::format("pin_memory: only CPU tensors can be pinned, got {}", describe()));
+    if (is_pinned()) return *this;
+    Allocator& pinned = pinned_host_allocator(accelerator);
+    size_t nbytes = static_cast<size_t>(numel()) * ::ampgrad::element_size(dtype());
+    auto storage = std::make_shared<StorageImpl>(nbytes, pinned);
+    Tensor out(std::make_shared<TensorImpl>(std::move(storage), sizes(), contiguous_strides(sizes()), 0, dtype(),
+                                            std::make_shared<VersionCounter>()));
+    kernels::copy(out, *this);
+    return out;
+}
 
 // A copy to the host returns once the data is there: the device-to-host copy synchronizes with
 // the stream it runs on (cuda/copy.cu), so item() and to_vector() read finished values.

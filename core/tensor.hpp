@@ -137,6 +137,14 @@ public:
     // ---- conversions ----
     Tensor to(DType dtype) const;
     Tensor to(Device device) const;
+    // non_blocking: with pinned host memory on the other side, return once the copy is queued (as
+    // PyTorch's non_blocking=True); the host must not touch that memory until the stream gets there.
+    Tensor to(Device device, bool non_blocking) const;
+    // A copy in page-locked host memory (this tensor if already pinned), from which copies to the
+    // device run asynchronously (PyTorch's Tensor.pin_memory()). CPU tensors only; needs the
+    // accelerator: DeviceError without one.
+    Tensor pin_memory(DeviceType accelerator = kCUDA) const;
+    bool is_pinned() const;
     Tensor to(DeviceType device) const { return to(Device(device)); }
     Tensor contiguous() const;
     Tensor clone() const;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <cstdlib>
+#include <unistd.h>
 #include <string>
 
 #include "core/caching_allocator.hpp"
@@ -182,6 +183,30 @@ private:
     std::atomic<int64_t> allocated_{0}, peak_allocated_{0}, num_allocs_{0}, num_frees_{0};
 };
 
+// Timing-free events for the caching allocators below: recorded on a stream of a GPU, polled, waited.
+void* record_cuda_event(const Stream& stream) {
+    DeviceGuard guard(stream.device().index);
+    cudaEvent_t event = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(event, to_cuda_stream(stream.device().index, stream.id())));
+    return event;
+}
+
+bool cuda_event_completed(void* event) {
+    cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (status == cudaErrorNotReady) {
+        cudaGetLastError();
+        return false;
+    }
+    CUDA_CHECK(status);
+    return true;
+}
+
+void wait_cuda_event(void* event, Device device) {
+    note_host_sync(HostSync::kEventSynchronize, device);
+    CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
 // The raw side of the native caching allocator: cudaMalloc/cudaFree and timing-free events.
 class CudaMemory final : public DeviceMemory {
 public:
@@ -203,26 +228,9 @@ public:
         QuietDeviceGuard guard(index_);
         cudaFree(ptr);                                     // may fail at process exit: nothing to do then
     }
-    void* record_event(uint64_t stream) override {
-        DeviceGuard guard(index_);
-        cudaEvent_t event = nullptr;
-        CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventRecord(event, to_cuda_stream(index_, stream)));
-        return event;
-    }
-    bool event_completed(void* event) override {
-        cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
-        if (status == cudaErrorNotReady) {
-            cudaGetLastError();
-            return false;
-        }
-        CUDA_CHECK(status);
-        return true;
-    }
-    void wait_event(void* event) override {
-        note_host_sync(HostSync::kEventSynchronize, Device(kCUDA, index_));
-        CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
-    }
+    void* record_event(const Stream& stream) override { return record_cuda_event(stream); }
+    bool event_completed(void* event) override { return cuda_event_completed(event); }
+    void wait_event(void* event) override { wait_cuda_event(event, device()); }
     void destroy_event(void* event) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
     size_t free_device_bytes() override {
         DeviceGuard guard(index_);
@@ -233,6 +241,33 @@ public:
 
 private:
     int index_;
+};
+
+// Page-locked host memory (cudaHostAlloc, portable across GPUs) for Tensor::pin_memory(). The same
+// caching allocator serves it: a block that a copy on a GPU stream used (record_stream, cuda/copy.cu)
+// returns to the pool only after that stream's event, as in PyTorch's CachingHostAllocator.
+class PinnedHostMemory final : public DeviceMemory {
+public:
+    Device device() const override { return Device(kCPU); }
+    void* raw_allocate(size_t nbytes) override {
+        void* ptr = nullptr;
+        cudaError_t status = cudaHostAlloc(&ptr, nbytes, cudaHostAllocPortable);
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            return nullptr;
+        }
+        CUDA_CHECK(status);
+        return ptr;
+    }
+    void raw_free(void* ptr) noexcept override { cudaFreeHost(ptr); }
+    void* record_event(const Stream& stream) override { return record_cuda_event(stream); }
+    bool event_completed(void* event) override { return cuda_event_completed(event); }
+    void wait_event(void* event) override { wait_cuda_event(event, Device(kCUDA)); }
+    void destroy_event(void* event) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+    size_t free_device_bytes() override {
+        return static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    }
+    bool usable_on(const Stream& stream) const override { return stream.device().is_cpu() || stream.device().is_cuda(); }
 };
 
 // AMPGRAD_CUDA_ALLOC_CONF: "backend:native" (default) or "backend:cudaMallocAsync"; ValueError otherwise.
@@ -261,6 +296,11 @@ Allocator& cuda_allocator(int index) {
         return v;
     }();
     return *(*allocators)[static_cast<size_t>(index)];
+}
+
+Allocator& cuda_pinned_host_allocator() {
+    static Allocator* pinned = new CachingAllocator(*new PinnedHostMemory());   // never destroyed, as above
+    return *pinned;
 }
 
 // Registered with the CUDA device's hooks in cuda/backend.cu.

@@ -90,6 +90,7 @@ DeviceGuard::~DeviceGuard() {
 
 // ---- registration: core reaches CUDA devices only through these hooks ----
 
-AMPGRAD_REGISTER_DEVICE(kCUDA, (DeviceHooks{&count_devices, &require_device, &cuda_allocator}));
+AMPGRAD_REGISTER_DEVICE(kCUDA,
+                        (DeviceHooks{&count_devices, &require_device, &cuda_allocator, &cuda_pinned_host_allocator}));
 
 }  // namespace ampgrad::cuda

@@ -30,6 +30,7 @@ int count_devices();                           // GPUs the runtime reports (0 wi
 // or "cuda:3: device index out of range (2 devices)".
 void require_device(int index);
 Allocator& cuda_allocator(int index);          // checks the device first
+Allocator& cuda_pinned_host_allocator();       // page-locked host memory (Tensor::pin_memory)
 
 // Throws DeviceError unless every tensor lives on cuda:<index> (kernels never read host memory).
 void require_on_device(const char* kernel, int index, std::initializer_list<const Tensor*> ts);

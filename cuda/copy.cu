@@ -82,10 +82,14 @@ void copy_host_to_device(const Tensor& dst, const Tensor& src) {
     Tensor staging = dst.is_contiguous() ? dst : make_empty(dst.sizes(), dst.dtype(), dst.device());
     // From pageable memory the driver first waits for the stream, and the call returns once the
     // bytes are staged, so `host` may die after it. That wait is a host sync: counted as one.
-    note_host_sync(HostSync::kPageableCopyToDevice, dst.device());
+    // From pinned memory the copy is only queued: the block is recorded on the stream, so the pinned
+    // allocator does not hand it out again before the copy has read it (to_device waits unless
+    // non_blocking, so the caller may also overwrite it).
+    if (!host.is_pinned()) note_host_sync(HostSync::kPageableCopyToDevice, dst.device());
     CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), host.raw_data(),
                                static_cast<size_t>(dst.numel()) * dst.element_size(), cudaMemcpyHostToDevice,
                                current_stream()));
+    if (host.is_pinned()) host.record_stream(::ampgrad::current_stream(dst.device()));
     if (!staging.is_same(dst)) copy_on_device(dst, staging);
 }
 

@@ -142,7 +142,7 @@ Tensor stack(const tensor_list& tensors, int64_t dim = 0);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
-Tensor to_device(const Tensor& x, Device device);    // differentiable copy
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);   // differentiable copy
 
 // ---- linear algebra (autograd/ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting

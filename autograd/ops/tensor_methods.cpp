@@ -6,6 +6,7 @@ namespace ampgrad {
 
 Tensor Tensor::to(DType d) const { return to_dtype(*this, d); }
 Tensor Tensor::to(Device d) const { return to_device(*this, d); }
+Tensor Tensor::to(Device d, bool non_blocking) const { return to_device(*this, d, non_blocking); }
 Tensor Tensor::contiguous() const { return ampgrad::contiguous(*this); }
 Tensor Tensor::clone() const { return ampgrad::clone(*this); }
 

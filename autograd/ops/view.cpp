@@ -323,10 +323,13 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
     });
 }
 
-Tensor to_device(const Tensor& x, Device device) {
+// A copy from pinned host memory is queued without waiting (cuda/copy.cu); unless non_blocking, the
+// host then waits for it, so the caller may reuse the pinned buffer at once (PyTorch's default).
+Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
     ops::check_defined("to", x, "input");
     if (x.device() == device) return x;
     Tensor out = copy_raw(x, x.dtype(), device);
+    if (!non_blocking && x.is_pinned() && !device.is_cpu()) current_stream(device).synchronize();
     Device src = x.device();
     return record("to_device", out, {x}, {}, [src](BackwardContext&, const tensor_list& g) {
         return tensor_list{to_device(g[0], src)};

@@ -40,9 +40,9 @@ public:
         std::free(ptr);
     }
     // An event is a heap int: 0 while its stream is busy, 1 once the test completes it.
-    void* record_event(uint64_t stream) override {
+    void* record_event(const Stream& stream) override {
         auto* e = new int(0);
-        events_on[stream].insert(e);
+        events_on[stream.id()].insert(e);
         return e;
     }
     bool event_completed(void* event) override { return *static_cast<int*>(event) != 0; }
@@ -52,6 +52,11 @@ public:
         delete static_cast<int*>(event);
     }
     size_t free_device_bytes() override { return budget_ - used_; }
+    // As page-locked host memory: also usable on another device's streams (the copies' streams).
+    bool usable_on(const Stream& stream) const override {
+        return DeviceMemory::usable_on(stream) || (host_memory_for_cuda && stream.device().is_cuda());
+    }
+    bool host_memory_for_cuda = false;
 
     void finish_stream(uint64_t stream) {          // the device caught up with `stream`
         for (int* e : events_on[stream]) *e = 1;
@@ -185,4 +190,22 @@ TEST_CASE("a block still awaited by another stream is not released by empty_cach
     CHECK(alloc.stats().reserved_bytes == 0);
     CHECK(alloc.allocate(0, kStreamA) == nullptr);
     CHECK(alloc.stats().num_allocs == 1);                          // a 0-byte request is not an allocation
+}
+
+TEST_CASE("host memory for a GPU: record_stream takes the GPU's streams, and reuse waits for their events") {
+    BudgetMemory memory(1024 * kMiB);
+    memory.host_memory_for_cuda = true;                            // as the pinned host allocator's memory
+    CachingAllocator alloc(memory);
+    const Stream copy_stream(Device(kCUDA, 0), 7);
+    void* a = alloc.allocate(4096, kStreamA);
+    alloc.record_stream(a, copy_stream);                           // a copy to the GPU reads it
+    alloc.deallocate(a, 4096);
+    CHECK(memory.events_on[7].size() == 1);
+    CHECK(alloc.allocate(4096, kStreamA) != a);                    // the copy may still be reading
+    memory.finish_stream(7);
+    CHECK(alloc.allocate(4096, kStreamA) == a);
+    memory.host_memory_for_cuda = false;
+    void* b = alloc.allocate(4096, kStreamA);
+    CHECK_THROWS_WITH_AS(alloc.record_stream(b, copy_stream), doctest::Contains("which cannot use this memory"),
+                         DeviceError);
 }

@@ -160,19 +160,19 @@ TEST_CASE("float64 gradcheck on cuda:0: the ops of a GPT block" * skip_without_g
         [&target](const tensor_list& in) { return tensor_list{F::cross_entropy(in[0], target)}; }, {logits}));
 }
 
-// The zero-sync step: fp16 autocast, GradScaler with unscale_ and clip_grad_norm_, and the
+// The zero-sync step: the batch's upload from pinned memory, fp16 autocast, GradScaler with unscale_ and clip_grad_norm_, and the
 // fused AdamW (which skips in its kernel) make no host synchronisation, counted by core/host_sync.hpp at every wait core and the
 // CUDA backend make. Whether a step skipped is read afterwards, all at once.
 TEST_CASE("GPT fp16 AMP step on cuda:0: zero host synchronisations per step" * skip_without_gpu()) {
     const models::GPTConfig cfg = small_config();
     ModelPair models(cfg);
     const Batches data = make_batches(4, 8, cfg);
-    // Inputs go to the GPU before the loop: a copy from pageable host memory makes the driver wait for
-    // the stream (counted as a sync), and pinned host buffers are not built yet.
+    // The batches wait in pinned host memory, as a data loader's would, and each step uploads its own
+    // with non_blocking copies (from pageable memory the driver would wait for the stream).
     std::vector<Tensor> xs, ys;
     for (int64_t s = 0; s < 4; ++s) {
-        xs.push_back(to_gpu(data.x.select(0, s).contiguous()));
-        ys.push_back(to_gpu(data.y.select(0, s).contiguous()));
+        xs.push_back(data.x.select(0, s).contiguous().pin_memory());
+        ys.push_back(data.y.select(0, s).contiguous().pin_memory());
     }
     optim::AdamW opt(models.gpu_model.parameters(), optim::AdamWOptions(1e-3));
     amp::GradScalerOptions options;
@@ -184,7 +184,7 @@ TEST_CASE("GPT fp16 AMP step on cuda:0: zero host synchronisations per step" * s
         Tensor loss;
         {
             amp::AutocastGuard autocast(kCUDA, kFloat16);
-            loss = models.gpu_model.forward(xs[s], ys[s]);
+            loss = models.gpu_model.forward(xs[s].to(kGpu, /*non_blocking=*/true), ys[s].to(kGpu, true));
         }
         opt.zero_grad();
         scaler.scale(loss).backward();
