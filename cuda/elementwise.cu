@@ -51,6 +51,21 @@ __global__ void unary_kernel(int64_t n, UnaryOp op, OffsetCalc<2> calc, T* out, 
     }
 }
 
+// unary_kernel for contiguous, 16-byte-aligned float operands: one 128-bit load and store per vector.
+template <typename T>
+__global__ void unary_vec_kernel(int64_t n, UnaryOp op, T* out, const T* in) {
+    using V = Vec16<T>;
+    const int64_t vectors = n / kVecWidth<T>;
+    for (int64_t i = first_index(); i < vectors; i += grid_stride()) {
+        V x = reinterpret_cast<const V*>(in)[i];
+#pragma unroll
+        for (int k = 0; k < kVecWidth<T>; ++k) x.v[k] = store_compute<T>(unary_float_value(op, load_compute(x.v[k])));
+        reinterpret_cast<V*>(out)[i] = x;
+    }
+    for (int64_t i = vectors * kVecWidth<T> + first_index(); i < n; i += grid_stride())   // the tail
+        out[i] = store_compute<T>(unary_float_value(op, load_compute(in[i])));
+}
+
 template <typename T>
 __global__ void logical_not_kernel(int64_t n, OffsetCalc<2> calc, bool* out, const T* in) {
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
@@ -88,6 +103,23 @@ __global__ void arithmetic_kernel(int64_t n, BinaryOp op, OffsetCalc<3> calc, T*
         Offsets<3> o = calc.get(i);
         out[o.at[0]] = store_compute<T>(arithmetic_value(op, load_compute(a[o.at[1]]), load_compute(b[o.at[2]])));
     }
+}
+
+// arithmetic_kernel for contiguous, 16-byte-aligned float operands.
+template <typename T>
+__global__ void arithmetic_vec_kernel(int64_t n, BinaryOp op, T* out, const T* a, const T* b) {
+    using V = Vec16<T>;
+    const int64_t vectors = n / kVecWidth<T>;
+    for (int64_t i = first_index(); i < vectors; i += grid_stride()) {
+        V x = reinterpret_cast<const V*>(a)[i];
+        const V y = reinterpret_cast<const V*>(b)[i];
+#pragma unroll
+        for (int k = 0; k < kVecWidth<T>; ++k)
+            x.v[k] = store_compute<T>(arithmetic_value(op, load_compute(x.v[k]), load_compute(y.v[k])));
+        reinterpret_cast<V*>(out)[i] = x;
+    }
+    for (int64_t i = vectors * kVecWidth<T> + first_index(); i < n; i += grid_stride())   // the tail
+        out[i] = store_compute<T>(arithmetic_value(op, load_compute(a[i]), load_compute(b[i])));
 }
 
 template <typename T>
@@ -209,6 +241,14 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
         } else {
             if (std::is_integral_v<T> && !int_supports(op))
                 throw DTypeError(fmt::format("{}: not supported for integer tensor {}", op_name(op), in.describe()));
+            if constexpr (!std::is_integral_v<T>) {
+                if (vectorizable<2>(calc, {out.raw_data(), in.raw_data()})) {
+                    unary_vec_kernel<T><<<grid_for_vectors<T>(n), kBlockSize, 0, current_stream()>>>(
+                        n, op, device_ptr<T>(out), device_ptr<const T>(in));
+                    CUDA_CHECK(cudaGetLastError());
+                    return;
+                }
+            }
             unary_kernel<T><<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, op, calc, device_ptr<T>(out),
                                                                               device_ptr<const T>(in));
             CUDA_CHECK(cudaGetLastError());
@@ -235,6 +275,14 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
             throw DTypeError(fmt::format("{}: not supported for bool tensors ({}, {})", op_name(op), a.describe(),
                                          b.describe()));
         } else {
+            if constexpr (!std::is_integral_v<T>) {
+                if (vectorizable<3>(calc, {out.raw_data(), a.raw_data(), b.raw_data()})) {
+                    arithmetic_vec_kernel<T><<<grid_for_vectors<T>(n), kBlockSize, 0, current_stream()>>>(
+                        n, op, device_ptr<T>(out), device_ptr<const T>(a), device_ptr<const T>(b));
+                    CUDA_CHECK(cudaGetLastError());
+                    return;
+                }
+            }
             arithmetic_kernel<T><<<grid_for(n), kBlockSize, 0, current_stream()>>>(
                 n, op, calc, device_ptr<T>(out), device_ptr<const T>(a), device_ptr<const T>(b));
             CUDA_CHECK(cudaGetLastError());

@@ -208,3 +208,27 @@ TEST_CASE("cuda activation_backward: dx = dy * f'(x) for every activation" * ski
         }
     }
 }
+
+// The vectorised path (contiguous, 16-byte aligned) and its scalar tail, against the scalar path: a
+// length that is not a multiple of the vector width, and the same data one element off alignment.
+TEST_CASE("cuda unary/binary: 16-byte vectorised loads, their tail and misaligned views match the CPU" *
+          skip_without_gpu()) {
+    for (DType dtype : kFloatDTypes) {
+        CAPTURE(dtype_name(dtype));
+        Tensor a = sample({1001}, dtype, 41), b = positive(sample({1001}, dtype, 42));
+        Tensor a_gpu = to_gpu(a), b_gpu = to_gpu(b);
+        for (int64_t offset : {0, 1}) {                                  // 1: not 16-byte aligned
+            CAPTURE(offset);
+            const int64_t n = 1001 - offset;
+            Tensor ha = a.narrow(0, offset, n), hb = b.narrow(0, offset, n);
+            Tensor ga = a_gpu.narrow(0, offset, n), gb = b_gpu.narrow(0, offset, n);
+            Tensor expected = make_empty({n}, dtype, kHost), out = make_empty({n}, dtype, kGpu);
+            kernels::unary(UnaryOp::kTanh, expected, ha);
+            kernels::unary(UnaryOp::kTanh, out, ga);
+            CHECK_GPU_CLOSE(out, expected, tol_for(dtype));
+            kernels::binary(BinaryOp::kDiv, expected, ha, hb);
+            kernels::binary(BinaryOp::kDiv, out, ga, gb);
+            CHECK_GPU_CLOSE(out, expected, tol_for(dtype));
+        }
+    }
+}
