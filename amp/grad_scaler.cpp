@@ -20,13 +20,6 @@ constexpr const char* kNoScaleHint =
     "but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) "
     "earlier in the iteration.";
 
-// A parameter's name for messages: its Tensor::name() (set by nn::Module) or its group position.
-std::string param_label(const Tensor& p, size_t group, size_t index) {
-    std::string name = p.name();
-    if (!name.empty()) return name;
-    return fmt::format("param_groups[{}].params[{}] {}", group, index, p.describe());
-}
-
 // f32 outputs are multiplied directly; f16/bf16 in f32 then rounded once (so a scale of 65536,
 // which f16 cannot hold, is never rounded to f16); f64 in f64.
 Tensor scaled(const Tensor& out, const Tensor& scale) {
@@ -119,7 +112,7 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, 
                 throw AmpError(fmt::format(
                     "GradScaler.unscale_: Attempting to unscale FP16 gradients: {} has an f16 gradient {}; "
                     "keep parameters in f32 under autocast, or use amp::MasterWeightsOptimizer for f16 parameters",
-                    param_label(p, g, i), grad.describe()));
+                    detail::param_label(p, g, i), grad.describe()));
             auto it = std::find_if(by_device.begin(), by_device.end(),
                                    [&](const auto& e) { return e.first == grad.device(); });
             if (it == by_device.end()) it = by_device.insert(by_device.end(), {grad.device(), {}});
@@ -187,24 +180,22 @@ StepResult GradScaler::step_in_kernel(optim::Optimizer& optimizer, OptimizerStat
     st.stage = Stage::kStepped;
     st.scale_calls = scale_calls_;
     std::shared_ptr<detail::StepOutcome> outcome = new_outcome(optimizer, scaling.found_inf);
-    if (!options_.defer_step_result.value_or(!scale_.device().is_cpu())) outcome->resolve();
+    if (options_.defer_step_result.value_or(!scale_.device().is_cpu()))
+        outcome->scale = scale_.clone();                 // update() changes scale_ in place before the read
+    else
+        outcome->resolve();
     return StepResult(outcome);
 }
 
-// The outcome of this step, unread: the flag and a copy of the scale stay on the device, and the
+// The outcome of this step, unread: the flag and the scale stay on the device, and the
 // parameters are kept (until update()) to locate an overflow if the result is read as a skip.
 std::shared_ptr<detail::StepOutcome> GradScaler::new_outcome(const optim::Optimizer& optimizer, const Tensor& found_inf) {
     auto outcome = std::make_shared<detail::StepOutcome>();
     outcome->resolved = false;
     outcome->record.iteration = iteration_;
     outcome->found_inf = found_inf;
-    outcome->scale = scale_.clone();                     // update() changes scale_ in place
-    const auto& groups = optimizer.param_groups();
-    for (size_t g = 0; g < groups.size(); ++g)
-        for (size_t i = 0; i < groups[g].params.size(); ++i) {
-            outcome->params.push_back(groups[g].params[i]);
-            outcome->labels.push_back(param_label(groups[g].params[i], g, i));
-        }
+    outcome->scale = scale_;                             // a deferred outcome takes a copy (step_in_kernel)
+    for (const auto& group : optimizer.param_groups()) outcome->param_groups.push_back(group.params);
     this_iteration_.push_back(outcome);
     return outcome;
 }

@@ -2,6 +2,9 @@
 // non-finite gradient (only on a skip, so the per-parameter reads cost nothing in the common case).
 #include "amp/step_result.hpp"
 
+#include <optional>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "amp/loss_scaler.hpp"
@@ -29,13 +32,7 @@ void StepOutcome::settle(bool step_skipped) {
     if (skipped) {
         record.scale = scale.item<float>();                                   // HOST SYNC (skips only)
         record.param = "(not located: the result was read after update(), when the gradients may have changed)";
-        if (!params.empty()) {
-            record.param = "(unknown)";
-            if (std::optional<NonFiniteGrad> bad = first_nonfinite_grad(params)) {
-                record.param = labels[bad->index];
-                record.nonfinite_count = bad->count;
-            }
-        }
+        if (!param_groups.empty()) locate_overflow();
         reason = skip_reason(record);
     }
     found_inf = Tensor();
@@ -43,9 +40,29 @@ void StepOutcome::settle(bool step_skipped) {
     forget_gradients();
 }
 
-void StepOutcome::forget_gradients() {
-    params.clear();
-    labels.clear();
+// The first parameter, in group order, whose gradient holds an inf or NaN (one host read per parameter).
+void StepOutcome::locate_overflow() {
+    std::vector<Tensor> params;
+    std::vector<std::pair<size_t, size_t>> positions;                        // (group, index) of each
+    for (size_t g = 0; g < param_groups.size(); ++g)
+        for (size_t i = 0; i < param_groups[g].size(); ++i) {
+            params.push_back(param_groups[g][i]);
+            positions.emplace_back(g, i);
+        }
+    record.param = "(unknown)";
+    if (std::optional<NonFiniteGrad> bad = first_nonfinite_grad(params)) {
+        auto [g, i] = positions[bad->index];
+        record.param = param_label(params[bad->index], g, i);
+        record.nonfinite_count = bad->count;
+    }
+}
+
+void StepOutcome::forget_gradients() { param_groups.clear(); }
+
+std::string param_label(const Tensor& p, size_t group, size_t index) {
+    std::string name = p.name();
+    if (!name.empty()) return name;
+    return fmt::format("param_groups[{}].params[{}] {}", group, index, p.describe());
 }
 
 }  // namespace ampgrad::amp::detail

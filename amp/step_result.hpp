@@ -37,17 +37,20 @@ struct StepOutcome {
     bool skipped = false;
     std::string reason;                  // empty when it stepped
     OverflowRecord record;               // meaningful when skipped
-    // Until resolved: the summed found_inf (0-dim f32, non-zero on a skip) and a copy of the scale,
-    // both on the device; the optimizer's parameters and their labels, to locate the overflow.
+    // Until resolved: the summed found_inf (0-dim f32, non-zero on a skip) and the scale the step
+    // used, both on the device; the optimizer's parameters by group, to locate the overflow.
     Tensor found_inf;
     Tensor scale;
-    std::vector<Tensor> params;
-    std::vector<std::string> labels;
+    std::vector<std::vector<Tensor>> param_groups;
 
     void resolve();                      // HOST SYNC when still deferred
     void settle(bool step_skipped);      // resolve with a flag the caller has already read
     void forget_gradients();             // update() ran: the gradients may change from here on
+    void locate_overflow();              // fills record.param and nonfinite_count
 };
+
+// A parameter's name for messages: its Tensor::name() (set by nn::Module) or its group position.
+std::string param_label(const Tensor& p, size_t group, size_t index);
 
 }  // namespace detail
 

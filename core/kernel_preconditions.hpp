@@ -1,6 +1,5 @@
 // kernel_preconditions.hpp: the layout checks a kernel and its twin on another backend both make
-// before touching memory (cpu/layer_norm.cpp and cuda/layer_norm.cu, cpu/embedding.cpp and
-// cuda/embedding.cu), written once. A failed check is a kernel-contract violation by the op layer,
+// before touching memory (layer_norm, embedding and gemm_epilogue, in cpu/ and cuda/), written once. A failed check is a kernel-contract violation by the op layer,
 // reported by AMPGRAD_CHECK (core/error.hpp) with the kernel and the tensors it was given.
 #pragma once
 #include <initializer_list>
@@ -29,6 +28,26 @@ inline void check_embedding_shapes(const Tensor& out, const Tensor& idx, const T
                       out.numel() == idx.numel() * weight.size(1),
                   "embedding kernel: out {} / weight {} / idx {} do not fit", out.describe(), weight.describe(),
                   idx.describe());
+}
+
+// gemm_epilogue's operands: out (M,N) contiguous = op(a) (M,K) @ op(b) (K,N), one dtype; bias
+// (N) contiguous; aux (M,N) contiguous, only with the GELU epilogue.
+inline void check_gemm_epilogue_shapes(const Tensor& out, const Tensor& aux, const Tensor& a, const Tensor& b,
+                                       bool trans_a, bool trans_b, const Tensor& bias, bool gelu) {
+    AMPGRAD_CHECK(out.is_contiguous() && out.dim() == 2 && a.dim() == 2 && b.dim() == 2,
+                  "gemm_epilogue: out {} a {} b {}", out.describe(), a.describe(), b.describe());
+    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm_epilogue: dtypes differ: {} {} {}",
+                  out.describe(), a.describe(), b.describe());
+    const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
+    AMPGRAD_CHECK((trans_a ? a.size(1) : a.size(0)) == m && (trans_b ? b.size(1) : b.size(0)) == k &&
+                      (trans_b ? b.size(0) : b.size(1)) == n,
+                  "gemm_epilogue: out {} = a {} (trans {}) @ b {} (trans {})", out.describe(), a.describe(), trans_a,
+                  b.describe(), trans_b);
+    AMPGRAD_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == n && bias.dtype() == out.dtype()),
+                  "gemm_epilogue: bias {} for out {}", bias.defined() ? bias.describe() : "undefined", out.describe());
+    AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
+                                     aux.dtype() == out.dtype()),
+                  "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
 }
 
 }  // namespace ampgrad

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/fused_kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "core/kernels.hpp"
 #include "core/scalar_math.hpp"
 #include "core/threads.hpp"
@@ -242,22 +243,10 @@ void epilogue_widened(T* out, int64_t m, int64_t n, const MatrixBatch<T>& a, boo
 
 void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                    const Tensor& bias, GemmEpilogue epilogue) {
-    AMPGRAD_CHECK(out.is_contiguous() && out.dim() == 2 && a.dim() == 2 && b.dim() == 2,
-                  "gemm_epilogue: out {} a {} b {}", out.describe(), a.describe(), b.describe());
-    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm_epilogue: dtypes differ: {} {} {}",
-                  out.describe(), a.describe(), b.describe());
-    const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
-    AMPGRAD_CHECK((trans_a ? a.size(1) : a.size(0)) == m && (trans_b ? b.size(1) : b.size(0)) == k &&
-                      (trans_b ? b.size(0) : b.size(1)) == n,
-                  "gemm_epilogue: out {} = a {} (trans {}) @ b {} (trans {})", out.describe(), a.describe(), trans_a,
-                  b.describe(), trans_b);
     const bool gelu = epilogue == GemmEpilogue::kBiasGeluTanh;
-    AMPGRAD_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == n && bias.dtype() == out.dtype()),
-                  "gemm_epilogue: bias {} for out {}", bias.defined() ? bias.describe() : "undefined", out.describe());
-    AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
-                                     aux.dtype() == out.dtype()),
-                  "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
+    check_gemm_epilogue_shapes(out, aux, a, b, trans_a, trans_b, bias, gelu);
     if (out.numel() == 0) return;
+    const int64_t m = out.size(0), n = out.size(1);                                   // out (M,N)
     dispatch_float(out.dtype(), "gemm_epilogue", [&](auto tag) {
         using T = decltype(tag);
         const T* bias_p = bias.defined() ? bias.data_ptr<T>() : nullptr;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/fused_kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "core/scalar_math.hpp"
 #include "cuda/gemm_lt.cuh"
 
@@ -198,20 +199,7 @@ void check_epilogue_args(const Tensor& out, const Tensor& aux, const Tensor& a, 
     require_on_device("gemm_epilogue", index, {&out, &a, &b});
     if (bias.defined()) require_on_device("gemm_epilogue", index, {&bias});
     if (aux.defined()) require_on_device("gemm_epilogue", index, {&aux});
-    AMPGRAD_CHECK(out.is_contiguous() && out.dim() == 2 && a.dim() == 2 && b.dim() == 2,
-                  "gemm_epilogue: out {} a {} b {}", out.describe(), a.describe(), b.describe());
-    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm_epilogue: dtypes differ: {} {} {}",
-                  out.describe(), a.describe(), b.describe());
-    const int64_t m = out.size(0), n = out.size(1), k = trans_a ? a.size(0) : a.size(1);
-    AMPGRAD_CHECK((trans_a ? a.size(1) : a.size(0)) == m && (trans_b ? b.size(1) : b.size(0)) == k &&
-                      (trans_b ? b.size(0) : b.size(1)) == n,
-                  "gemm_epilogue: out {} = a {} (trans {}) @ b {} (trans {})", out.describe(), a.describe(), trans_a,
-                  b.describe(), trans_b);
-    AMPGRAD_CHECK(!bias.defined() || (bias.is_contiguous() && bias.numel() == n && bias.dtype() == out.dtype()),
-                  "gemm_epilogue: bias {} for out {}", bias.defined() ? bias.describe() : "undefined", out.describe());
-    AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
-                                     aux.dtype() == out.dtype()),
-                  "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
+    check_gemm_epilogue_shapes(out, aux, a, b, trans_a, trans_b, bias, gelu);
 }
 
 cublasLtEpilogue_t lt_epilogue(bool bias, bool gelu, bool aux) {
