@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "dist/process_group.hpp"
+#include "models/gpt_mfu.hpp"
 #include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
@@ -52,6 +53,15 @@ std::string zero_text(const TrainStats& s, int world_size) {
                        "+ optimizer {:.2f})", s.zero_stage, world_size, static_cast<double>(b.total()) / 1e6,
                        static_cast<double>(b.params) / 1e6, static_cast<double>(b.grads) / 1e6,
                        static_cast<double>(b.optimizer) / 1e6);
+}
+
+// MFU per token/s of a run on `world` devices (llm.c's FLOPs per token over their summed peak),
+// or nullopt off the GPU or where the card's peak is unknown.
+std::optional<double> mfu_per_token_per_s(const models::GPTConfig& mc, const std::string& device, int world) {
+    if (device != "cuda") return std::nullopt;
+    const std::optional<double> peak = peak_dense_bf16_flops(device_properties(Device(kCUDA, 0)).name);
+    if (!peak) return std::nullopt;
+    return models::llmc_flops_per_token(mc) / (*peak * static_cast<double>(world));
 }
 
 void print_eval(ProgressLine& progress, const EvalStats& e) {
@@ -96,6 +106,8 @@ int run_train(const TrainOptions& o) {
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
+    const std::optional<double> mfu_factor = mfu_per_token_per_s(mc, cfg.device, world);
+    if (mfu_factor) progress.set_mfu_per_token_per_s(*mfu_factor);
     const auto start = std::chrono::steady_clock::now();
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;
@@ -110,7 +122,9 @@ int run_train(const TrainOptions& o) {
         }
         if (lead) {
             progress.update(s);
-            metrics->train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
+            const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
+            metrics->train(s, tokens_per_s, elapsed,
+                           mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt);
         }
         // Every rank evaluates (no collectives in it), so that none waits past the group's timeout.
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
@@ -193,6 +207,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("  %.1f ms/step, %.0f tokens/s, %.2f GFLOP/s (%.3g FLOPs per token, forward + backward)\n",
                 1e3 * s / static_cast<double>(o.timed_steps), tps, tps * mc.flops_per_token() / 1e9,
                 mc.flops_per_token());
+    if (const std::optional<double> mfu = mfu_per_token_per_s(mc, o.run.device, 1))
+        std::printf("  MFU %.1f%% (llm.c's 6N + 6LCT FLOPs per token over %s's dense bf16 peak)\n", 100.0 * tps * *mfu,
+                    device_properties(Device(kCUDA, 0)).name.c_str());
     return 0;
 }
 

@@ -42,9 +42,11 @@ std::string ProgressLine::format(const TrainStats& s) {
     const std::string zero = s.zero_stage > 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
                                                              static_cast<double>(s.state_bytes.total()) / 1e6)
                                               : "";
-    return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s | lr {:.2e} | scale {:g} | skipped {} | "
+    const std::string mfu =
+        mfu_per_token_per_s_ ? fmt::format(" | MFU {:.1f}%", 100.0 * tokens_per_s_ * *mfu_per_token_per_s_) : "";
+    return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s{} | lr {:.2e} | scale {:g} | skipped {} | "
                        "gnorm {:.3f}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
-                       s.lr, s.scale, s.skipped_total, s.grad_norm, zero, duration_text(eta));
+                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, duration_text(eta));
 }
 
 void ProgressLine::update(const TrainStats& s) {
@@ -104,10 +106,11 @@ void MetricsLog::write(const std::string& line) {
     if (!out_) throw IOError(fmt::format("metrics: writing {} failed (is the disk full?)", path_));
 }
 
-void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_s) {
+void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_s, std::optional<double> mfu) {
     nlohmann::json j = {{"kind", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
                         {"scale", s.scale}, {"skipped", s.skipped}, {"skipped_total", s.skipped_total},
                         {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
+    if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
     if (s.zero_stage > 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
         j["zero_stage"] = s.zero_stage;
