@@ -8,8 +8,10 @@
 #             step (doctest; pass doctest flags in CUDA_ARGS, e.g. CUDA_ARGS='-tc=*attention*')
 #   gpt2      app/ampgrad train --device cuda --preset gpt2, bf16 then fp16, GPT2_STEPS steps (default 30)
 #   peer      the GPU race (bench/gpu_race.py): ampgrad's bench_gpt_step and the PyTorch peer alternately,
-#             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS adds flags)
-#   memcheck  compute-sanitizer --tool memcheck over test_cuda (MEMCHECK_ARGS narrows it)
+#             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS, default
+#             "--rounds 1" to fit the GPU minutes, replaces the flags)
+#   memcheck  compute-sanitizer --tool memcheck over test_cuda, every kernel case but the GPT trainings
+#             (tens of steps each: minutes under the sanitizer); MEMCHECK_ARGS replaces that filter
 #   dist      tests/test_dist (process groups; NCCL where built)
 #   cmd       bash -c "$RUN_CMD" inside the bundle, for anything else
 # Each step has a time limit (STEP_TIMEOUT, default 240 s) so that one hang cannot eat the scarce GPU time.
@@ -57,11 +59,11 @@ for s in "${steps[@]}"; do case $s in
       grep -E "tok/s|tokens/s|error|Error" "$L/gpt2_$prec.log" | tail -3 | cut -c1-200 | tee -a "$L/summary.txt"
     done ;;
   peer)
-    (cd "$H/bench" && step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:-})
+    (cd "$H/bench" && step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:---rounds 1})
     grep -vE "^#" "$L/peer.log" | tail -8 | tee -a "$L/summary.txt" ;;
   memcheck)
     if command -v compute-sanitizer >/dev/null; then
-      step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$H/tests/test_cuda" ${MEMCHECK_ARGS:-}
+      step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*}
       grep -m 10 -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$L/memcheck.log" | cut -c1-220 | tee -a "$L/summary.txt"
     else say "memcheck: no compute-sanitizer here"; fi ;;
   dist)
