@@ -205,6 +205,14 @@ void Module::to(DType dtype) {
     for (const Tensor& t : buffers()) if (is_floating(t.dtype())) convert_in_place(t, dtype, t.device());
 }
 
+void Module::cast_parameters(DType dtype) {
+    if (!is_floating(dtype))
+        throw DTypeError(fmt::format("{}: cast_parameters() only accepts floating dtypes, but got {}", type_name_,
+                                     dtype_name(dtype)));
+    NoGradGuard no_grad;
+    for (const Tensor& t : parameters()) if (is_floating(t.dtype())) convert_in_place(t, dtype, t.device());
+}
+
 void Module::to(Device device) {
     NoGradGuard no_grad;
     for (const Tensor& t : parameters()) convert_in_place(t, t.dtype(), device);

@@ -115,6 +115,9 @@ public:
     // optimizer built earlier still holds them, and keep requires_grad); grads are converted too.
     void to(DType dtype);
     void to(Device device);
+    // Converts floating parameters only, in place as to(dtype); buffers keep their dtype (DeepSpeed's
+    // mixed-precision cast, which keeps f32 buffers; the ZeRO engine's fp16/bf16 modes call it).
+    void cast_parameters(DType dtype);
     void zero_grad(bool set_to_none = true);
 
     // ---- checkpoints ----
