@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
         if (command == "train") {
             if (train_cmd->count("--preset") > 0) train.preset_given = train.run.preset;
             if (train_cmd->count("--zero") > 0) train.zero_given = train.run.zero;
+            for (const CLI::Option* opt : train_cmd->get_options())
+                if (opt->count() > 0) train.flags_given.push_back(opt->get_name());
             if (train_cmd->count("--out") == 0) train.out = "runs/" + train.run.preset;
             return run_train(train);
         }

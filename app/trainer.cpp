@@ -105,6 +105,13 @@ double Trainer::lr_at(int64_t it) const {
     return cfg_.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * r)) * (cfg_.lr - cfg_.min_lr);
 }
 
+void Trainer::set_steps(int64_t steps) {
+    if (steps < step_)
+        throw ValueError(fmt::format("--steps {}: the run being resumed is already at step {}; give --steps {} or more "
+                                     "(or resume without --steps)", steps, step_, step_));
+    cfg_.steps = steps;
+}
+
 std::pair<Tensor, Tensor> Trainer::next_batch() {
     const int64_t batch = cfg_.batch_size / world_size_;   // --zero: this rank's share
     auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->config().block_size);

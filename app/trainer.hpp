@@ -67,6 +67,9 @@ public:
     nlohmann::json state_json() const;          // state.json's content
 
     double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr
+    // --resume --steps N: the run now ends at step N, and the cosine decay (lr_at) spans N steps;
+    // ValueError naming --steps when N is below the step the run is at.
+    void set_steps(int64_t steps);
     int64_t step() const { return step_; }
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
     const RunConfig& config() const { return cfg_; }
