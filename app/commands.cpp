@@ -121,7 +121,7 @@ int run_train(const TrainOptions& o) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.zero_stage > 0 && !zero_line) {
+        if (s.zero_stage >= 0 && !zero_line) {
             zero_line = zero_text(s, world);
             progress.message(*zero_line);
         }

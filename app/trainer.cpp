@@ -63,7 +63,7 @@ Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt) {}
 Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer)
     : cfg_(cfg), device_(checked_device(cfg.device)) {
     cfg_.validate();
-    if (cfg_.zero > 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
+    if (cfg_.zero >= 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
         init_zero_process_group();
         rank_ = dist::rank();
         world_size_ = dist::world_size();
@@ -90,7 +90,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     manual_seed(cfg_.seed);
     model_ = std::make_shared<models::GPT>(mc);
     if (device_.is_cuda()) model_->to(device_);
-    if (cfg_.zero == 0) {
+    if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_);
         return;
     }
