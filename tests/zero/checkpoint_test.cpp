@@ -1,7 +1,8 @@
 // tests/zero/checkpoint_test.cpp: ZeRO checkpoints (zero/checkpoint.hpp) with real processes over
 // loopback (dist_worker running tests/zero/checkpoint_scenarios.cpp): a bit-exact resume in fresh
-// processes, resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, corrupt / partial /
-// mismatched checkpoints, and a rank SIGKILLed in the middle of a step.
+// processes (stages 0-3), resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, stage 0's
+// checkpoints into stages 1 and 3 and back, corrupt / partial / mismatched checkpoints, and a rank
+// SIGKILLed in the middle of a step.
 #include "tests/dist/spawn.hpp"
 
 #include <doctest/doctest.h>

@@ -1,6 +1,7 @@
 // tests/zero/zero_test.cpp: the ZeRO engine (zero/engine.hpp). In this process: the config
-// parser's keys and errors, the flat layout and the owner-contiguous bucket packing. With real
-// processes over loopback (dist_worker running tests/zero/zero_scenarios.cpp): stages 1, 2 and 3
+// parser's keys and errors, the flat layout and the owner-contiguous bucket packing, and (one-rank
+// group) fp16/bf16 casting an f32 module or refusing it. With real processes over loopback
+// (dist_worker running tests/zero/zero_scenarios.cpp): stages 0, 1, 2 and 3
 // against single-process training with 1, 2 and 4 ranks, accumulation (also F_A F_B B_A B_B),
 // checkpointing (with frozen parameters inside the checkpoint), a plain out.backward(grad), a
 // backward inside a forward, and an fp16 overflow in one rank's partition.
