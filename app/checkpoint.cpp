@@ -197,11 +197,11 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
-    const bool saved_zero = cfg.zero > 0;
-    if (for_inference) cfg.zero = 0;
-    else if (zero_stage && (*zero_stage > 0) != saved_zero)
-        throw ValueError(fmt::format("--zero {}: checkpoint {} was saved {} ZeRO; resume it {} --zero", *zero_stage, dir,
-                                     saved_zero ? "with" : "without", saved_zero ? "with" : "without"));
+    const bool saved_zero = cfg.zero >= 0;
+    if (for_inference) cfg.zero = -1;
+    else if (zero_stage && !saved_zero)
+        throw ValueError(fmt::format("--zero {}: checkpoint {} was saved without ZeRO; resume it without --zero",
+                                     *zero_stage, dir));
     else if (zero_stage) cfg.zero = *zero_stage;
     std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer"))));
     if (to_json(t->model_config()) != state.at("model_config"))

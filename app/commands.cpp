@@ -12,6 +12,7 @@
 #include "ampgrad_config.h"
 #include "app/checkpoint.hpp"
 #include "app/report.hpp"
+#include "app/resume_flags.hpp"
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
@@ -32,6 +33,19 @@ void check_preset(const std::optional<std::string>& given, const std::string& sa
     if (given && *given != saved)
         throw ValueError(fmt::format("checkpoint {} was trained with preset \"{}\", not \"{}\" (drop --preset, or "
                                      "train a new run)", dir, saved, *given));
+}
+
+// --resume --steps N: the run now ends at step N, the cosine decay spans N steps, and the learning
+// rate continues from the new curve's value at the current step (docs/gpt.md §5), which is printed.
+void change_schedule(Trainer& trainer, int64_t steps) {
+    const int64_t at = trainer.step(), saved = trainer.config().steps;
+    const double before = trainer.lr_at(at);
+    trainer.set_steps(steps);
+    if (trainer.rank() == 0)
+        std::printf("--steps %lld: the schedule now spans %lld steps (saved: %lld); the learning rate at step %lld is "
+                    "%.4g (the saved schedule gives %.4g there)\n", static_cast<long long>(steps),
+                    static_cast<long long>(steps), static_cast<long long>(saved), static_cast<long long>(at + 1),
+                    trainer.lr_at(at), before);
 }
 
 // The trainer a checkpoint describes, with its weights (for sample and eval).
@@ -77,10 +91,13 @@ int run_train(const TrainOptions& o) {
     std::unique_ptr<Trainer> trainer;
     if (!o.resume.empty()) {
         const std::string dir = resolve_checkpoint(o.resume);
-        check_preset(o.preset_given, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
+        const nlohmann::json saved = read_checkpoint_state(dir).at("run_config");
+        check_preset(o.preset_given, saved.at("preset").get<std::string>(), dir);
+        const ResumeOverrides overrides = check_resume_flags(o.run, o.flags_given, saved, dir);
         trainer = Trainer::resume(dir, o.zero_given);
         if (trainer->rank() == 0)
             std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
+        if (overrides.steps) change_schedule(*trainer, *overrides.steps);
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
@@ -116,7 +133,7 @@ int run_train(const TrainOptions& o) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.zero_stage > 0 && !zero_line) {
+        if (s.zero_stage >= 0 && !zero_line) {
             zero_line = zero_text(s, world);
             progress.message(*zero_line);
         }

@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/run_config.hpp"
 
@@ -19,6 +20,7 @@ struct TrainOptions {
     std::string progress = "auto";       // auto | line | plain
     std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
     std::optional<int64_t> zero_given;         // --zero as typed (with --resume: the stage to continue at)
+    std::vector<std::string> flags_given;      // every flag typed (with --resume: checked, app/resume_flags.hpp)
 };
 int run_train(const TrainOptions& o);
 

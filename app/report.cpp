@@ -39,7 +39,7 @@ std::string ProgressLine::format(const TrainStats& s) {
     const double elapsed = std::chrono::duration<double>(clock_type::now() - start_).count();
     const double done = static_cast<double>(s.step - first_step_);
     const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - s.step) : NAN;
-    const std::string zero = s.zero_stage > 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
+    const std::string zero = s.zero_stage >= 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
                                                              static_cast<double>(s.state_bytes.total()) / 1e6)
                                               : "";
     const std::string mfu =
@@ -112,7 +112,7 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
                         {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
     if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
-    if (s.zero_stage > 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
+    if (s.zero_stage >= 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
         j["zero_stage"] = s.zero_stage;
         j["model_state_bytes_per_rank"] = {{"params", s.state_bytes.params}, {"grads", s.state_bytes.grads},
                                            {"optimizer", s.state_bytes.optimizer}, {"total", s.state_bytes.total()}};

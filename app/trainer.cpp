@@ -63,7 +63,7 @@ Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt) {}
 Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer)
     : cfg_(cfg), device_(checked_device(cfg.device)) {
     cfg_.validate();
-    if (cfg_.zero > 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
+    if (cfg_.zero >= 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
         init_zero_process_group();
         rank_ = dist::rank();
         world_size_ = dist::world_size();
@@ -90,7 +90,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     manual_seed(cfg_.seed);
     model_ = std::make_shared<models::GPT>(mc);
     if (device_.is_cuda()) model_->to(device_);
-    if (cfg_.zero == 0) {
+    if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_);
         return;
     }
@@ -103,6 +103,13 @@ double Trainer::lr_at(int64_t it) const {
     if (it >= cfg_.steps) return cfg_.min_lr;
     const double r = static_cast<double>(it - cfg_.warmup) / static_cast<double>(std::max<int64_t>(cfg_.steps - cfg_.warmup, 1));
     return cfg_.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * r)) * (cfg_.lr - cfg_.min_lr);
+}
+
+void Trainer::set_steps(int64_t steps) {
+    if (steps < step_)
+        throw ValueError(fmt::format("--steps {}: the run being resumed is already at step {}; give --steps {} or more "
+                                     "(or resume without --steps)", steps, step_, step_));
+    cfg_.steps = steps;
 }
 
 std::pair<Tensor, Tensor> Trainer::next_batch() {

@@ -37,7 +37,7 @@ struct TrainStats {
     bool skipped = false;
     int64_t skipped_total = 0;
     int64_t tokens = 0;   // tokens in this step's batch (every rank's, with --zero)
-    int zero_stage = 0;   // --zero: the stage, and this rank's model-state bytes
+    int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
     zero::ModelStateBytes state_bytes;
 };
 
@@ -53,7 +53,7 @@ public:
     explicit Trainer(const RunConfig& cfg);
     // Rebuilds the run saved in checkpoint directory `dir` and continues from its step. A ZeRO
     // checkpoint (--zero) is loaded by every rank at the current world size (resharded), at the
-    // stage `zero_stage` names if given (1, 2, 3), else the saved one. for_inference: one process,
+    // stage `zero_stage` names if given (0, 1, 2, 3), else the saved one. for_inference: one process,
     // no engine: a ZeRO checkpoint's parameters are read consolidated (sample, eval).
     static std::unique_ptr<Trainer> resume(const std::string& dir, std::optional<int64_t> zero_stage = std::nullopt,
                                            bool for_inference = false);
@@ -67,6 +67,9 @@ public:
     nlohmann::json state_json() const;          // state.json's content
 
     double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr
+    // --resume --steps N: the run now ends at step N, and the cosine decay (lr_at) spans N steps;
+    // ValueError naming --steps when N is below the step the run is at.
+    void set_steps(int64_t steps);
     int64_t step() const { return step_; }
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
     const RunConfig& config() const { return cfg_; }

@@ -27,6 +27,12 @@ std::pair<int64_t, int64_t> real_range(const FlatLayout& l, int rank) {
     return {b, std::min(l.partition_begin(rank) + l.partition_numel(), l.numel())};
 }
 
+// The real flat elements [begin, end) this rank's master partition holds (stage 0: all of them).
+std::pair<int64_t, int64_t> held_range(ZeroEngine& engine) {
+    const int64_t n = engine.layout().numel(), b = engine.master_begin();
+    return {std::min(b, n), std::min(b + engine.master_partition().numel(), n)};
+}
+
 // Runs `body`; an exception becomes the text in `error`, so that this rank still joins the
 // agreement collective below instead of leaving the others waiting.
 template <typename F>
@@ -73,15 +79,18 @@ Tensor flat_params(const ZeroEngine& engine, int64_t b, int64_t e) {
 void write_rank_file(ZeroEngine& engine, const std::string& path, const json& client_state) {
     NoGradGuard no_grad;
     const int R = engine.group().rank(), W = engine.group().world_size();
-    const auto [b, e] = real_range(engine.layout(), R);
+    // The file's range: this rank's partition (stage 0: the part a stage-1 rank R would own), at its
+    // offset `at` in the master partition (0, except in stage 0, which holds everything).
+    const auto [b, e] = real_range(engine.file_layout(), R);
+    const int64_t at = b - engine.master_begin();
     nn::NamedTensors t;
     t.insert("param", flat_params(engine, b, e));
     const Tensor master = engine.master_partition().detach();
-    t.insert("master", master.narrow(0, 0, e - b));
+    t.insert("master", master.narrow(0, at, e - b));
     if (const optim::ParamState* st = engine.optimizer().find_state(engine.master_partition()))
         for (const auto& [key, v] : *st) {
             if (v.dim() == 0) t.insert("optim." + key, v);
-            else if (v.numel() == master.numel()) t.insert("optim." + key, v.reshape({-1}).narrow(0, 0, e - b));
+            else if (v.numel() == master.numel()) t.insert("optim." + key, v.reshape({-1}).narrow(0, at, e - b));
             else
                 throw ValueError(fmt::format("save_checkpoint: optimizer state '{}' is {}: neither a scalar nor the "
                                              "partition's size {}", key, v.describe(), master.numel()));
@@ -99,7 +108,7 @@ void write_rank_file(ZeroEngine& engine, const std::string& path, const json& cl
 }
 
 json make_manifest(ZeroEngine& engine, const std::vector<int64_t>& records, const json& shared_state) {
-    const FlatLayout& l = engine.layout();
+    const FlatLayout& l = engine.file_layout();
     const int W = l.world_size();
     json m = {{"format", "ampgrad-zero-checkpoint"}, {"version", 1}, {"world_size", W},
               {"stage", engine.config().stage}, {"model_dtype", dtype_name(engine.model_dtype())},
@@ -324,8 +333,9 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
     }
     load_buffers(engine.module(), ck);
     refresh_stage3_partitions(engine);
-    // This rank's new partition of the masters and the optimizer's flat state, from whichever files hold it.
-    const auto [b, e] = real_range(l, R);
+    // This rank's new partition of the masters and the optimizer's flat state (stage 0: all of them),
+    // from whichever files hold it.
+    const auto [b, e] = held_range(engine);
     Tensor master = engine.master_partition().detach();
     master.zero_();
     master.narrow(0, 0, e - b).copy_(read_flat_range(ck, "master", b, e).to(master.dtype()).to(master.device()));
