@@ -40,9 +40,12 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
     return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
 }
 
-// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero.
+// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero; data parallel,
+// rank 0 alone writes it (every rank holds the same weights and optimizer state).
 std::string save_run(Trainer& trainer, const std::string& root) {
-    return trainer.zero() ? trainer.save_zero(root) : save_checkpoint(trainer, root);
+    if (trainer.zero()) return trainer.save_zero(root);
+    if (trainer.rank() != 0) return "";
+    return save_checkpoint(trainer, root);
 }
 
 // The ZeRO line under the banner: the stage, the ranks, and this rank's model-state bytes.
@@ -74,10 +77,11 @@ int run_train(const TrainOptions& o) {
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
-    // With --zero every process trains; only rank 0 prints, writes metrics.jsonl, evaluates and samples.
+    // With --zero or data parallel every process trains; only rank 0 prints and writes files.
     const bool lead = trainer->rank() == 0;
-    const int world = trainer->zero() ? dist::world_size() : 1;
-    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) throw IOError("--zero: cannot silence rank output");
+    const int world = trainer->world_size();
+    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
+        throw IOError(fmt::format("rank {}: cannot silence its standard output", trainer->rank()));
     const RunConfig& cfg = trainer->config();
     const models::GPTConfig& mc = trainer->model_config();
     fs::create_directories(o.out);
@@ -93,6 +97,9 @@ int run_train(const TrainOptions& o) {
                 cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
+    if (trainer->data_parallel())
+        std::printf("data parallel on %d processes: global batch %lld (%lld per rank)\n", world,
+                    static_cast<long long>(cfg.batch_size), static_cast<long long>(cfg.batch_size / world));
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);

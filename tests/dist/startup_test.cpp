@@ -1,0 +1,56 @@
+// tests/dist/startup_test.cpp: fail-fast start-up (dist/startup_watch.hpp) and the address a rank
+// advertises (dist/socket_address.hpp). A rank that fails during start-up publishes an abort
+// through the store; the others stop at once naming it and its host, long before their timeout
+// (60 s here; the harness kills them after 30 s, which fails the test).
+#include "dist/error.hpp"
+#include "dist/socket_address.hpp"
+#include "spawn.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+using namespace ampgrad_test;
+
+TEST_CASE("dist: a rank that fails during start-up stops the others at once, naming it and its host") {
+    // Rank 1 names an interface this host does not have: it fails before joining the group.
+    // (Two ranks: a third that started after rank 0 left would find no store, and retry until its timeout.)
+    auto results = run_workers("init", 2, free_port(),
+                               {{0, {{"AMPGRAD_TEST_TIMEOUT_MS", "60000"}}},
+                                {1, {{"AMPGRAD_TEST_TIMEOUT_MS", "60000"}, {"AMPGRAD_SOCKET_IFNAME", "nosuchif0"}}}},
+                               std::chrono::seconds(30));
+    CAPTURE(results[0].output);
+    CAPTURE(results[1].output);
+    CHECK(results[1].exit_code == 3);
+    CHECK(contains(results[1].output, "AMPGRAD_SOCKET_IFNAME=nosuchif0: this host has no interface of that name"));
+    CHECK(results[0].exit_code == 3);   // not killed by the harness at 30 s
+    CHECK(contains(results[0].output, "stopped while waiting for all ranks to join, because rank 1 on host "));
+    CHECK(contains(results[0].output, "(127.0.0.1) failed: init_process_group: AMPGRAD_SOCKET_IFNAME=nosuchif0"));
+}
+
+TEST_CASE("dist: the advertised address is the one that routes to MASTER_ADDR, unless an interface is named") {
+    using namespace ampgrad::dist;
+    unsetenv("GLOO_SOCKET_IFNAME");
+    unsetenv("AMPGRAD_SOCKET_IFNAME");
+    CHECK(route_source_address("127.0.0.1", 29500) == "127.0.0.1");
+    SocketChoice routed = choose_socket("127.0.0.1", 29500);
+    CHECK(routed.address == "127.0.0.1");
+    CHECK(routed.iface.empty());
+    CHECK(contains(routed.reason, "route to MASTER_ADDR 127.0.0.1"));
+    CHECK(interface_address("lo", "GLOO_SOCKET_IFNAME") == "127.0.0.1");
+
+    setenv("AMPGRAD_SOCKET_IFNAME", "lo", 1);
+    CHECK(choose_socket("127.0.0.1", 29500).reason == "AMPGRAD_SOCKET_IFNAME=lo");
+    setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);   // GLOO_SOCKET_IFNAME wins, as in PyTorch
+    try {
+        choose_socket("127.0.0.1", 29500);
+        FAIL("an unknown interface was accepted");
+    } catch (const DistError& e) {
+        CHECK(contains(e.what(), "GLOO_SOCKET_IFNAME=nosuchif0: this host has no interface of that name"));
+        CHECK(contains(e.what(), "lo (127.0.0.1)"));   // the interfaces there are
+    }
+    unsetenv("GLOO_SOCKET_IFNAME");
+    unsetenv("AMPGRAD_SOCKET_IFNAME");
+    CHECK_THROWS_AS(route_source_address("no-such-host.invalid", 29500), DistError);
+}
