@@ -103,6 +103,21 @@ void wait_for_members(TCPStore& store, const RendezvousInfo& info, const InitOpt
     }
 }
 
+// Rank 0 hosts the store: after its own start-up failed, it keeps the store up until the other
+// ranks have read its abort and left (2 s at most), so that they can say why it failed instead of
+// only that the store is gone.
+void linger_for_peers(TCPStore& store, const RendezvousInfo& info, const std::string& group) {
+    if (info.rank != 0) return;
+    const auto until = std::chrono::steady_clock::now() + Millis(2000);
+    try {
+        for (int r = 1; r < info.world_size && std::chrono::steady_clock::now() < until;) {
+            if (store.check({gone_key(group, r)})) ++r;
+            else std::this_thread::sleep_for(Millis(20));
+        }
+    } catch (const DistError&) {
+    }
+}
+
 }  // namespace
 
 const char* reduce_op_name(ReduceOp op) {
@@ -161,9 +176,11 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
         wait_for_members(*store, info, options);
         group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
     } catch (const PeerFailedError&) {
-        throw;   // the failed peer published its own abort
+        linger_for_peers(*store, info, options.group_name);   // the failed peer published its own abort
+        throw;
     } catch (const std::exception& e) {
         publish_abort(*store, options.group_name, info.rank, e.what());
+        linger_for_peers(*store, info, options.group_name);
         throw;
     }
     store->set_string(ready_key(options.group_name, info.rank), "1");
