@@ -163,12 +163,13 @@ void Trainer::save(const std::string& dir) const {
 }
 
 // --zero: every rank writes its partition; rank 0 adds state.json before the manifest names the files.
-std::string Trainer::save_zero(const std::string& root, int keep) const {
+std::string Trainer::save_zero(const std::string& root, int keep, bool node_local) const {
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     zero::SaveOptions o;
     o.client_state = {{"sampler", {{"seed", s.seed}, {"offset", s.offset}}}};
     o.keep = keep;
-    const nlohmann::json state = rank_ == 0 ? state_json() : nlohmann::json();
+    o.node_local = node_local;   // then each host's first rank writes state.json too (its RNG and sampler are unused)
+    const nlohmann::json state = rank_ == 0 || node_local ? state_json() : nlohmann::json();
     o.write_extra = [&state](const std::string& dir) {
         write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
     };

@@ -40,10 +40,10 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
     return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
 }
 
-// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero; data parallel,
-// rank 0 alone writes it (every rank holds the same weights and optimizer state).
-std::string save_run(Trainer& trainer, const std::string& root) {
-    if (trainer.zero()) return trainer.save_zero(root);
+// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero (node-local with
+// --ckpt-node-local); data parallel, rank 0 alone writes it (every rank holds the same state).
+std::string save_run(Trainer& trainer, const std::string& root, bool node_local) {
+    if (trainer.zero()) return trainer.save_zero(root, 2, node_local);
     if (trainer.rank() != 0) return "";
     return save_checkpoint(trainer, root);
 }
@@ -78,6 +78,9 @@ int run_train(const TrainOptions& o) {
         trainer = std::make_unique<Trainer>(o.run);
     }
     // With --zero or data parallel every process trains; only rank 0 prints and writes files.
+    if (o.ckpt_node_local && !trainer->zero())
+        throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 1, 2 or 3), which every rank writes; "
+                         "without --zero, rank 0 alone writes the checkpoint");
     const bool lead = trainer->rank() == 0;
     const int world = trainer->world_size();
     if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
@@ -128,10 +131,10 @@ int run_train(const TrainOptions& o) {
                 print_eval(progress, *final_eval);
             }
         }
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string saved = save_run(*trainer, ckpt_root);
+    const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
     std::string sample_text;
     if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);

@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
     train_cmd->add_option("--zero", train.run.zero, "ZeRO stage (1: optimizer states, 2: + gradients, 3: + parameters "
                                                     "partitioned) on every process ampgrad-run starts; 0: off")
         ->check(CLI::Range(0, 3))->capture_default_str();
+    train_cmd->add_flag("--ckpt-node-local", train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
+                                                                    "(each host writes its ranks' files and a manifest)");
     train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 

@@ -71,7 +71,8 @@ public:
     std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
     void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
     // --zero: a ZeRO checkpoint root/step-N (zero/checkpoint.hpp) with state.json; every rank calls it.
-    std::string save_zero(const std::string& root, int keep = 2) const;
+    // node_local: each host's first rank writes a folder on its own disk (zero::SaveOptions::node_local).
+    std::string save_zero(const std::string& root, int keep = 2, bool node_local = false) const;
     nlohmann::json state_json() const;          // state.json's content
 
     double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr

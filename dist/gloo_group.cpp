@@ -191,7 +191,8 @@ private:
     void work_loop();
     std::exception_ptr translate(const std::string& what, const std::exception& e) const;
     void map_peer_addresses(const std::map<std::string, std::vector<char>>& seen);
-    std::string ranks_gone() const;
+    std::string ranks_gone(bool died_only) const;
+    bool published_abort(int rank) const;
 
     std::shared_ptr<TCPStore> store_;
     std::string name_;
@@ -244,10 +245,15 @@ void GlooGroup::work_loop() {
 // error [..]:..", "Timed out waiting .. for recv operation to complete"); name the rank too.
 std::exception_ptr GlooGroup::translate(const std::string& what, const std::exception& e) const {
     const std::string msg = e.what();
-    std::string lost;
+    int peer = -1;
+    std::string peer_addr, lost;
     for (const auto& [addr, r] : peer_rank_)
-        if (msg.find(addr) != std::string::npos) lost = fmt::format(" (lost rank {} at {})", r, addr);
-    if (lost.empty()) lost = ranks_gone();
+        if (msg.find(addr) != std::string::npos) peer = r, peer_addr = addr;
+    // A peer that failed in a collective of its own (it published an abort) only passed the failure
+    // on: the rank the job lost is one whose process is gone without an abort.
+    if (peer >= 0 && !published_abort(peer)) lost = fmt::format(" (lost rank {} at {})", peer, peer_addr);
+    if (lost.empty()) lost = ranks_gone(/*died_only=*/peer >= 0);
+    if (lost.empty() && peer >= 0) lost = fmt::format(" (lost rank {} at {})", peer, peer_addr);
     const bool timed_out = msg.find("imed out") != std::string::npos || msg.find("imeout") != std::string::npos;
     std::string text = timed_out
         ? fmt::format("{} timed out after {} ms{}: {}", what, comm_.timeout.count(), lost, msg)
@@ -256,10 +262,19 @@ std::exception_ptr GlooGroup::translate(const std::string& what, const std::exce
     return std::make_exception_ptr(DistError(text));
 }
 
-// Asks the store which ranks' connections closed (process_group.cpp registers "<group>/gone/<rank>").
+bool GlooGroup::published_abort(int rank) const {
+    try {
+        return store_->check({abort_key(name_, rank)});
+    } catch (const DistError&) {
+        return false;
+    }
+}
+
+// Asks the store which ranks' connections closed (process_group.cpp registers "<group>/gone/<rank>");
+// died_only: only those that published no abort (killed or crashed, not failed after another).
 // The store notices a dead process as fast as Gloo does, so it polls briefly. If the store itself is
 // gone, rank 0 (its host) is the one missing.
-std::string GlooGroup::ranks_gone() const {
+std::string GlooGroup::ranks_gone(bool died_only) const {
     const std::string base = "rdzv/" + name_ + "/gone/";
     auto until = std::chrono::steady_clock::now() + Millis(1000);
     try {
@@ -267,6 +282,7 @@ std::string GlooGroup::ranks_gone() const {
             std::string gone;
             for (int r = 0; r < comm_.world_size; ++r) {
                 if (r == comm_.rank || !store_->check({base + std::to_string(r)})) continue;
+                if (died_only && store_->check({abort_key(name_, r)})) continue;
                 const std::string host = store_->check({host_key(name_, r)}) ? store_->get_string(host_key(name_, r)) : "?";
                 gone += fmt::format("{}{} on host {}", gone.empty() ? "" : ", ", r, host);
             }

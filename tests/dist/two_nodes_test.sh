@@ -11,7 +11,11 @@
 #     address, well within the group's 60 s timeout;
 #   - both hosts advertising 127.0.0.1 (GLOO_SOCKET_IFNAME=lo, the issue's cloud-image case): the
 #     rank whose connect is refused fails and the other stops at once, naming it (fail-fast start-up);
-#   - a wrong --master-addr, and a master port already in use: their errors, within the timeout.
+#   - a wrong --master-addr, and a master port already in use: their errors, within the timeout;
+#   - ZeRO checkpoints into a folder per host: without --ckpt-node-local, the shared-disk error; with
+#     it, each host holds its rank's file, the manifest and `latest`, and --until 3 + --resume equals
+#     6 steps straight; one process cannot resume it (naming the missing file) until the files are
+#     copied into one folder.
 # Traffic stays inside the namespaces; they are removed on exit, pass or fail. Skipped (exit 77)
 # where namespaces cannot be made (not root, or no CAP_SYS_ADMIN in a container).
 set -uo pipefail
@@ -141,6 +145,49 @@ elif same_metrics "$work/resumed/metrics.jsonl" "$work/ddp.hosts/metrics.jsonl";
     echo "resume across hosts: 3 + 3 steps = 6 steps straight"
 else
     fail "resume across hosts: metrics differ from the straight run"
+fi
+
+# ---- ZeRO checkpoints with each host writing under its own folder (no shared disk)
+# split_hosts LOG DIR ARGS...: like two_hosts, where @DIR@ in ARGS is $work/DIR.a on the first host, $work/DIR.b on the second.
+split_hosts() {
+    local log=$1 dir=$2
+    shift 2
+    port=$((port + 1))
+    node "$ns_a" 0 1 "$work/$log.a.log" -- "$ampgrad" "${@//@DIR@/$work/$dir.a}" &
+    local pid_a=$!
+    node "$ns_b" 1 1 "$work/$log.b.log" -- "$ampgrad" "${@//@DIR@/$work/$dir.b}"
+    rc_b=$?
+    wait "$pid_a"
+    rc_a=$?
+}
+split_hosts shared shared "${train_args[@]}" --zero 2 --until 3 --out @DIR@
+if [ "$rc_a" -eq 0 ] || [ "$rc_b" -eq 0 ] || ! grep -q "must be on a disk that every host shares" "$work/shared.b.log"; then
+    fail "ZeRO save into per-host folders without --ckpt-node-local: expected the shared-disk error (exit $rc_a, $rc_b)"
+    show "$work"/shared.*.log
+fi
+split_hosts local1 local "${train_args[@]}" --zero 2 --ckpt-node-local --until 3 --out @DIR@
+split_hosts local2 local "${train_args[@]}" --zero 2 --ckpt-node-local --resume @DIR@ --out @DIR@
+step_b="$work/local.b/checkpoints/step-00000006"
+if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
+    fail "node-local ZeRO checkpoints: save and resume (exit $rc_a, $rc_b)"; show "$work"/local*.log
+elif ! same_metrics "$work/local.a/metrics.jsonl" "$work/zero2.hosts/metrics.jsonl"; then
+    fail "node-local ZeRO checkpoints: 3 + resume + 3 steps differ from 6 straight"
+elif [ ! -e "$step_b/rank-00001-of-00002.safetensors" ] || [ -e "$step_b/rank-00000-of-00002.safetensors" ] ||
+     [ ! -e "$step_b/manifest.json" ] || [ "$(cat "$work/local.b/checkpoints/latest")" != step-00000006 ]; then
+    fail "node-local ZeRO checkpoints: the second host's folder should hold its rank's file, the manifest and latest"
+    ls -la "$step_b"
+else
+    echo "node-local ZeRO checkpoints: saved per host, resumed = 6 steps straight"
+    # Another world size needs every file in one folder: the error names the missing one, then a copy fixes it.
+    ip netns exec "$ns_a" env OMP_NUM_THREADS=1 "$ampgrad" "${train_args[@]}" --zero 2 --resume "$work/local.a" \
+        --out "$work/local.one" > "$work/reshard1.log" 2>&1
+    rc=$?
+    grep -q "missing here: rank-00001-of-00002.safetensors" "$work/reshard1.log" && [ "$rc" -ne 0 ] ||
+        { fail "node-local checkpoint at another world size: expected the missing-file error (exit $rc)"; show "$work/reshard1.log"; }
+    cp "$step_b/rank-00001-of-00002.safetensors" "$work/local.a/checkpoints/step-00000006/"
+    ip netns exec "$ns_a" env OMP_NUM_THREADS=1 "$ampgrad" "${train_args[@]}" --zero 2 --resume "$work/local.a" \
+        --out "$work/local.one" > "$work/reshard2.log" 2>&1 ||
+        { fail "node-local checkpoint gathered into one folder: the resume at 1 rank failed"; show "$work/reshard2.log"; }
 fi
 
 # ---- a rank SIGKILLed on the second host during training
