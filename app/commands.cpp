@@ -57,6 +57,18 @@ std::string zero_text(const TrainStats& s, int world_size) {
                        static_cast<double>(b.optimizer) / 1e6);
 }
 
+// The line under the banner of a data-parallel run.
+std::string data_parallel_text(const RunConfig& cfg, int world_size) {
+    return fmt::format("data parallel on {} processes: global batch {} ({} per rank)", world_size, cfg.batch_size,
+                       cfg.batch_size / world_size);
+}
+
+void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
+    if (o.ckpt_node_local && !trainer.zero())
+        throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 1, 2 or 3), which every rank writes; "
+                         "without --zero, rank 0 alone writes the checkpoint");
+}
+
 void print_eval(ProgressLine& progress, const EvalStats& e) {
     std::string line = fmt::format("eval step {}: train loss {:.4f}, val loss {:.4f}", e.step, e.train_loss, e.val_loss);
     if (e.exact_match) line = fmt::format("eval step {}: loss {:.4f}, exact match {:.1f}% (held-out problems)", e.step,
@@ -78,9 +90,7 @@ int run_train(const TrainOptions& o) {
         trainer = std::make_unique<Trainer>(o.run);
     }
     // With --zero or data parallel every process trains; only rank 0 prints and writes files.
-    if (o.ckpt_node_local && !trainer->zero())
-        throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 1, 2 or 3), which every rank writes; "
-                         "without --zero, rank 0 alone writes the checkpoint");
+    check_checkpoint_mode(o, *trainer);
     const bool lead = trainer->rank() == 0;
     const int world = trainer->world_size();
     if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
@@ -100,9 +110,7 @@ int run_train(const TrainOptions& o) {
                 cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
-    if (trainer->data_parallel())
-        std::printf("data parallel on %d processes: global batch %lld (%lld per rank)\n", world,
-                    static_cast<long long>(cfg.batch_size), static_cast<long long>(cfg.batch_size / world));
+    if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
