@@ -87,8 +87,8 @@ void wait_for_members(TCPStore& store, const RendezvousInfo& info, const InitOpt
     for (int r = 0; r < info.world_size; ++r) keys.push_back(base + "joined/" + std::to_string(r));
     const auto deadline = std::chrono::steady_clock::now() + opt.timeout;
     try {
-        while (!store.check(keys)) {
-            const std::string failed = failed_peer(store, opt.group_name, info.rank, info.world_size);
+        for (int poll = 0; !store.check(keys); ++poll) {
+            const std::string failed = failed_peer(store, opt.group_name, info.rank, info.world_size, poll % 25 == 0);
             if (!failed.empty())
                 throw PeerFailedError(fmt::format("init_process_group('{}'): rank {} of {} stopped while waiting for "
                                                   "all ranks to join, because {}", opt.group_name, info.rank,

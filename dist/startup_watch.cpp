@@ -27,6 +27,7 @@ void publish_abort(TCPStore& store, const std::string& group, int rank, const st
     if (!store.connected()) return;   // reconnecting would wait out the timeout: the store is gone
     try {
         store.set_string(abort_key(group, rank), why);
+        store.set_string(fmt::format("rdzv/{}/aborted", group), "1");   // one key for the watchers to poll
     } catch (const DistError&) {
     }
 }
@@ -40,15 +41,16 @@ std::string host_of(TCPStore& store, const std::string& group, int rank) {
 
 }  // namespace
 
-std::string failed_peer(TCPStore& store, const std::string& group, int rank, int world_size) {
+std::string failed_peer(TCPStore& store, const std::string& group, int rank, int world_size, bool scan_gone) {
     try {
-        for (int r = 0; r < world_size; ++r) {
+        const bool aborted = store.check({fmt::format("rdzv/{}/aborted", group)});
+        for (int r = 0; aborted && r < world_size; ++r) {
             if (r == rank) continue;
             if (store.check({abort_key(group, r)}))
                 return fmt::format("rank {} on {} failed: {}", r, host_of(store, group, r),
                                    store.get_string(abort_key(group, r)));
         }
-        for (int r = 0; r < world_size; ++r)
+        for (int r = 0; scan_gone && r < world_size; ++r)
             if (r != rank && store.check({gone_key(group, r)}) && !store.check({ready_key(group, r)}))
                 return fmt::format("rank {} on {} exited during start-up", r, host_of(store, group, r));
     } catch (const DistError& e) {
@@ -70,13 +72,13 @@ void run_watched(const std::function<void()>& step, TCPStore& watch, const std::
             done->set_exception(std::current_exception());
         }
     });
-    for (;;) {
+    for (int poll = 0;; ++poll) {
         if (result.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready) {
             worker.join();
             result.get();
             return;
         }
-        const std::string failed = failed_peer(watch, group, rank, world_size);
+        const std::string failed = failed_peer(watch, group, rank, world_size, /*scan_gone=*/poll % 10 == 0);
         // A peer that finished start-up and left at once (or took the store with it) may still
         // have let this rank finish too: give the step a moment before calling it failed.
         if (!failed.empty() && result.wait_for(std::chrono::milliseconds(500)) != std::future_status::ready) {

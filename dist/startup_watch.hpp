@@ -25,9 +25,10 @@ std::string ready_key(const std::string& group, int rank);   // set when a rank'
 void publish_host(TCPStore& store, const std::string& group, int rank, const std::string& host);
 void publish_abort(TCPStore& store, const std::string& group, int rank, const std::string& why);
 
-// The first other rank that aborted or exited, described with its host and reason; "" when none.
-// A store that cannot be reached describes rank 0.
-std::string failed_peer(TCPStore& store, const std::string& group, int rank, int world_size);
+// The first other rank that aborted (one key to poll, rdzv/<group>/aborted, then the ranks' keys) or,
+// with scan_gone (a request per rank: callers do it every 0.5 s), that exited; described with its
+// host and reason; "" when none. A store that cannot be reached describes rank 0.
+std::string failed_peer(TCPStore& store, const std::string& group, int rank, int world_size, bool scan_gone);
 
 // Thrown when start-up stops because another rank failed: that rank has published its abort, so
 // this one does not publish another.

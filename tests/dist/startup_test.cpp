@@ -29,10 +29,24 @@ TEST_CASE("dist: a rank that fails during start-up stops the others at once, nam
     CHECK(contains(results[0].output, "(127.0.0.1) failed: init_process_group: AMPGRAD_SOCKET_IFNAME=nosuchif0"));
 }
 
+namespace {
+
+// Unsets the interface variables now and again at scope exit, so that a failed check cannot leave
+// them set for the workers of later cases.
+struct InterfaceVariablesCleared {
+    InterfaceVariablesCleared() { clear(); }
+    ~InterfaceVariablesCleared() { clear(); }
+    static void clear() {
+        unsetenv("GLOO_SOCKET_IFNAME");
+        unsetenv("AMPGRAD_SOCKET_IFNAME");
+    }
+};
+
+}  // namespace
+
 TEST_CASE("dist: the advertised address is the one that routes to MASTER_ADDR, unless an interface is named") {
     using namespace ampgrad::dist;
-    unsetenv("GLOO_SOCKET_IFNAME");
-    unsetenv("AMPGRAD_SOCKET_IFNAME");
+    InterfaceVariablesCleared cleared;
     CHECK(route_source_address("127.0.0.1", 29500) == "127.0.0.1");
     SocketChoice routed = choose_socket("127.0.0.1", 29500);
     CHECK(routed.address == "127.0.0.1");
@@ -50,7 +64,6 @@ TEST_CASE("dist: the advertised address is the one that routes to MASTER_ADDR, u
         CHECK(contains(e.what(), "GLOO_SOCKET_IFNAME=nosuchif0: this host has no interface of that name"));
         CHECK(contains(e.what(), "lo (127.0.0.1)"));   // the interfaces there are
     }
-    unsetenv("GLOO_SOCKET_IFNAME");
-    unsetenv("AMPGRAD_SOCKET_IFNAME");
+    InterfaceVariablesCleared::clear();
     CHECK_THROWS_AS(route_source_address("no-such-host.invalid", 29500), DistError);
 }
