@@ -1,15 +1,19 @@
 // tests/dist/startup_test.cpp: fail-fast start-up (dist/startup_watch.hpp) and the address a rank
 // advertises (dist/socket_address.hpp). A rank that fails during start-up publishes an abort
-// through the store; the others stop at once naming it and its host, long before their timeout
-// (60 s here; the harness kills them after 30 s, which fails the test).
+// through the store, and one that dies is marked gone by it; the others stop at once naming it and
+// its host, long before their timeout (60 s here; the harness kills them after 30 s, which fails
+// the test).
 #include "dist/error.hpp"
 #include "dist/socket_address.hpp"
+#include "dist/store.hpp"
 #include "spawn.hpp"
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 using namespace ampgrad_test;
 
@@ -27,6 +31,25 @@ TEST_CASE("dist: a rank that fails during start-up stops the others at once, nam
     CHECK(results[0].exit_code == 3);   // not killed by the harness at 30 s
     CHECK(contains(results[0].output, "stopped while waiting for all ranks to join, because rank 1 on host "));
     CHECK(contains(results[0].output, "(127.0.0.1) failed: init_process_group: AMPGRAD_SOCKET_IFNAME=nosuchif0"));
+}
+
+TEST_CASE("dist: a rank whose process dies during start-up stops the others within a second, naming it") {
+    // This test plays rank 1: it joins rank 0's store as init_process_group does (claims its rank,
+    // asks to be marked gone, publishes its host), then its connection closes as a killed process's would.
+    using namespace ampgrad::dist;
+    const int port = free_port();
+    std::thread rank1([port] {
+        TCPStore store("127.0.0.1", port, /*is_server=*/false, Millis(20000));
+        store.add("rdzv/default/claims/1", 1);
+        store.set_on_disconnect("rdzv/default/gone/1");
+        store.set_string("rdzv/default/host/1", "node-b (10.0.0.2)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    });
+    auto results = run_workers("init", 2, port, {{0, {{"AMPGRAD_TEST_TIMEOUT_MS", "60000"}}}}, std::chrono::seconds(30));
+    rank1.join();
+    CAPTURE(results[0].output);
+    CHECK(results[0].exit_code == 3);   // not killed by the harness at 30 s
+    CHECK(contains(results[0].output, "because rank 1 on host node-b (10.0.0.2) exited during start-up"));
 }
 
 namespace {
