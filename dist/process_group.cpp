@@ -172,7 +172,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
         // The host, named by the address that routes to the master (GLOO_SOCKET_IFNAME may be wrong).
         publish_host(*store, options.group_name, info.rank,
                      host_description(route_source_address(info.master_addr, info.master_port)));
-        choose_socket(info.master_addr, info.master_port);   // a bad GLOO_SOCKET_IFNAME fails here, before joining
+        if (backend == "gloo") choose_socket(info.master_addr, info.master_port);   // a bad interface fails before joining
         wait_for_members(*store, info, options);
         group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
     } catch (const PeerFailedError&) {
