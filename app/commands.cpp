@@ -55,9 +55,12 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
     return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
 }
 
-// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero.
-std::string save_run(Trainer& trainer, const std::string& root) {
-    return trainer.zero() ? trainer.save_zero(root) : save_checkpoint(trainer, root);
+// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero (node-local with
+// --ckpt-node-local); data parallel, rank 0 alone writes it (every rank holds the same state).
+std::string save_run(Trainer& trainer, const std::string& root, bool node_local) {
+    if (trainer.zero()) return trainer.save_zero(root, 2, node_local);
+    if (trainer.rank() != 0) return "";
+    return save_checkpoint(trainer, root);
 }
 
 // The ZeRO line under the banner: the stage, the ranks, and this rank's model-state bytes.
@@ -76,6 +79,18 @@ std::optional<double> mfu_per_token_per_s(const models::GPTConfig& mc, const std
     const std::optional<double> peak = peak_dense_bf16_flops(device_properties(Device(kCUDA, 0)).name);
     if (!peak) return std::nullopt;
     return models::llmc_flops_per_token(mc) / (*peak * static_cast<double>(world));
+}
+
+// The line under the banner of a data-parallel run.
+std::string data_parallel_text(const RunConfig& cfg, int world_size) {
+    return fmt::format("data parallel on {} processes: global batch {} ({} per rank)", world_size, cfg.batch_size,
+                       cfg.batch_size / world_size);
+}
+
+void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
+    if (o.ckpt_node_local && !trainer.zero())
+        throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 0 to 3), which every rank writes; "
+                         "without --zero, rank 0 alone writes the checkpoint");
 }
 
 void print_eval(ProgressLine& progress, const EvalStats& e) {
@@ -101,10 +116,12 @@ int run_train(const TrainOptions& o) {
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
-    // With --zero every process trains; only rank 0 prints, writes metrics.jsonl, evaluates and samples.
+    // With --zero or data parallel every process trains; only rank 0 prints and writes files.
+    check_checkpoint_mode(o, *trainer);
     const bool lead = trainer->rank() == 0;
-    const int world = trainer->zero() ? dist::world_size() : 1;
-    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) throw IOError("--zero: cannot silence rank output");
+    const int world = trainer->world_size();
+    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
+        throw IOError(fmt::format("rank {}: cannot silence its standard output", trainer->rank()));
     const RunConfig& cfg = trainer->config();
     const models::GPTConfig& mc = trainer->model_config();
     fs::create_directories(o.out);
@@ -120,6 +137,7 @@ int run_train(const TrainOptions& o) {
                 cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
+    if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
@@ -152,10 +170,10 @@ int run_train(const TrainOptions& o) {
                 print_eval(progress, *final_eval);
             }
         }
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string saved = save_run(*trainer, ckpt_root);
+    const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
     std::string sample_text;
     if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);

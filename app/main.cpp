@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
                                                     "optimizer states, 2: + gradients, 3: + parameters partitioned); "
                                                     "without --zero: no engine")
         ->check(CLI::Range(0, 3));
+    train_cmd->add_flag("--ckpt-node-local", train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
+                                                                    "(each host writes its ranks' files and a manifest)");
     train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 

@@ -42,11 +42,12 @@ std::string ProgressLine::format(const TrainStats& s) {
     const std::string zero = s.zero_stage >= 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
                                                              static_cast<double>(s.state_bytes.total()) / 1e6)
                                               : "";
+    const std::string ranks = s.world_size > 1 ? fmt::format(" | {} ranks, batch {}", s.world_size, s.global_batch) : "";
     const std::string mfu =
         mfu_per_token_per_s_ ? fmt::format(" | MFU {:.1f}%", 100.0 * tokens_per_s_ * *mfu_per_token_per_s_) : "";
     return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s{} | lr {:.2e} | scale {:g} | skipped {} | "
-                       "gnorm {:.3f}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
-                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, duration_text(eta));
+                       "gnorm {:.3f}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
+                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, duration_text(eta));
 }
 
 void ProgressLine::update(const TrainStats& s) {
@@ -112,6 +113,10 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
                         {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
     if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
+    if (s.world_size > 1) {   // several processes: how many, and the batch of all of them
+        j["world_size"] = s.world_size;
+        j["global_batch"] = s.global_batch;
+    }
     if (s.zero_stage >= 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
         j["zero_stage"] = s.zero_stage;
         j["model_state_bytes_per_rank"] = {{"params", s.state_bytes.params}, {"grads", s.state_bytes.grads},

@@ -1,10 +1,12 @@
 // report.hpp: what a training run shows and leaves behind:
 //   ProgressLine  one line that updates in place on a terminal (\r), plain lines otherwise:
 //                 step/total, loss, tokens/s, learning rate, loss scale, skipped steps, gradient
-//                 norm, with --zero the stage and the model-state bytes per rank, on a GPU whose
-//                 peak is known the MFU (models/gpt_mfu.hpp), and ETA.
+//                 norm, with --zero the stage and the model-state bytes per rank, with several
+//                 processes their number and the global batch, on a GPU whose peak is known the
+//                 MFU (models/gpt_mfu.hpp), and ETA.
 //   MetricsLog    OUT/metrics.jsonl: one JSON object per step ("kind": "train") and per
-//                 evaluation ("kind": "eval"; with --zero also zero_stage, model_state_bytes_per_rank);
+//                 evaluation ("kind": "eval"; with --zero also zero_stage, model_state_bytes_per_rank;
+//                 with several processes world_size and global_batch);
 //                 a resumed run first drops records after its step.
 //   write_plots   PNG curves drawn by gnuplot from metrics.jsonl (app/report.cpp explains each).
 #pragma once

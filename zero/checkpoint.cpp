@@ -7,11 +7,13 @@
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint_files.hpp"
+#include "zero/checkpoint_steps.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <set>
+#include <unistd.h>
 
 namespace ampgrad::zero {
 
@@ -19,7 +21,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace detail;
 
-namespace {
+namespace detail {   // shared with checkpoint_node_local.cpp (zero/checkpoint_steps.hpp)
 
 // This rank's real flat elements [begin, end): its partition without the padding.
 std::pair<int64_t, int64_t> real_range(const FlatLayout& l, int rank) {
@@ -31,19 +33,6 @@ std::pair<int64_t, int64_t> real_range(const FlatLayout& l, int rank) {
 std::pair<int64_t, int64_t> held_range(ZeroEngine& engine) {
     const int64_t n = engine.layout().numel(), b = engine.master_begin();
     return {std::min(b, n), std::min(b + engine.master_partition().numel(), n)};
-}
-
-// Runs `body`; an exception becomes the text in `error`, so that this rank still joins the
-// agreement collective below instead of leaving the others waiting.
-template <typename F>
-void attempt(std::string& error, F&& body) {
-    if (!error.empty()) return;
-    try {
-        body();
-    } catch (const std::exception& e) {
-        error = e.what();
-        if (error.empty()) error = "unknown error";
-    }
 }
 
 // Every rank contributes `values` (k each); returns all W*k, rank-major.
@@ -167,9 +156,31 @@ void prune(const std::string& root, int keep, const std::string& current) {
         if (steps[i] != current) fs::remove_all(fs::path(root) / steps[i]);
 }
 
-}  // namespace
+// A node-local checkpoint whose folder lacks other hosts' files (one copied into one folder loads as any other).
+bool only_own_files_here(const std::string& dir) {
+    const json m = read_manifest(dir);
+    if (!m.contains("node_local")) return false;
+    for (const json& f : m.at("files"))
+        if (!fs::exists(fs::path(dir) / f.at("file").get<std::string>())) return true;
+    return false;
+}
+
+// Without node-local storage every rank writes into the temporary folder rank 0 made: a rank that
+// cannot see it is on another host, with another disk under that path.
+void check_folder_shared(const std::string& tmp, int rank) {
+    if (fs::is_directory(tmp)) return;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    throw CheckpointError(fmt::format(
+        "save_checkpoint: rank {} on host {} cannot see the folder {} that rank 0 made: the checkpoint folder must be "
+        "on a disk that every host shares (NFS, Lustre), or save node-local (SaveOptions::node_local; "
+        "ampgrad train --ckpt-node-local), where each host writes its own ranks' files", rank, host, tmp));
+}
+
+}  // namespace detail
 
 std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const std::string& tag, const SaveOptions& o) {
+    if (o.node_local) return save_node_local(engine, root, tag, o);
     // Stage 3: every parameter whole while saving (a collective; the files are the same as stages 1 and 2's).
     GatheredParameters whole(engine.stage3());
     dist::ProcessGroup& g = engine.group();
@@ -187,6 +198,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     int64_t bytes = 0;
     uint64_t hash = 0;
     attempt(error, [&] {
+        check_folder_shared(tmp.string(), R);
         const std::string path = (tmp / rank_file_name(R, W)).string();
         write_rank_file(engine, path, o.client_state);
         bytes = static_cast<int64_t>(fs::file_size(path));
@@ -221,7 +233,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     return final_dir.string();
 }
 
-namespace {
+namespace detail {
 
 GeneratorState saved_rng(const RankFile& f) {
     const json j = json::parse(f.header.metadata.at("rng"));
@@ -355,7 +367,7 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
     return res;
 }
 
-}  // namespace
+}  // namespace detail
 
 LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
     // Stage 3: every parameter whole while loading (a collective, so before anything can fail);
@@ -363,6 +375,14 @@ LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
     GatheredParameters whole(engine.stage3());
     LoadResult res;
     std::string error;
+    int64_t node_local = 0;
+    attempt(error, [&] { node_local = only_own_files_here(resolve_checkpoint(path)) ? 1 : 0; });
+    agree(engine.group(), error, "load_checkpoint " + path);
+    const std::vector<int64_t> modes = gather_i64(engine.group(), {node_local});
+    if (std::count(modes.begin(), modes.end(), node_local) != static_cast<int64_t>(modes.size()))
+        throw CheckpointError(fmt::format("load_checkpoint {}: the ranks found node-local and shared checkpoints "
+                                          "under this path; give every host the same kind", path));
+    if (node_local) return load_node_local(engine, resolve_checkpoint(path));
     attempt(error, [&] { res = load_here(engine, path); });
     agree(engine.group(), error, "load_checkpoint " + path);
     return res;
