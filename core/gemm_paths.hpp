@@ -22,7 +22,7 @@ enum class GemmLibrary {
     kBest,    // the default: oneDNN where built and supported, else Eigen
     kEigen,   // Eigen only (tests and benchmarks compare against it)
 };
-void set_cpu_gemm_library(GemmLibrary library);   // process-wide
+void set_cpu_gemm_library(GemmLibrary library);   // process-wide; starts as AMPGRAD_CPU_GEMM says (best|eigen)
 GemmLibrary cpu_gemm_library();
 
 // The path the CPU gemm kernels take for a floating dtype under the current library setting.
