@@ -94,7 +94,9 @@ const dnnl::engine& cpu_engine() {
     return engine;
 }
 
-// The matmul primitive for one layout, created on first use and kept.
+// The matmul primitive for one layout, created on first use and kept. Shapes that keep changing
+// (sampling with a growing context) would grow the cache without end, so it is emptied at kMaxCached.
+constexpr size_t kMaxCached = 512;
 dnnl::matmul matmul_for(const OperandLayout& la, const OperandLayout& lb, int64_t batch, int64_t m, int64_t n,
                         DType out_dtype, float alpha, float beta) {
     static std::mutex mutex;
@@ -104,6 +106,7 @@ dnnl::matmul matmul_for(const OperandLayout& la, const OperandLayout& lb, int64_
                   std::bit_cast<int32_t>(alpha), std::bit_cast<int32_t>(beta), 0};
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
+    if (cache.size() >= kMaxCached) cache.clear();
     using dt = dnnl::memory::data_type;
     dnnl::memory::desc src(la.dims, dt::bf16, la.strides), weights(lb.dims, dt::bf16, lb.strides);
     dnnl::memory::desc dst({batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{m * n, n, 1});
