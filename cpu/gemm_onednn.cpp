@@ -3,7 +3,8 @@
 // present). bf16: the matmul primitive with bf16 operands and f32 accumulation, its output bf16 or
 // f32; one primitive per layout, created once and kept (oneDNN's creation costs far more than a
 // small product). oneDNN threads with OpenMP (libgomp, the runtime ampgrad's kernels use): it takes
-// omp_get_max_threads(), which set_num_threads sets, and runs on one thread inside a parallel region.
+// omp_get_max_threads(), which set_num_threads sets; inside ampgrad's own parallel regions nesting
+// is off, so there each call runs on its calling thread.
 #include <dnnl.h>
 
 #include <array>
@@ -55,18 +56,25 @@ void gemm_onednn_sgemm(float* out, int64_t batch, int64_t m, int64_t n, const Ma
     if (k == 0) return scale_only(out, batch * m * n, beta);
     auto one = [&](int64_t i) {
         const RowMajorView<float> va = row_major_view(a, i, trans_a), vb = row_major_view(b, i, trans_b);
-        check_status(dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', m, n, k, alpha, va.data, va.ld, vb.data,
-                                vb.ld, beta, out + i * m * n, n),
-                     "dnnl_sgemm");
+        return dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', m, n, k, alpha, va.data, va.ld, vb.data, vb.ld,
+                          beta, out + i * m * n, n);
     };
     const bool split_batch = batch > 1 && batch * m * n * k >= kMinParallelWork &&
                              (m * n * k <= kSmallProduct || batch >= 4 * get_num_threads());
+    int failed = dnnl_success;           // a status, not an exception: nothing may throw out of a parallel loop
     if (!split_batch) {
-        for (int64_t i = 0; i < batch; ++i) one(i);
-        return;
-    }
+        for (int64_t i = 0; i < batch && failed == dnnl_success; ++i) failed = one(i);
+    } else {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < batch; ++i) one(i);
+        for (int64_t i = 0; i < batch; ++i) {
+            const dnnl_status_t status = one(i);
+            if (status != dnnl_success) {
+#pragma omp atomic write
+                failed = status;
+            }
+        }
+    }
+    check_status(static_cast<dnnl_status_t>(failed), "dnnl_sgemm");
 }
 
 namespace {

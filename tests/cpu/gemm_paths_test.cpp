@@ -1,7 +1,8 @@
 // gemm_paths_test.cpp: which library the CPU GEMM runs per dtype (core/gemm_paths.hpp,
 // cpu/gemm_select.cpp), checked against the build and the CPU's own feature flags, and every path
 // against a float64 product on shapes that cross the libraries' blocking: odd sizes, transposes,
-// a column-major view, batch broadcasting, zero-size dims and K == 0 (out = beta * out).
+// a column-major view, batch broadcasting, a batch split over threads, zero-size dims and K == 0
+// (out = beta * out).
 #include <doctest/doctest.h>
 
 #include "ampgrad_config.h"
@@ -85,6 +86,21 @@ TEST_CASE("cpu gemm paths: every path agrees with f64 on odd shapes, transposes 
                     kernels::gemm(out, a, b_batch, ta, tb, 1.0, 0.0);
                     CHECK_CLOSE(out, reference(a, b_batch, ta, tb, dt), product_tolerance(dt, K));
                 }
+        }
+    }
+}
+
+TEST_CASE("cpu gemm paths: a batch of small products split over threads, on every path") {
+    manual_seed(2026);
+    const int64_t B = 24, M = 33, K = 31, N = 35;           // B*M*N*K above the split threshold, each product small
+    for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
+        LibraryGuard guard(library);
+        for (DType dt : {kFloat32, kBFloat16}) {
+            CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+            TensorOptions o(dt);
+            Tensor a = randn({B, M, K}, o), b = randn({B, N, K}, o), out = empty({B, M, N}, o);
+            kernels::gemm(out, a, b, false, true, 1.0, 0.0);
+            CHECK_CLOSE(out, reference(a, b, false, true, dt), product_tolerance(dt, K));
         }
     }
 }
