@@ -17,6 +17,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
 #include "core/error.hpp"
+#include "core/gemm_paths.hpp"
 #include "core/philox.hpp"
 #include "dist/process_group.hpp"
 #include "models/gpt_mfu.hpp"
@@ -253,6 +254,9 @@ int run_info() {
                 AMPGRAD_WITH_NCCL ? "yes" : "no", AMPGRAD_WITH_GLOO ? "yes" : "no");
     std::printf("devices: cpu (%d OpenMP threads; set OMP_NUM_THREADS to change)", omp_get_max_threads());
     if (AMPGRAD_WITH_CUDA) std::printf(", cuda: %d GPU(s)%s", cuda::device_count(), cuda::is_available() ? "" : " (unavailable)");
+    std::printf("\ncpu gemm (oneDNN %s):", AMPGRAD_WITH_ONEDNN ? "built in" : "not built");
+    for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64})
+        std::printf(" %s: %s;", std::string(dtype_name(dt)).c_str(), gemm_path_name(cpu_gemm_path(dt)));
     std::printf("\n\npresets (V is the preset's; a char tokenizer replaces it with the text's):\n");
     std::printf("  %-6s %6s %5s %3s %3s %5s %12s %16s\n", "name", "V", "T", "L", "NH", "C", "parameters", "FLOPs/token");
     for (const std::string& name : models::GPTConfig::preset_names()) {

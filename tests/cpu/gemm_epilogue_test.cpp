@@ -1,10 +1,12 @@
 // gemm_epilogue_test.cpp: the CPU GEMM with a bias / bias + tanh-GELU epilogue
-// (kernels::gemm_epilogue, cpu/gemm.cpp) against the unfused composition matmul + bias, then gelu,
+// (kernels::gemm_epilogue, cpu/gemm_epilogue.cpp) against the unfused composition matmul + bias, then gelu,
 // computed in f64: every trans_a/trans_b pair, more rows than one epilogue block, no bias, the
-// pre-activation (aux) output, and f32/f16/bf16 within dtype tolerances.
+// pre-activation (aux) output, and f32/f16/bf16 within dtype tolerances. Each layout runs on every
+// GEMM library (oneDNN where built, and Eigen pinned: core/gemm_paths.hpp).
 #include <doctest/doctest.h>
 
 #include "core/fused_kernels.hpp"
+#include "core/gemm_paths.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -25,7 +27,10 @@ TEST_CASE("gemm_epilogue bias and bias+gelu equal matmul + bias (+ gelu) for eve
         Tensor pre = (matmul(a.to(kFloat64), b.to(kFloat64)) + bias.to(kFloat64));   // (M,N) f64 reference
         Tensor act = F::gelu(pre, true);
         for (bool ta : {false, true}) {
-            for (bool tb : {false, true}) {
+            for (auto [tb, library] : {std::pair{false, GemmLibrary::kBest}, std::pair{true, GemmLibrary::kBest},
+                                       std::pair{false, GemmLibrary::kEigen}, std::pair{true, GemmLibrary::kEigen}}) {
+                set_cpu_gemm_library(library);
+                CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
                 CAPTURE(dtype_name(dt));
                 CAPTURE(ta);
                 CAPTURE(tb);
@@ -38,6 +43,7 @@ TEST_CASE("gemm_epilogue bias and bias+gelu equal matmul + bias (+ gelu) for eve
             }
         }
     }
+    set_cpu_gemm_library(GemmLibrary::kBest);
 }
 
 TEST_CASE("gemm_epilogue without a bias is a plain product; gelu without aux keeps only the activation") {

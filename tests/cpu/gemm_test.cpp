@@ -1,11 +1,13 @@
 // gemm_test.cpp: the CPU gemm kernel (cpu/gemm.cpp) against a float64 loop over the same values:
 // every trans_a/trans_b pair, alpha/beta (beta = 0 never reads out), batch broadcast (stride 0),
 // column-major, column-strided and stride-0 operands, 2-d operands, K == 0, and the
-// batch-parallel path (many small products).
+// batch-parallel path (many small products). Every check runs once per library (oneDNN where
+// built, and Eigen pinned: core/gemm_paths.hpp), so each path meets the same cases.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
+#include "core/gemm_paths.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -52,9 +54,17 @@ void check_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool ta, bo
     CAPTURE(tb);
     CAPTURE(beta);
     Tensor expected = reference(out, a, b, ta, tb, alpha, beta);
-    kernels::gemm(out, a, b, ta, tb, alpha, beta);
     Tolerance tol = dt == kFloat64 ? tol_for(kFloat64) : dt == kFloat32 ? Tolerance{1e-5, 1e-5} : tol_for(dt, 2);
-    CHECK_CLOSE(out, expected, tol);
+    const Tensor out0 = out.clone();
+    for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
+        set_cpu_gemm_library(library);
+        CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+        Tensor result = out0.clone();
+        kernels::gemm(result, a, b, ta, tb, alpha, beta);
+        CHECK_CLOSE(result, expected, tol);
+    }
+    set_cpu_gemm_library(GemmLibrary::kBest);
+    kernels::gemm(out, a, b, ta, tb, alpha, beta);
 }
 
 }  // namespace

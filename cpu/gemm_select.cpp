@@ -1,0 +1,54 @@
+// gemm_select.cpp: which library runs the CPU's GEMM for each dtype (core/gemm_paths.hpp), and the
+// f32 product every path that ends in f32 goes through. Chosen by measurement on the GPT's shapes
+// (docs/benchmarks.md, "CPU GEMM"): oneDNN's sgemm ran f32 at about twice Eigen's rate, and its
+// bf16 matmul at twice that again on a CPU with avx512_bf16. f64 has no oneDNN kernel and stays
+// on Eigen. Without oneDNN in the build (Meson option `onednn`), everything runs on Eigen.
+#include "ampgrad_config.h"
+#include "core/error.hpp"
+#include "cpu/gemm.hpp"
+
+namespace ampgrad::cpu {
+
+namespace {
+
+GemmPath choose_gemm_path(DType dtype, GemmLibrary library) {
+    const bool onednn = AMPGRAD_WITH_ONEDNN && library == GemmLibrary::kBest;
+    switch (dtype) {
+        case kFloat64: return GemmPath::kEigen;
+        case kFloat32: return onednn ? GemmPath::kOneDnnSgemm : GemmPath::kEigen;
+        case kBFloat16:
+            if (onednn && onednn_has_bf16()) return GemmPath::kOneDnnMatmul;
+            [[fallthrough]];
+        default: return onednn ? GemmPath::kWidenedOneDnnSgemm : GemmPath::kWidenedEigen;
+    }
+}
+
+const bool registered = [] {
+    register_cpu_gemm_chooser(&choose_gemm_path);
+    return true;
+}();
+
+}  // namespace
+
+void gemm_f32(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
+              const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
+    if (cpu_gemm_path(kFloat32) == GemmPath::kOneDnnSgemm)
+        gemm_onednn_sgemm(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
+    else
+        gemm_eigen<float>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
+}
+
+#if !AMPGRAD_WITH_ONEDNN
+// Built without oneDNN: choose_gemm_path never names these paths.
+void gemm_onednn_sgemm(float*, int64_t, int64_t, int64_t, const MatrixBatch<float>&, bool, const MatrixBatch<float>&,
+                       bool, float, float) {
+    AMPGRAD_CHECK(false, "gemm: built without oneDNN");
+}
+void gemm_onednn_bf16(void*, DType, int64_t, int64_t, int64_t, const MatrixBatch<BFloat16>&, bool,
+                      const MatrixBatch<BFloat16>&, bool, float, float) {
+    AMPGRAD_CHECK(false, "gemm: built without oneDNN");
+}
+bool onednn_has_bf16() { return false; }
+#endif
+
+}  // namespace ampgrad::cpu
