@@ -91,6 +91,34 @@ Tensor operator>(const Tensor& a, double s);
 Tensor operator&(const Tensor& a, const Tensor& b);   // logical and of bool tensors
 Tensor operator|(const Tensor& a, const Tensor& b);   // logical or
 
+// ---- elementwise math (autograd/ops/math.cpp); integer inputs compute in f32 unless noted ----
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor exp2(const Tensor& a);                          // 2^a
+Tensor log1p(const Tensor& a);                         // log(1 + a), exact for small a
+Tensor expm1(const Tensor& a);                         // exp(a) - 1, exact for small a
+Tensor erf(const Tensor& a);
+// piecewise constant (gradient 0); integer inputs give a copy of themselves, sign keeps their dtype
+Tensor sign(const Tensor& a);
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);                         // half to even: round(2.5) = 2
+Tensor trunc(const Tensor& a);
+// remainders: fmod has a's sign (truncated division), remainder b's (floored, Python's %);
+// integer tensors keep their dtype and refuse a zero divisor (ValueError)
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor atan2(const Tensor& a, const Tensor& b);        // the angle of (b, a)
+// start + weight (end - start); start, end (and a tensor weight) share one floating dtype
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+// logic on any dtypes (nonzero is true): not differentiable, return kBool
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+
 // ---- activations (autograd/ops/activation.cpp) ----
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
@@ -179,6 +207,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// (autograd/ops/rms_norm.cpp) y = x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
+// dims; eps defaults to the machine epsilon of x's dtype, as torch.nn.functional.rms_norm
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
+// (autograd/ops/rotary.cpp) x (*,HS), cos and sin broadcastable to x: x cos + rotate_half(x) sin, with
+// Hugging Face's rotate_half(x) = cat(-x[..., HS/2:], x[..., :HS/2]); `interleaved` pairs (2i, 2i+1)
+// instead, as Meta's original Llama code. HS must be even; cos and sin hold HS values per position.
+Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 // (*) , (V,C) -> (*,C); the row at padding_idx (may be negative) gets no gradient
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 // logits (N,V) or (V); targets (N) int64; mean over non-ignored rows (the fused kernel path)

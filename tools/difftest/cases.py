@@ -8,6 +8,9 @@ from gen import Gen
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "square", "reciprocal", "tanh", "sigmoid", "relu", "gelu",
          "gelu_tanh", "silu", "isfinite"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge"]
+# issue 25: the model writer's elementwise math (autograd/ops/math.cpp)
+MATH_UNARY = ["sin", "cos", "exp2", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc"]
+MATH_BINARY = ["fmod", "remainder", "atan2"]
 SCALAR = ["add_s", "mul_s", "div_s", "rdiv_s", "rsub_s", "pow_s", "rpow_s"]
 
 
@@ -78,6 +81,38 @@ def gen_logic(g, op):
         g.step(op, [a])
     else:
         g.step(op, [a, g.tensor(broadcast_partner(g, s), dtype="bool")])
+    return g.case()
+
+
+def gen_lerp(g, op):
+    s = g.shape()
+    dt = g.dtype()
+    start, end = g.tensor(s, dtype=dt), g.tensor(broadcast_partner(g, s), dtype=dt)
+    if op == "lerp_s":
+        g.step(op, [start, end], s=g.r.choice([0.0, 0.3, 0.5, 0.7, 1.0, -1.5, 2.0]))
+    else:
+        g.step(op, [start, end, g.tensor(broadcast_partner(g, s), dtype=dt)])
+    return g.case()
+
+
+def gen_rms_norm(g, op):
+    s = g.shape(1, 3)
+    norm = s[-g.r.randint(1, len(s)):]
+    dt = g.dtype()
+    args = [g.tensor(s, dtype=dt)]
+    if g.r.random() < 0.6:
+        args.append(g.tensor(norm, dtype=dt))
+    g.step(op, args, shape=norm, eps=g.r.choice([None, 1e-5, 1e-3]))
+    return g.case()
+
+
+def gen_rotary(g, op):
+    s = g.shape(1, 4)
+    s[-1] = 2 * g.r.randint(0, 3) if g.r.random() < 0.95 else 3          # sometimes an odd HS: invalid
+    dt = g.dtype()
+    table = s[-2:] if len(s) >= 2 and g.r.random() < 0.5 else s           # (T,HS) or x's shape
+    x, cos, sin = g.tensor(s, dtype=dt), g.tensor(table, dtype=dt), g.tensor(table, dtype=dt)
+    g.step(op, [x, cos, sin], interleaved=g.r.random() < 0.4)
     return g.case()
 
 
@@ -348,6 +383,12 @@ GENERATORS = {}
 for _op in UNARY:
     GENERATORS[_op] = gen_unary
 GENERATORS["clamp"] = gen_clamp
+for _op in MATH_UNARY:
+    GENERATORS[_op] = gen_unary
+for _op in MATH_BINARY:
+    GENERATORS[_op] = gen_binary
+GENERATORS.update({"lerp": gen_lerp, "lerp_s": gen_lerp, "logical_xor": gen_logic, "rms_norm": gen_rms_norm,
+                   "apply_rotary_emb": gen_rotary})
 for _op in BINARY:
     GENERATORS[_op] = gen_binary
 for _op in SCALAR:
