@@ -63,6 +63,11 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"logical_or",                        kInputDtype, "bool result"},
     PolicyEntry{"logical_xor",                       kInputDtype, "bool result"},
     PolicyEntry{"apply_rotary_emb",                  kInputDtype, "x cos + rotate(x) sin; normal type promotion"},
+    PolicyEntry{"chunk",                             kInputDtype, "views: no arithmetic"},
+    PolicyEntry{"tril",                              kInputDtype, "selects elements: exact in any dtype"},
+    PolicyEntry{"triu",                              kInputDtype, "selects elements: exact in any dtype"},
+    PolicyEntry{"masked_fill",                       kInputDtype, "selects elements; the value takes x's dtype"},
+    PolicyEntry{"repeat_interleave",                 kInputDtype, "copies elements: exact in any dtype"},
     // ---- banned ----
     PolicyEntry{"binary_cross_entropy",              kBanned, "log(p) of probabilities rounded to f16 is unsafe"},
 };

@@ -172,6 +172,20 @@ Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);   // differentiable copy
 
+// ---- masks, repeats and chunks (autograd/ops/mask.cpp) ----
+// torch.chunk: `chunks` pieces of ceil(size / chunks) along dim (views; the last may be smaller, and
+// there may be fewer); an empty dim gives `chunks` empty pieces
+tensor_list chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// x (*,M,N): keep the elements on and below (tril) or above (triu) the diagonal-th diagonal, zero the
+// rest (diagonal 0 is the main one, > 0 above it, < 0 below)
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// x where mask (kBool) is false, value where it is true; x and mask broadcast; value is converted to
+// x's dtype. The gradient flows to x where mask is false.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// each element `repeats` times in a row along dim, or over the flattened x when dim is absent
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+
 // ---- linear algebra (autograd/ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting
 Tensor mm(const Tensor& a, const Tensor& b);         // (M,K) @ (K,N) -> (M,N)
@@ -238,9 +252,11 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target);         
 // attn_mask (broadcastable to (*,T,S)) is bool (true = may attend) or additive in q's dtype;
 // is_causal is the top-left aligned lower-triangular mask and excludes attn_mask, as in PyTorch.
 // dropout_p > 0 always drops (F.scaled_dot_product_attention has no training flag).
+// enable_gqa: q (*,NH,T,HS) against k, v (*,NKV,S,HS) with NH a multiple of NKV; query head h uses
+// key/value head h / (NH / NKV) (grouped-query attention), without copying K/V per query head.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                    double dropout_p = 0.0, bool is_causal = false,
-                                   std::optional<double> scale = std::nullopt);
+                                   std::optional<double> scale = std::nullopt, bool enable_gqa = false);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);

@@ -116,6 +116,22 @@ def gen_rotary(g, op):
     return g.case()
 
 
+def gen_mask(g, op):
+    lo = 2 if op in ("tril", "triu") and g.r.random() < 0.9 else 1    # sometimes too few dims: invalid
+    x = g.tensor(g.shape(lo, 3))
+    nd = max(len(g.inputs[x]["shape"]), 1)
+    if op in ("tril", "triu"):
+        g.step(op, [x], diagonal=g.r.choice([-2, -1, 0, 1, 3]))
+    elif op == "masked_fill":
+        mask = g.tensor(broadcast_partner(g, g.inputs[x]["shape"]), dtype="bool")
+        g.step(op, [x, mask], s=g.r.choice([0.0, -1e9, 2.5, -math.inf]))
+    elif op == "repeat_interleave":
+        g.step(op, [x], repeats=g.r.choice([0, 1, 2, 3]), dim=g.r.choice([None] + list(range(-nd, nd))))
+    else:                                                                  # chunk
+        g.step(op, [x], chunks=g.r.choice([1, 2, 3, 4, 0]), dim=g.r.randint(-nd, nd - 1))
+    return g.case()
+
+
 def gen_reduce_dims(g, op):
     s = g.shape(0, 3)
     x = g.tensor(s)
@@ -334,6 +350,20 @@ def gen_sdpa(g, op):
     return g.case()
 
 
+def gen_sdpa_gqa(g, op):
+    """grouped-query attention: q (B,NH,T,E) against k, v (B,NKV,S,*), NH = group * NKV (sometimes not)"""
+    dt = g.dtype()
+    nkv, group = g.r.randint(1, 3), g.r.choice([1, 2, 4])
+    nh = nkv * group if g.r.random() < 0.9 else nkv * group + 1
+    b, t, s, e, ev = g.r.randint(1, 2), g.size(), max(1, g.size()), max(1, g.size()), g.size()
+    q = g.tensor([b, nh, t, e], dtype=dt)
+    args = [q, g.tensor([b, nkv, s, e], dtype=dt), g.tensor([b, nkv, s, ev], dtype=dt)]
+    if g.r.random() < 0.25:
+        args.append(g.tensor([t, s], dtype="bool"))
+    g.step(op, args, is_causal=g.r.random() < 0.4 and len(args) == 3)
+    return g.case()
+
+
 def gen_inplace(g, op):
     """clone a leaf, take a view, write into the view in place, maybe use both afterwards"""
     s = g.shape(1, 3)
@@ -389,6 +419,9 @@ for _op in MATH_BINARY:
     GENERATORS[_op] = gen_binary
 GENERATORS.update({"lerp": gen_lerp, "lerp_s": gen_lerp, "logical_xor": gen_logic, "rms_norm": gen_rms_norm,
                    "apply_rotary_emb": gen_rotary})
+for _op in ("tril", "triu", "masked_fill", "repeat_interleave", "chunk"):
+    GENERATORS[_op] = gen_mask
+GENERATORS["sdpa_gqa"] = gen_sdpa_gqa
 for _op in BINARY:
     GENERATORS[_op] = gen_binary
 for _op in SCALAR:
