@@ -1,5 +1,5 @@
 // rms_norm.hpp: nn::RMSNorm over the trailing `normalized_shape` dims, with weight = 1 when
-// elementwise_affine, and eps defaulting to the machine epsilon of the input's dtype (torch.nn.RMSNorm).
+// elementwise_affine, and eps defaulting to the machine epsilon of the compute type (f32 for f16/bf16), as torch.nn.RMSNorm.
 //
 //   auto norm = std::make_shared<nn::RMSNorm>(Shape{C}, 1e-5);
 //   Tensor y = norm->forward(x);                    // (B,T,C) -> (B,T,C)

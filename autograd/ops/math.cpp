@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/grad_mode.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
@@ -65,8 +66,22 @@ void check_integer_divisor(std::string_view op, const Tensor& a, const Tensor& b
         throw ValueError(fmt::format("{}: integer division by zero: the divisor {} holds a 0", op, b.describe()));
 }
 
+// a / b rounded down, as PyTorch's div(rounding_mode="floor") computes it (div_floor_floating in
+// c10/util/generic_math.h): from fmod, so an infinite a gives NaN (where floor(a / b) would be inf).
+Tensor floor_quotient(const Tensor& a, const Tensor& b) {
+    Tensor mod = fmod(a, b);
+    Tensor quotient = (a - mod) / b;
+    Tensor signs_differ = ne(lt(b, zeros_like(b)), lt(mod, zeros_like(mod)));
+    quotient = where(ne(mod, zeros_like(mod)) & signs_differ, quotient - 1.0, quotient);
+    Tensor down = floor(quotient);
+    down = where(gt(quotient - down, ops::wrapped_scalar(0.5, quotient)), down + 1.0, down);
+    return where(eq(b, zeros_like(b)), a / b, down);
+}
+
 // fmod and remainder: d/da = g, d/db = -g * q with q the quotient a / b rounded (toward 0 for fmod,
-// down for remainder), as derivatives.yaml's `-grad * self.div(other, rounding_mode=...)`.
+// down for remainder), as derivatives.yaml's `-grad * self.div(other, rounding_mode=...)`. The rounded
+// quotient is piecewise constant: its own derivative is 0 (PyTorch's div with a rounding mode), so it
+// is taken without a graph, and double backward sees a constant.
 Tensor remainder_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
     Tensor a = a_in, b = b_in;
     std::string_view name = op_name(op);
@@ -81,8 +96,12 @@ Tensor remainder_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
         tensor_list d(2);
         if (ctx.needs_input_grad(0)) d[0] = g[0];
         if (ctx.needs_input_grad(1)) {
-            Tensor quotient = ctx.saved(0) / ctx.saved(1);
-            quotient = op == BinaryOp::kFmod ? trunc(quotient) : floor(quotient);
+            Tensor quotient;
+            {
+                NoGradGuard no_grad;
+                Tensor a = ctx.saved(0), b = ctx.saved(1);
+                quotient = op == BinaryOp::kFmod ? trunc(a / b) : floor_quotient(a, b);
+            }
             d[1] = -g[0] * quotient;
         }
         return d;

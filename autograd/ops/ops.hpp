@@ -222,7 +222,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // (autograd/ops/rms_norm.cpp) y = x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
-// dims; eps defaults to the machine epsilon of x's dtype, as torch.nn.functional.rms_norm
+// dims; eps defaults to the machine epsilon of the compute type (f32 for f16/bf16), as PyTorch computes it
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);
 // (autograd/ops/rotary.cpp) x (*,HS), cos and sin broadcastable to x: x cos + rotate_half(x) sin, with

@@ -37,14 +37,11 @@ void check_rms_norm_args(const Tensor& x, const Shape& normalized_shape, const T
                                      x.describe(), weight.describe()));
 }
 
-// torch.finfo(dtype).eps: the default eps
-double machine_epsilon(DType dtype) {
-    switch (dtype) {
-        case kFloat64: return std::numeric_limits<double>::epsilon();
-        case kFloat16: return 0.0009765625;          // 2^-10
-        case kBFloat16: return 0.0078125;            // 2^-7
-        default: return std::numeric_limits<float>::epsilon();
-    }
+// The default eps: the machine epsilon of the compute type, as PyTorch's rms_norm takes
+// numeric_limits<opmath_type<scalar_t>>::epsilon(): f32's for f16/bf16/f32 (its docs say
+// finfo(x.dtype).eps, but a bf16 row of 0.01 normalises to 1 there, not to 0.75)
+double default_eps(DType dtype) {
+    return dtype == kFloat64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
 }
 
 // dx and dweight from differentiable ops (the create_graph path). x, dy: (N,C); w: (C) or undefined
@@ -67,7 +64,7 @@ Tensor rms_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor&
     Tensor x = x_in, weight = weight_in;
     AMPGRAD_AUTOCAST("rms_norm", &x, &weight);
     check_rms_norm_args(x, normalized_shape, weight);
-    const double eps = eps_in.value_or(machine_epsilon(x.dtype()));
+    const double eps = eps_in.value_or(default_eps(x.dtype()));
     const int64_t C = shape_numel(normalized_shape);
     const int64_t N = C == 0 ? 0 : x.numel() / C;
     const DType stat = x.dtype() == kFloat64 ? kFloat64 : kFloat32;

@@ -38,10 +38,16 @@ void check_rotary_args(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 // out = x cos + R(x) sin, or x cos + R^T(x sin) when `transpose`; x, cos, sin share one dtype.
 Tensor rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, bool transpose);
 
-// R(v): the pair rotation alone (cos 0, sin 1), differentiable
+// R(v): the pair rotation alone, from differentiable ops (only the tables' gradient needs it). Not the
+// kernel with cos 0: that would multiply an infinite v by 0.
 Tensor rotate(const Tensor& v, bool interleaved) {
-    TensorOptions opts = TensorOptions(v.dtype()).device(v.device());
-    return rotary(v, zeros({}, opts), ones({}, opts), interleaved, false);
+    const int64_t half = v.size(-1) / 2;
+    if (!interleaved) return cat({-narrow(v, -1, half, half), narrow(v, -1, 0, half)}, -1);   // (*,HS)
+    Shape pairs = v.sizes();
+    pairs.back() = half;
+    pairs.push_back(2);
+    Tensor p = reshape(v, pairs);                                                            // (*,HS/2,2)
+    return reshape(stack({-select(p, -1, 1), select(p, -1, 0)}, -1), v.sizes());           // (*,HS)
 }
 
 Tensor rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, bool transpose) {

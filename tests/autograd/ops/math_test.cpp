@@ -145,6 +145,23 @@ TEST_CASE("fmod, remainder, atan2, lerp match PyTorch forward and backward") {
     CHECK(lerp(a, b, 1.0).to_vector<float>() == b.to_vector<float>());
 }
 
+TEST_CASE("fmod/remainder gradients at the edges follow PyTorch's rounded division (difftest regressions)") {
+    // remainder's d/db = -g floor(a / b) with PyTorch's floor division, computed from fmod: NaN at a = inf
+    Tensor a = tensor<float>({INFINITY, 7.0f}).requires_grad_(true), b = tensor<float>({0.5f, -2.0f}).requires_grad_(true);
+    remainder(a, b).backward(ones({2}));
+    std::vector<float> db = b.grad().to_vector<float>();
+    CHECK(std::isnan(db[0]));
+    CHECK(db[1] == 4.0f);                                      // -floor(7 / -2) = 4
+    // the rounded quotient is a constant: double backward through d/db is 0, not 0 * (1 / 0) = NaN
+    for (bool is_fmod : {true, false}) {
+        CAPTURE(is_fmod);
+        Tensor x = tensor<double>({0.05, -1.4}).requires_grad_(true), y = tensor<double>({0.0, -0.5}).requires_grad_(true);
+        Tensor out = is_fmod ? fmod(x, y) : remainder(x, y);
+        Tensor dy = autograd::grad({out}, {y}, {ones({2}, TensorOptions(kFloat64))}, true, true)[0];
+        CHECK_FALSE(dy.requires_grad());                       // -g * quotient, the quotient a constant
+    }
+}
+
 TEST_CASE("logical_and, logical_or, logical_xor take any dtypes and return kBool") {
     check_forward_fixture("math_logical_and", {"a", "b"}, binary(logical_and));
     check_forward_fixture("math_logical_or", {"a", "b"}, binary(logical_or));

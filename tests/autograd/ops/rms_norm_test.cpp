@@ -83,7 +83,7 @@ TEST_CASE("rms_norm in f16/bf16 stays within dtype tolerance of f64") {
     }
 }
 
-TEST_CASE("rms_norm computes in f32 under autocast, and its default eps is the dtype's epsilon") {
+TEST_CASE("rms_norm computes in f32 under autocast, and its default eps is the compute type's epsilon") {
     manual_seed(29);
     Tensor x = randn({3, 8}).to(kBFloat16), w = ones({8}).to(kBFloat16);
     {
@@ -92,10 +92,11 @@ TEST_CASE("rms_norm computes in f32 under autocast, and its default eps is the d
         CHECK(y.dtype() == kFloat32);
         CHECK_CLOSE(y, F::rms_norm(x.to(kFloat32), {8}, w.to(kFloat32), 1.1920928955078125e-07), tol_for(kFloat32));
     }
-    // outside autocast, the eps of bf16 (2^-7) is used: visible on a row of tiny values
+    // a bf16 row of 0.01s: f32's eps (PyTorch's kernel) gives 1.0; bf16's 2^-7 would give 0.75
     Tensor tiny = full({1, 4}, 0.01).to(kBFloat16);
-    double expected = 0.01 / std::sqrt(0.0001 + 0.0078125);
-    CHECK(F::rms_norm(tiny, {4}).to(kFloat64).to_vector<double>()[0] == doctest::Approx(expected).epsilon(0.01));
+    CHECK(F::rms_norm(tiny, {4}).to(kFloat64).to_vector<double>()[0] == 1.0);
+    Tensor tiny64 = full({1, 4}, 1e-9, TensorOptions(kFloat64));             // f64: f64's eps, 2.2e-16
+    CHECK(F::rms_norm(tiny64, {4}).to_vector<double>()[0] == doctest::Approx(1e-9 / std::sqrt(1e-18 + 2.220446049250313e-16)));
 }
 
 TEST_CASE("rms_norm rejects bad input with typed errors naming the op") {

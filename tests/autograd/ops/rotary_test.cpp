@@ -4,6 +4,8 @@
 // on a non-contiguous x; f16/bf16 against f64; promotion; and bad input.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
 
@@ -91,6 +93,19 @@ TEST_CASE("apply_rotary_emb in f16/bf16 stays within dtype tolerance of f64, and
     CHECK(F::apply_rotary_emb(h, c, c).dtype() == kFloat32);                  // as bf16 * f32
     amp::AutocastGuard guard(kCPU, kBFloat16);
     CHECK(F::apply_rotary_emb(h, h, h).dtype() == kBFloat16);                // never cast by autocast
+}
+
+TEST_CASE("apply_rotary_emb: an infinite x reaches only the gradients it touches (difftest regression)") {
+    // sin's gradient is g * rotate_half(x): an inf in x[1] is inf at position 3 only, finite elsewhere
+    Tensor x = tensor<float>({-0.75f, INFINITY, -0.25f, -1.0f}, {1, 4});
+    Tensor cos = randn({1, 4}).requires_grad_(true), sin = randn({1, 4}).requires_grad_(true);
+    Tensor y = F::apply_rotary_emb(x, cos, sin);
+    y.backward(ones({1, 4}));
+    std::vector<float> dsin = sin.grad().to_vector<float>();
+    CHECK(dsin[0] == 0.25f);                                   // -x[2]
+    CHECK(dsin[1] == 1.0f);                                    // -x[3]
+    CHECK(dsin[2] == -0.75f);                                  // x[0]
+    CHECK(std::isinf(dsin[3]));                                // x[1]
 }
 
 TEST_CASE("apply_rotary_emb rejects bad input with typed errors naming the op") {
