@@ -167,6 +167,8 @@ def _sdpa_scores(case):
     causal or boolean mask hides a key"""
     a, kw = _args(case), _kw(case)
     q, k = _view(case, a[0]), _view(case, a[1])
+    if case["op"] == "sdpa_gqa" and k.dim() >= 3 and k.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)       # query head h sees kv head h / group
     scale = kw.get("scale") or 1.0 / math.sqrt(q.shape[-1])
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
     visible = torch.ones(s.shape[-2:], dtype=torch.bool)
