@@ -44,9 +44,15 @@ double default_eps(DType dtype) {
     return dtype == kFloat64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
 }
 
-// dx and dweight from differentiable ops (the create_graph path). x, dy: (N,C); w: (C) or undefined
-tensor_list rms_norm_backward_composite(const Tensor& x, const Tensor& w, const Tensor& dy, double eps,
+// dx and dweight from differentiable ops (the create_graph path). x, dy: (N,C); w: (C) or undefined.
+// f16/bf16 compute in f32, as PyTorch's composite rms_norm upcasts to the opmath type (in bf16,
+// 1 - xhat^2 cancels to nothing); the engine casts the gradients back to the inputs' dtypes.
+tensor_list rms_norm_backward_composite(const Tensor& x_in, const Tensor& w_in, const Tensor& dy_in, double eps,
                                         std::array<bool, 2> needed) {
+    const bool upcast = x_in.dtype() == kFloat16 || x_in.dtype() == kBFloat16;
+    Tensor x = upcast ? to_dtype(x_in, kFloat32) : x_in;                    // (N,C)
+    Tensor dy = upcast ? to_dtype(dy_in, kFloat32) : dy_in;                 // (N,C)
+    Tensor w = upcast && w_in.defined() ? to_dtype(w_in, kFloat32) : w_in;  // (C)
     Tensor rstd = rsqrt(mean(x * x, {1}, true) + eps);                       // (N,1)
     Tensor xhat = x * rstd;                                                 // (N,C)
     tensor_list d(2);

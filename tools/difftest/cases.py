@@ -8,9 +8,6 @@ from gen import Gen
 UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "abs", "square", "reciprocal", "tanh", "sigmoid", "relu", "gelu",
          "gelu_tanh", "silu", "isfinite"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge"]
-# issue 25: the model writer's elementwise math (autograd/ops/math.cpp)
-MATH_UNARY = ["sin", "cos", "exp2", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc"]
-MATH_BINARY = ["fmod", "remainder", "atan2"]
 SCALAR = ["add_s", "mul_s", "div_s", "rdiv_s", "rsub_s", "pow_s", "rpow_s"]
 
 
@@ -81,54 +78,6 @@ def gen_logic(g, op):
         g.step(op, [a])
     else:
         g.step(op, [a, g.tensor(broadcast_partner(g, s), dtype="bool")])
-    return g.case()
-
-
-def gen_lerp(g, op):
-    s = g.shape()
-    dt = g.dtype()
-    start, end = g.tensor(s, dtype=dt), g.tensor(broadcast_partner(g, s), dtype=dt)
-    if op == "lerp_s":
-        g.step(op, [start, end], s=g.r.choice([0.0, 0.3, 0.5, 0.7, 1.0, -1.5, 2.0]))
-    else:
-        g.step(op, [start, end, g.tensor(broadcast_partner(g, s), dtype=dt)])
-    return g.case()
-
-
-def gen_rms_norm(g, op):
-    s = g.shape(1, 3)
-    norm = s[-g.r.randint(1, len(s)):]
-    dt = g.dtype()
-    args = [g.tensor(s, dtype=dt)]
-    if g.r.random() < 0.6:
-        args.append(g.tensor(norm, dtype=dt))
-    g.step(op, args, shape=norm, eps=g.r.choice([None, 1e-5, 1e-3]))
-    return g.case()
-
-
-def gen_rotary(g, op):
-    s = g.shape(1, 4)
-    s[-1] = 2 * g.r.randint(0, 3) if g.r.random() < 0.95 else 3          # sometimes an odd HS: invalid
-    dt = g.dtype()
-    table = s[-2:] if len(s) >= 2 and g.r.random() < 0.5 else s           # (T,HS) or x's shape
-    x, cos, sin = g.tensor(s, dtype=dt), g.tensor(table, dtype=dt), g.tensor(table, dtype=dt)
-    g.step(op, [x, cos, sin], interleaved=g.r.random() < 0.4)
-    return g.case()
-
-
-def gen_mask(g, op):
-    lo = 2 if op in ("tril", "triu") and g.r.random() < 0.9 else 1    # sometimes too few dims: invalid
-    x = g.tensor(g.shape(lo, 3))
-    nd = max(len(g.inputs[x]["shape"]), 1)
-    if op in ("tril", "triu"):
-        g.step(op, [x], diagonal=g.r.choice([-2, -1, 0, 1, 3]))
-    elif op == "masked_fill":
-        mask = g.tensor(broadcast_partner(g, g.inputs[x]["shape"]), dtype="bool")
-        g.step(op, [x, mask], s=g.r.choice([0.0, -1e9, 2.5, -math.inf]))
-    elif op == "repeat_interleave":
-        g.step(op, [x], repeats=g.r.choice([0, 1, 2, 3]), dim=g.r.choice([None] + list(range(-nd, nd))))
-    else:                                                                  # chunk
-        g.step(op, [x], chunks=g.r.choice([1, 2, 3, 4, 0]), dim=g.r.randint(-nd, nd - 1))
     return g.case()
 
 
@@ -350,20 +299,6 @@ def gen_sdpa(g, op):
     return g.case()
 
 
-def gen_sdpa_gqa(g, op):
-    """grouped-query attention: q (B,NH,T,E) against k, v (B,NKV,S,*), NH = group * NKV (sometimes not)"""
-    dt = g.dtype()
-    nkv, group = g.r.randint(1, 3), g.r.choice([1, 2, 4])
-    nh = nkv * group if g.r.random() < 0.9 else nkv * group + 1
-    b, t, s, e, ev = g.r.randint(1, 2), g.size(), max(1, g.size()), max(1, g.size()), g.size()
-    q = g.tensor([b, nh, t, e], dtype=dt)
-    args = [q, g.tensor([b, nkv, s, e], dtype=dt), g.tensor([b, nkv, s, ev], dtype=dt)]
-    if g.r.random() < 0.25:
-        args.append(g.tensor([t, s], dtype="bool"))
-    g.step(op, args, is_causal=g.r.random() < 0.4 and len(args) == 3)
-    return g.case()
-
-
 def gen_inplace(g, op):
     """clone a leaf, take a view, write into the view in place, maybe use both afterwards"""
     s = g.shape(1, 3)
@@ -413,15 +348,6 @@ GENERATORS = {}
 for _op in UNARY:
     GENERATORS[_op] = gen_unary
 GENERATORS["clamp"] = gen_clamp
-for _op in MATH_UNARY:
-    GENERATORS[_op] = gen_unary
-for _op in MATH_BINARY:
-    GENERATORS[_op] = gen_binary
-GENERATORS.update({"lerp": gen_lerp, "lerp_s": gen_lerp, "logical_xor": gen_logic, "rms_norm": gen_rms_norm,
-                   "apply_rotary_emb": gen_rotary})
-for _op in ("tril", "triu", "masked_fill", "repeat_interleave", "chunk"):
-    GENERATORS[_op] = gen_mask
-GENERATORS["sdpa_gqa"] = gen_sdpa_gqa
 for _op in BINARY:
     GENERATORS[_op] = gen_binary
 for _op in SCALAR:
@@ -445,6 +371,10 @@ GENERATORS.update({"softmax": gen_softmax, "log_softmax": gen_softmax, "layer_no
                    "dropout": gen_dropout, "embedding": gen_embedding, "cross_entropy": gen_cross_entropy,
                    "ce_fused": gen_cross_entropy, "mse_loss": gen_pair_loss, "bce_logits": gen_pair_loss,
                    "bce": gen_pair_loss, "sdpa": gen_sdpa, "inplace_program": gen_inplace})
+
+# the model writer's ops (issue 25) live in cases_model.py, which reuses the generators above
+from cases_model import register_model_ops  # noqa: E402
+register_model_ops(GENERATORS)
 
 
 def make_case(op, seed, limits=None):

@@ -237,6 +237,8 @@ KNOWN = [
     KnownDiff("bce: the sign of inf at p = -0", ("bce",), ("grads2",), SECTION_SWEEP, _bce_neg_zero),
     KnownDiff("layer_norm: inf in the input or the weight", ("layer_norm",), ("outputs", "grads", "grads2"),
               SECTION_SWEEP, _layer_norm_inf),
+    KnownDiff("rms_norm: inf in the input or the weight", ("rms_norm",), ("grads2",), SECTION_SWEEP,
+              _layer_norm_inf),
     KnownDiff("layer_norm: f16 double backward, rstd^3 overflows f16", ("layer_norm",), ("grads2",),
               SECTION_SWEEP, _layer_norm_f16_rstd_cubed),
     KnownDiff("prod: an f16/bf16 partial product out of range", ("prod_all", "prod_dim"),

@@ -87,6 +87,20 @@ TEST_CASE("rms_norm in f16/bf16 stays within dtype tolerance of f64") {
     }
 }
 
+TEST_CASE("rms_norm's bf16 double backward computes in f32 (difftest regression)") {
+    // one value per row: y = x / sqrt(x^2 + eps) is nearly sign(x), and its derivatives are the small
+    // differences 1 - xhat^2 that bf16 arithmetic cancels to nothing (it gave 4.0 where f64 gives -0.4)
+    Tensor x = tensor<float>({1.6484375f, 0.431640625f, 0.020751953125f}, {3, 1}).to(kBFloat16).requires_grad_(true);
+    Tensor x64 = x.detach().to(kFloat64).requires_grad_(true);
+    Tensor v = tensor<double>({0.5, -1.0, 2.0}, {3, 1});
+    auto second = [&](const Tensor& in, double eps) {
+        Tensor dx = autograd::grad({F::rms_norm(in, {1}, {}, eps)}, {in}, {ones_like(in)}, true, true)[0];
+        return autograd::grad({sum(dx * v.to(in.dtype()))}, {in})[0];
+    };
+    Tensor low = second(x, 1.1920928955078125e-07), wide = second(x64, 1.1920928955078125e-07);
+    CHECK_CLOSE(low.to(kFloat64), wide, tol_for(kBFloat16, 4));
+}
+
 TEST_CASE("rms_norm computes in f32 under autocast, and its default eps is the compute type's epsilon") {
     manual_seed(29);
     Tensor x = randn({3, 8}).to(kBFloat16), w = ones({8}).to(kBFloat16);
