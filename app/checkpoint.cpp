@@ -163,12 +163,13 @@ void Trainer::save(const std::string& dir) const {
 }
 
 // --zero: every rank writes its partition; rank 0 adds state.json before the manifest names the files.
-std::string Trainer::save_zero(const std::string& root, int keep) const {
+std::string Trainer::save_zero(const std::string& root, int keep, bool node_local) const {
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     zero::SaveOptions o;
     o.client_state = {{"sampler", {{"seed", s.seed}, {"offset", s.offset}}}};
     o.keep = keep;
-    const nlohmann::json state = rank_ == 0 ? state_json() : nlohmann::json();
+    o.node_local = node_local;   // then each host's first rank writes state.json too (its RNG and sampler are unused)
+    const nlohmann::json state = rank_ == 0 || node_local ? state_json() : nlohmann::json();
     o.write_extra = [&state](const std::string& dir) {
         write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
     };
@@ -190,6 +191,7 @@ nlohmann::json Trainer::state_json() const {
                             : precision_->state_json()}};
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
+    if (ddp_) state["data_parallel"] = {{"world_size", world_size_}, {"saved_by_rank", rank_}};
     return state;
 }
 
@@ -197,13 +199,13 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
-    const bool saved_zero = cfg.zero > 0;
-    if (for_inference) cfg.zero = 0;
-    else if (zero_stage && (*zero_stage > 0) != saved_zero)
-        throw ValueError(fmt::format("--zero {}: checkpoint {} was saved {} ZeRO; resume it {} --zero", *zero_stage, dir,
-                                     saved_zero ? "with" : "without", saved_zero ? "with" : "without"));
+    const bool saved_zero = cfg.zero >= 0;
+    if (for_inference) cfg.zero = -1;
+    else if (zero_stage && !saved_zero)
+        throw ValueError(fmt::format("--zero {}: checkpoint {} was saved without ZeRO; resume it without --zero",
+                                     *zero_stage, dir));
     else if (zero_stage) cfg.zero = *zero_stage;
-    std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer"))));
+    std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer")), !for_inference));
     if (to_json(t->model_config()) != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
                                      state.at("model_config").dump(), to_json(t->model_config()).dump()));
@@ -226,12 +228,23 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     io::SafetensorsFile opt = io::load_safetensors((fs::path(dir) / "optimizer.safetensors").string());
     t->precision_->load_state(opt.tensors, state.at("precision"));
     t->step_ = state.at("step").get<int64_t>();
-    const data::SamplerState s{state.at("sampler").at("seed").get<uint64_t>(),
-                               state.at("sampler").at("offset").get<uint64_t>()};
-    if (t->sampler_) t->sampler_->set_state(s);
-    else t->addition_state_ = s;
-    set_rng_state({state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()});
+    t->restore_rank_streams(state);
     return t;
+}
+
+// The sampler position and the RNG state of state.json. Data parallel: rank 0 saved them; every
+// rank's streams advance alike (the same draws per step), so rank r continues its own streams
+// (sampler seed + 1 + r, dropout seed + 7919 r) at the saved offsets.
+void Trainer::restore_rank_streams(const nlohmann::json& state) {
+    data::SamplerState s{state.at("sampler").at("seed").get<uint64_t>(), state.at("sampler").at("offset").get<uint64_t>()};
+    GeneratorState rng{state.at("rng").at("seed").get<uint64_t>(), state.at("rng").at("offset").get<uint64_t>()};
+    if (ddp_) {
+        s.seed = cfg_.seed + 1 + static_cast<uint64_t>(rank_);
+        rng.seed = cfg_.seed + 7919 * static_cast<uint64_t>(rank_);
+    }
+    if (sampler_) sampler_->set_state(s);
+    else addition_state_ = s;
+    set_rng_state(rng);
 }
 
 }  // namespace ampgrad::app

@@ -12,12 +12,14 @@
 #include "ampgrad_config.h"
 #include "app/checkpoint.hpp"
 #include "app/report.hpp"
+#include "app/resume_flags.hpp"
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "dist/process_group.hpp"
+#include "models/gpt_mfu.hpp"
 #include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
@@ -33,6 +35,19 @@ void check_preset(const std::optional<std::string>& given, const std::string& sa
                                      "train a new run)", dir, saved, *given));
 }
 
+// --resume --steps N: the run now ends at step N, the cosine decay spans N steps, and the learning
+// rate continues from the new curve's value at the current step (docs/gpt.md §5), which is printed.
+void change_schedule(Trainer& trainer, int64_t steps) {
+    const int64_t at = trainer.step(), saved = trainer.config().steps;
+    const double before = trainer.lr_at(at);
+    trainer.set_steps(steps);
+    if (trainer.rank() == 0)
+        std::printf("--steps %lld: the schedule now spans %lld steps (saved: %lld); the learning rate at step %lld is "
+                    "%.4g (the saved schedule gives %.4g there)\n", static_cast<long long>(steps),
+                    static_cast<long long>(steps), static_cast<long long>(saved), static_cast<long long>(at + 1),
+                    trainer.lr_at(at), before);
+}
+
 // The trainer a checkpoint describes, with its weights (for sample and eval).
 std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::optional<std::string>& preset) {
     const std::string dir = resolve_checkpoint(path);
@@ -40,9 +55,12 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
     return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
 }
 
-// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero.
-std::string save_run(Trainer& trainer, const std::string& root) {
-    return trainer.zero() ? trainer.save_zero(root) : save_checkpoint(trainer, root);
+// A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero (node-local with
+// --ckpt-node-local); data parallel, rank 0 alone writes it (every rank holds the same state).
+std::string save_run(Trainer& trainer, const std::string& root, bool node_local) {
+    if (trainer.zero()) return trainer.save_zero(root, 2, node_local);
+    if (trainer.rank() != 0) return "";
+    return save_checkpoint(trainer, root);
 }
 
 // The ZeRO line under the banner: the stage, the ranks, and this rank's model-state bytes.
@@ -52,6 +70,27 @@ std::string zero_text(const TrainStats& s, int world_size) {
                        "+ optimizer {:.2f})", s.zero_stage, world_size, static_cast<double>(b.total()) / 1e6,
                        static_cast<double>(b.params) / 1e6, static_cast<double>(b.grads) / 1e6,
                        static_cast<double>(b.optimizer) / 1e6);
+}
+
+// MFU per token/s of a run on `world` devices (llm.c's FLOPs per token over their summed peak),
+// or nullopt off the GPU or where the card's peak is unknown.
+std::optional<double> mfu_per_token_per_s(const models::GPTConfig& mc, const std::string& device, int world) {
+    if (device != "cuda") return std::nullopt;
+    const std::optional<double> peak = peak_dense_bf16_flops(device_properties(Device(kCUDA, 0)).name);
+    if (!peak) return std::nullopt;
+    return models::llmc_flops_per_token(mc) / (*peak * static_cast<double>(world));
+}
+
+// The line under the banner of a data-parallel run.
+std::string data_parallel_text(const RunConfig& cfg, int world_size) {
+    return fmt::format("data parallel on {} processes: global batch {} ({} per rank)", world_size, cfg.batch_size,
+                       cfg.batch_size / world_size);
+}
+
+void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
+    if (o.ckpt_node_local && !trainer.zero())
+        throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 0 to 3), which every rank writes; "
+                         "without --zero, rank 0 alone writes the checkpoint");
 }
 
 void print_eval(ProgressLine& progress, const EvalStats& e) {
@@ -67,17 +106,22 @@ int run_train(const TrainOptions& o) {
     std::unique_ptr<Trainer> trainer;
     if (!o.resume.empty()) {
         const std::string dir = resolve_checkpoint(o.resume);
-        check_preset(o.preset_given, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
+        const nlohmann::json saved = read_checkpoint_state(dir).at("run_config");
+        check_preset(o.preset_given, saved.at("preset").get<std::string>(), dir);
+        const ResumeOverrides overrides = check_resume_flags(o.run, o.flags_given, saved, dir);
         trainer = Trainer::resume(dir, o.zero_given);
         if (trainer->rank() == 0)
             std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
+        if (overrides.steps) change_schedule(*trainer, *overrides.steps);
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
-    // With --zero every process trains; only rank 0 prints, writes metrics.jsonl, evaluates and samples.
+    // With --zero or data parallel every process trains; only rank 0 prints and writes files.
+    check_checkpoint_mode(o, *trainer);
     const bool lead = trainer->rank() == 0;
-    const int world = trainer->zero() ? dist::world_size() : 1;
-    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr) throw IOError("--zero: cannot silence rank output");
+    const int world = trainer->world_size();
+    if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
+        throw IOError(fmt::format("rank {}: cannot silence its standard output", trainer->rank()));
     const RunConfig& cfg = trainer->config();
     const models::GPTConfig& mc = trainer->model_config();
     fs::create_directories(o.out);
@@ -93,9 +137,12 @@ int run_train(const TrainOptions& o) {
                 cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
+    if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
+    const std::optional<double> mfu_factor = mfu_per_token_per_s(mc, cfg.device, world);
+    if (mfu_factor) progress.set_mfu_per_token_per_s(*mfu_factor);
     const auto start = std::chrono::steady_clock::now();
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;
@@ -104,13 +151,15 @@ int run_train(const TrainOptions& o) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.zero_stage > 0 && !zero_line) {
+        if (s.zero_stage >= 0 && !zero_line) {
             zero_line = zero_text(s, world);
             progress.message(*zero_line);
         }
         if (lead) {
             progress.update(s);
-            metrics->train(s, elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0, elapsed);
+            const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
+            metrics->train(s, tokens_per_s, elapsed,
+                           mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt);
         }
         // Every rank evaluates (no collectives in it), so that none waits past the group's timeout.
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
@@ -121,10 +170,10 @@ int run_train(const TrainOptions& o) {
                 print_eval(progress, *final_eval);
             }
         }
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string saved = save_run(*trainer, ckpt_root);
+    const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
     std::string sample_text;
     if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);
@@ -193,6 +242,9 @@ int run_bench(const BenchOptions& o) {
     std::printf("  %.1f ms/step, %.0f tokens/s, %.2f GFLOP/s (%.3g FLOPs per token, forward + backward)\n",
                 1e3 * s / static_cast<double>(o.timed_steps), tps, tps * mc.flops_per_token() / 1e9,
                 mc.flops_per_token());
+    if (const std::optional<double> mfu = mfu_per_token_per_s(mc, o.run.device, 1))
+        std::printf("  MFU %.1f%% (llm.c's 6N + 6LCT FLOPs per token over %s's dense bf16 peak)\n", 100.0 * tps * *mfu,
+                    device_properties(Device(kCUDA, 0)).name.c_str());
     return 0;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/run_config.hpp"
 
@@ -17,8 +18,10 @@ struct TrainOptions {
     int64_t log_every = 10;              // plain-line progress every N steps (not a terminal)
     int64_t sample_tokens = 300;         // a sample at the end (0: none)
     std::string progress = "auto";       // auto | line | plain
+    bool ckpt_node_local = false;        // --zero: each host saves its ranks' files on its own disk
     std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
     std::optional<int64_t> zero_given;         // --zero as typed (with --resume: the stage to continue at)
+    std::vector<std::string> flags_given;      // every flag typed (with --resume: checked, app/resume_flags.hpp)
 };
 int run_train(const TrainOptions& o);
 

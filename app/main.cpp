@@ -73,9 +73,13 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     train_cmd->add_option("--sample-tokens", train.sample_tokens, "print a sample of N tokens at the end (0: none)")
         ->capture_default_str();
-    train_cmd->add_option("--zero", train.run.zero, "ZeRO stage (1: optimizer states, 2: + gradients, 3: + parameters "
-                                                    "partitioned) on every process ampgrad-run starts; 0: off")
-        ->check(CLI::Range(0, 3))->capture_default_str();
+    train_cmd->add_option("--zero", train.run.zero, "train with the ZeRO engine at this stage on every process "
+                                                    "ampgrad-run starts (0: data parallel, nothing partitioned; 1: "
+                                                    "optimizer states, 2: + gradients, 3: + parameters partitioned); "
+                                                    "without --zero: no engine")
+        ->check(CLI::Range(0, 3));
+    train_cmd->add_flag("--ckpt-node-local", train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
+                                                                    "(each host writes its ranks' files and a manifest)");
     train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 
@@ -110,6 +114,8 @@ int main(int argc, char** argv) {
         if (command == "train") {
             if (train_cmd->count("--preset") > 0) train.preset_given = train.run.preset;
             if (train_cmd->count("--zero") > 0) train.zero_given = train.run.zero;
+            for (const CLI::Option* opt : train_cmd->get_options())
+                if (opt->count() > 0) train.flags_given.push_back(opt->get_name());
             if (train_cmd->count("--out") == 0) train.out = "runs/" + train.run.preset;
             return run_train(train);
         }

@@ -39,12 +39,15 @@ std::string ProgressLine::format(const TrainStats& s) {
     const double elapsed = std::chrono::duration<double>(clock_type::now() - start_).count();
     const double done = static_cast<double>(s.step - first_step_);
     const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - s.step) : NAN;
-    const std::string zero = s.zero_stage > 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
+    const std::string zero = s.zero_stage >= 0 ? fmt::format(" | zero {} {:.2f} MB/rank", s.zero_stage,
                                                              static_cast<double>(s.state_bytes.total()) / 1e6)
                                               : "";
-    return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s | lr {:.2e} | scale {:g} | skipped {} | "
-                       "gnorm {:.3f}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
-                       s.lr, s.scale, s.skipped_total, s.grad_norm, zero, duration_text(eta));
+    const std::string ranks = s.world_size > 1 ? fmt::format(" | {} ranks, batch {}", s.world_size, s.global_batch) : "";
+    const std::string mfu =
+        mfu_per_token_per_s_ ? fmt::format(" | MFU {:.1f}%", 100.0 * tokens_per_s_ * *mfu_per_token_per_s_) : "";
+    return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s{} | lr {:.2e} | scale {:g} | skipped {} | "
+                       "gnorm {:.3f}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
+                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, duration_text(eta));
 }
 
 void ProgressLine::update(const TrainStats& s) {
@@ -104,12 +107,17 @@ void MetricsLog::write(const std::string& line) {
     if (!out_) throw IOError(fmt::format("metrics: writing {} failed (is the disk full?)", path_));
 }
 
-void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_s) {
+void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_s, std::optional<double> mfu) {
     nlohmann::json j = {{"kind", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
                         {"scale", s.scale}, {"skipped", s.skipped}, {"skipped_total", s.skipped_total},
                         {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
+    if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
-    if (s.zero_stage > 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
+    if (s.world_size > 1) {   // several processes: how many, and the batch of all of them
+        j["world_size"] = s.world_size;
+        j["global_batch"] = s.global_batch;
+    }
+    if (s.zero_stage >= 0) {   // --zero: the stage and rank 0's model-state bytes (each rank holds about the same)
         j["zero_stage"] = s.zero_stage;
         j["model_state_bytes_per_rank"] = {{"params", s.state_bytes.params}, {"grads", s.state_bytes.grads},
                                            {"optimizer", s.state_bytes.optimizer}, {"total", s.state_bytes.total()}};

@@ -1,15 +1,19 @@
 // report.hpp: what a training run shows and leaves behind:
 //   ProgressLine  one line that updates in place on a terminal (\r), plain lines otherwise:
 //                 step/total, loss, tokens/s, learning rate, loss scale, skipped steps, gradient
-//                 norm, with --zero the stage and the model-state bytes per rank, and ETA.
+//                 norm, with --zero the stage and the model-state bytes per rank, with several
+//                 processes their number and the global batch, on a GPU whose peak is known the
+//                 MFU (models/gpt_mfu.hpp), and ETA.
 //   MetricsLog    OUT/metrics.jsonl: one JSON object per step ("kind": "train") and per
-//                 evaluation ("kind": "eval"; with --zero also zero_stage, model_state_bytes_per_rank);
+//                 evaluation ("kind": "eval"; with --zero also zero_stage, model_state_bytes_per_rank;
+//                 with several processes world_size and global_batch);
 //                 a resumed run first drops records after its step.
 //   write_plots   PNG curves drawn by gnuplot from metrics.jsonl (app/report.cpp explains each).
 #pragma once
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "app/trainer.hpp"
@@ -21,6 +25,9 @@ public:
     // in_place: rewrite one line (a terminal); else print every `every` steps.
     ProgressLine(int64_t total_steps, int64_t first_step, bool in_place, int64_t every);
     void update(const TrainStats& s);
+    // MFU = tokens/s * mfu_per_token_per_s: llm.c's FLOPs per token over the peak FLOP/s of every
+    // device the run uses. Unset (the default, and on a CPU): no MFU is shown.
+    void set_mfu_per_token_per_s(double factor) { mfu_per_token_per_s_ = factor; }
     void message(const std::string& line);   // a plain line (an eval record), keeping the progress line below
     void finish();                           // ends an in-place line with a newline
 
@@ -31,6 +38,7 @@ private:
     bool line_open_ = false;
     std::chrono::steady_clock::time_point start_, last_draw_;
     double tokens_per_s_ = 0.0;
+    std::optional<double> mfu_per_token_per_s_;
     int64_t tokens_since_ = 0;
     std::chrono::steady_clock::time_point since_;
 };
@@ -40,7 +48,8 @@ public:
     // Opens path for appending; when resume_step >= 0, first rewrites it without the records of
     // steps after resume_step (they belong to the run's lost future).
     MetricsLog(const std::string& path, int64_t resume_step = -1);
-    void train(const TrainStats& s, double tokens_per_s, double elapsed_s);
+    // mfu: written as "mfu" when known (a GPU with a known peak), else left out.
+    void train(const TrainStats& s, double tokens_per_s, double elapsed_s, std::optional<double> mfu = std::nullopt);
     void eval(const EvalStats& e);
 
 private:

@@ -50,7 +50,7 @@ void RunConfig::validate() const {
     if (warmup < 0) throw ValueError(fmt::format("--warmup: must be >= 0, but is {}", warmup));
     if (grad_clip < 0) throw ValueError(fmt::format("--grad-clip: must be >= 0 (0: off), but is {}", grad_clip));
     if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
-    if (zero < 0 || zero > 3) throw ValueError(fmt::format("--zero: must be 0 (off), 1, 2 or 3, but is {}", zero));
+    if (zero < -1 || zero > 3) throw ValueError(fmt::format("--zero: must be 0, 1, 2 or 3, but is {}", zero));
     if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
 }
 
@@ -62,7 +62,8 @@ nlohmann::json to_json(const RunConfig& c) {
             {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
             {"init_scale", c.init_scale}, {"scale_window", c.scale_window}, {"hysteresis", c.hysteresis},
-            {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters}, {"zero", c.zero}};
+            {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
+            {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -83,7 +84,14 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     get("grad_clip", c.grad_clip), get("seed", c.seed), get("prec", c.prec), get("device", c.device);
     get("init_scale", c.init_scale), get("scale_window", c.scale_window), get("hysteresis", c.hysteresis);
     get("eval_every", c.eval_every), get("eval_iters", c.eval_iters);
-    if (j.contains("zero")) get("zero", c.zero);   // absent in checkpoints from before --zero
+    // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
+    // before --zero, nothing).
+    if (j.contains("zero_stage")) {
+        if (!j.at("zero_stage").is_null()) get("zero_stage", c.zero);
+    } else if (j.contains("zero")) {
+        get("zero", c.zero);
+        if (c.zero == 0) c.zero = -1;
+    }
     c.validate();
     return c;
 }

@@ -35,8 +35,9 @@ struct RunConfig {
     double init_scale = 65536.0;        // fp16 / fp16-master: the first loss scale
     int64_t scale_window = 1000;        // clean steps before the scale grows (GradScaler growth_interval)
     int64_t hysteresis = 2;             // fp16-master: overflows tolerated before the scale drops
-    // ZeRO (app/zero_training.hpp): 0 off; 1, 2 or 3 the stage, on every process ampgrad-run starts
-    int64_t zero = 0;
+    // ZeRO (app/zero_training.hpp): -1 off (no engine: one process); 0, 1, 2 or 3 the stage, on every
+    // process ampgrad-run starts (0: data parallel, nothing partitioned)
+    int64_t zero = -1;
     // evaluation
     int64_t eval_every = 250, eval_iters = 20;
 

@@ -2,6 +2,7 @@
 #include "app/trainer.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
 
 #include "ampgrad_config.h"
@@ -58,16 +59,37 @@ Device checked_device(const std::string& name) {
 
 }  // namespace
 
-Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt) {}
+int launched_world_size() {
+    for (const char* name : {"WORLD_SIZE", "SLURM_NTASKS"}) {
+        const char* v = std::getenv(name);
+        if (v == nullptr || *v == '\0') continue;
+        char* end = nullptr;
+        const long n = std::strtol(v, &end, 10);
+        if (*end != '\0' || n < 1)
+            throw ValueError(fmt::format("environment variable {}='{}' is not a positive integer", name, v));
+        return static_cast<int>(n);
+    }
+    return 1;
+}
 
-Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer)
+Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt, /*training=*/true) {}
+
+// Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
+// (seed + 1 + rank) and dropout masks, and takes batch_size / world_size sequences per step.
+void Trainer::join_process_group() {
+    init_zero_process_group();
+    rank_ = dist::rank();
+    world_size_ = dist::world_size();
+    if (cfg_.batch_size % world_size_ != 0)
+        throw ValueError(fmt::format("--batch-size {} is not divisible by the {} processes (rank {}): every rank takes "
+                                     "an equal share of the global batch", cfg_.batch_size, world_size_, rank_));
+}
+
+Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training)
     : cfg_(cfg), device_(checked_device(cfg.device)) {
     cfg_.validate();
-    if (cfg_.zero > 0) {   // every rank draws its own batches (seed + 1 + rank) and dropout masks
-        init_zero_process_group();
-        rank_ = dist::rank();
-        world_size_ = dist::world_size();
-    }
+    const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
+    if (cfg_.zero >= 0 || data_parallel) join_process_group();
     int64_t vocab = 0;
     if (cfg_.task == "addition") {
         addition_.emplace(cfg_.digits);
@@ -90,8 +112,16 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     manual_seed(cfg_.seed);
     model_ = std::make_shared<models::GPT>(mc);
     if (device_.is_cuda()) model_->to(device_);
-    if (cfg_.zero == 0) {
-        precision_ = std::make_unique<Precision>(cfg_, *model_);
+    if (cfg_.zero < 0) {
+        precision_ = std::make_unique<Precision>(cfg_, *model_);   // fp16-master may turn the weights to f16
+        if (!data_parallel) return;
+        if (device_.is_cuda())
+            throw ValueError("data parallel training (ampgrad-run without --zero) runs on the CPU over Gloo in this "
+                             "build; use --device cpu");
+        ddp_ = std::make_unique<dist::DistributedDataParallel>(model_);   // broadcasts rank 0's weights
+        // Each rank's dropout stream starts here, so that every rank's RNG offset is the same at
+        // every step and a checkpoint's offset serves them all (restore_rank_streams).
+        manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
         return;
     }
     zero_ = std::make_unique<ZeroTraining>(cfg_, model_);
@@ -105,8 +135,15 @@ double Trainer::lr_at(int64_t it) const {
     return cfg_.min_lr + 0.5 * (1.0 + std::cos(std::numbers::pi * r)) * (cfg_.lr - cfg_.min_lr);
 }
 
+void Trainer::set_steps(int64_t steps) {
+    if (steps < step_)
+        throw ValueError(fmt::format("--steps {}: the run being resumed is already at step {}; give --steps {} or more "
+                                     "(or resume without --steps)", steps, step_, step_));
+    cfg_.steps = steps;
+}
+
 std::pair<Tensor, Tensor> Trainer::next_batch() {
-    const int64_t batch = cfg_.batch_size / world_size_;   // --zero: this rank's share
+    const int64_t batch = cfg_.batch_size / world_size_;   // this rank's share (--zero, data parallel)
     auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->config().block_size);
     if (device_.is_cuda()) return {x.to(device_), y.to(device_)};
     return {x, y};
@@ -128,10 +165,12 @@ TrainStats Trainer::train_step() {
     Tensor loss = loss_on(x, y);
     StepOutcome o = zero_ ? zero_->step(loss) : precision_->step(loss);
     s.loss = loss.item<double>();
-    if (zero_) {   // the mean over the ranks' shares; the stage and this rank's model-state bytes
+    if (zero_ || ddp_) {   // the mean over the ranks' shares
         Tensor l = full({1}, s.loss, TensorOptions().dtype(kFloat64));
         dist::all_reduce(l, dist::ReduceOp::kAvg);
         s.loss = l.item<double>();
+    }
+    if (zero_) {   // the stage and this rank's model-state bytes
         s.zero_stage = zero_->stage();
         s.state_bytes = zero_->state_bytes();
     }
@@ -140,6 +179,8 @@ TrainStats Trainer::train_step() {
     s.skipped = o.skipped;
     s.skipped_total = skipped_steps();
     s.tokens = x.numel() * world_size_;
+    s.world_size = world_size_;
+    s.global_batch = x.size(0) * world_size_;
     ++step_;
     return s;
 }

@@ -14,6 +14,7 @@
 #include "data/addition.hpp"
 #include "data/sampler.hpp"
 #include "data/tokenizer.hpp"
+#include "dist/ddp.hpp"
 #include "models/gpt.hpp"
 
 namespace ampgrad::app {
@@ -36,8 +37,10 @@ struct TrainStats {
     double loss = 0.0, lr = 0.0, grad_norm = 0.0, scale = 1.0;
     bool skipped = false;
     int64_t skipped_total = 0;
-    int64_t tokens = 0;   // tokens in this step's batch (every rank's, with --zero)
-    int zero_stage = 0;   // --zero: the stage, and this rank's model-state bytes
+    int64_t tokens = 0;   // tokens in this step's batch (every rank's, with --zero or data parallel)
+    int world_size = 1;   // processes training together (data parallel or --zero)
+    int64_t global_batch = 0;   // sequences per step, all ranks together
+    int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
     zero::ModelStateBytes state_bytes;
 };
 
@@ -47,13 +50,18 @@ struct EvalStats {
     std::optional<double> exact_match;   // addition task only
 };
 
+// WORLD_SIZE as ampgrad-run (or torchrun, or Slurm's SLURM_NTASKS) sets it; 1 when unset.
+int launched_world_size();
+
 class Trainer {
 public:
-    // A fresh run: manual_seed(cfg.seed), then the model's initial weights.
+    // A fresh run: manual_seed(cfg.seed), then the model's initial weights. Under a launcher
+    // (launched_world_size() > 1) without --zero, the run is data parallel: a process group, the
+    // model wrapped in dist::DistributedDataParallel, each rank on its own share of --batch-size.
     explicit Trainer(const RunConfig& cfg);
     // Rebuilds the run saved in checkpoint directory `dir` and continues from its step. A ZeRO
     // checkpoint (--zero) is loaded by every rank at the current world size (resharded), at the
-    // stage `zero_stage` names if given (1, 2, 3), else the saved one. for_inference: one process,
+    // stage `zero_stage` names if given (0, 1, 2, 3), else the saved one. for_inference: one process,
     // no engine: a ZeRO checkpoint's parameters are read consolidated (sample, eval).
     static std::unique_ptr<Trainer> resume(const std::string& dir, std::optional<int64_t> zero_stage = std::nullopt,
                                            bool for_inference = false);
@@ -63,10 +71,14 @@ public:
     std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
     void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
     // --zero: a ZeRO checkpoint root/step-N (zero/checkpoint.hpp) with state.json; every rank calls it.
-    std::string save_zero(const std::string& root, int keep = 2) const;
+    // node_local: each host's first rank writes a folder on its own disk (zero::SaveOptions::node_local).
+    std::string save_zero(const std::string& root, int keep = 2, bool node_local = false) const;
     nlohmann::json state_json() const;          // state.json's content
 
     double lr_at(int64_t step) const;   // warm-up + cosine, nanoGPT's get_lr
+    // --resume --steps N: the run now ends at step N, and the cosine decay (lr_at) spans N steps;
+    // ValueError naming --steps when N is below the step the run is at.
+    void set_steps(int64_t steps);
     int64_t step() const { return step_; }
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
     const RunConfig& config() const { return cfg_; }
@@ -75,11 +87,16 @@ public:
     const Corpus& corpus() const { return corpus_; }
     Precision& precision() { return *precision_; }   // not with --zero
     ZeroTraining* zero() { return zero_.get(); }      // null without --zero
-    int rank() const { return rank_; }                // 0 without --zero
+    bool data_parallel() const { return ddp_ != nullptr; }
+    int rank() const { return rank_; }                // 0 on one process
+    int world_size() const { return world_size_; }    // 1 on one process
     int64_t skipped_steps() const { return zero_ ? zero_->skipped_steps() : precision_->skipped_steps(); }
 
 private:
-    Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer);
+    // training: false for sample and eval (one process, never distributed).
+    Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
+    void join_process_group();
+    void restore_rank_streams(const nlohmann::json& state);
     std::pair<Tensor, Tensor> next_batch();
     Tensor loss_on(const Tensor& x, const Tensor& y);
 
@@ -91,6 +108,7 @@ private:
     std::shared_ptr<models::GPT> model_;
     std::unique_ptr<Precision> precision_;          // without --zero
     std::unique_ptr<ZeroTraining> zero_;            // with --zero
+    std::unique_ptr<dist::DistributedDataParallel> ddp_;   // data parallel (launched, no --zero)
     int rank_ = 0, world_size_ = 1;
     Device device_;
     int64_t step_ = 0;

@@ -36,7 +36,7 @@ zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
     if (cfg.prec == "fp16")
         throw ValueError("--zero: --prec fp16 (autocast + GradScaler) is not supported with ZeRO; use --prec fp16-master "
                          "(f16 weights, f32 master partitions, DeepSpeed's dynamic loss scaler)");
-    if (cfg.zero < 1 || cfg.zero > 3) throw ValueError(fmt::format("--zero: stage {} is not 1, 2 or 3", cfg.zero));
+    if (cfg.zero < 0 || cfg.zero > 3) throw ValueError(fmt::format("--zero: stage {} is not 0, 1, 2 or 3", cfg.zero));
     if (cfg.batch_size % world_size != 0)
         throw ValueError(fmt::format("--zero: --batch-size {} is not divisible by the {} processes", cfg.batch_size,
                                      world_size));

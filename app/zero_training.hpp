@@ -1,4 +1,4 @@
-// zero_training.hpp: `ampgrad train --zero N` (N = 1, 2, 3): the GPT trained by the ZeRO engine (zero/engine.hpp)
+// zero_training.hpp: `ampgrad train --zero N` (N = 0, 1, 2, 3): the GPT trained by the ZeRO engine (zero/engine.hpp)
 // on every process that ampgrad-run started, each on its own share of the batch. It takes the
 // place of Precision (app/precision.hpp) for the step:
 //   --prec fp32          f32 parameters and masters

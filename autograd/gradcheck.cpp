@@ -1,5 +1,7 @@
-// gradcheck.cpp: numerical Jacobian (central differences on float64 CPU inputs) against the
-// analytical one (one autograd::grad call per output element).
+// gradcheck.cpp: numerical Jacobian (central differences on float64 inputs, on any device) against
+// the analytical one (one autograd::grad call per output element). A CPU input is perturbed through
+// its host pointer; an input on another device one element at a time with fill_ on a view, from a
+// host copy of its original values, so the finite differences run where the op runs.
 #include "autograd/gradcheck.hpp"
 
 #include <cmath>
@@ -14,21 +16,31 @@ namespace {
 
 std::vector<double> flat(const Tensor& t) { return t.defined() ? t.contiguous().to_vector<double>() : std::vector<double>{}; }
 
+// Sets element j of a contiguous f64 tensor x (n elements) on its device. Runs under no-grad.
+void set_element(const Tensor& x, int64_t j, double value) {
+    if (x.device().is_cpu()) {
+        x.data_ptr<double>()[j] = value;
+        return;
+    }
+    Tensor element = x.view({-1}).select(0, j);     // () view into x's storage
+    element.fill_(value);
+}
+
 // J[out_elem][in_elem] for one (output, input) pair, numerically.
 std::vector<std::vector<double>> numerical_jacobian(const GradcheckFn& fn, const tensor_list& inputs, size_t out_idx,
                                                     size_t in_idx, double eps) {
-    const Tensor& x = inputs[in_idx];
-    double* p = x.data_ptr<double>();          // inputs are contiguous f64 CPU (checked by caller)
+    const Tensor& x = inputs[in_idx];          // contiguous f64 (checked by the caller)
+    const std::vector<double> original = flat(x);
     int64_t n = x.numel();
     std::vector<std::vector<double>> cols;
     NoGradGuard no_grad;
     for (int64_t j = 0; j < n; ++j) {
-        double orig = p[j];
-        p[j] = orig + eps;
+        double orig = original[static_cast<size_t>(j)];
+        set_element(x, j, orig + eps);
         std::vector<double> plus = flat(fn(inputs)[out_idx]);
-        p[j] = orig - eps;
+        set_element(x, j, orig - eps);
         std::vector<double> minus = flat(fn(inputs)[out_idx]);
-        p[j] = orig;
+        set_element(x, j, orig);
         std::vector<double> col(plus.size());
         for (size_t k = 0; k < plus.size(); ++k) col[k] = (plus[k] - minus[k]) / (2 * eps);
         cols.push_back(std::move(col));
@@ -42,8 +54,8 @@ std::vector<std::vector<double>> numerical_jacobian(const GradcheckFn& fn, const
 void check_inputs(const tensor_list& inputs) {
     for (const Tensor& t : inputs) {
         if (!t.defined() || !t.requires_grad()) continue;
-        if (t.dtype() != kFloat64 || !t.device().is_cpu() || !t.is_contiguous())
-            throw ValueError(fmt::format("gradcheck: inputs that require grad must be contiguous float64 CPU tensors; "
+        if (t.dtype() != kFloat64 || !t.is_contiguous())
+            throw ValueError(fmt::format("gradcheck: inputs that require grad must be contiguous float64 tensors; "
                                          "got {}", t.describe()));
     }
 }

@@ -67,15 +67,26 @@ AMPGRAD_MATH_FN2(pow, powf, pow)
 AMPGRAD_MATH_FN2(fmod, fmodf, fmod)
 AMPGRAD_MATH_FN2(atan2, atan2f, atan2)
 #undef AMPGRAD_MATH_FN2
-// Integers: abs without the floating path; pow through double, as PyTorch does for int tensors.
+// Integers: abs without the floating path; pow by squaring in the integer type, wrapping as the
+// type wraps, as PyTorch's powi (aten/src/ATen/native/Pow.h): exact past 2^53, where a trip through
+// double would round (3^39), and the same on the CPU and the GPU (whose double pow may be 2 ulp
+// off, and 24.999... truncates to 24). A negative exponent gives 1 for base 1, +-1 for base -1,
+// else 0 (the op layer is where PyTorch refuses negative integer powers).
+template <typename I>
+AMPGRAD_HOST_DEVICE inline I integer_pow(I base, I exponent) {
+    if (exponent < 0) return base == 1 ? I(1) : base == -1 ? ((exponent & 1) ? I(-1) : I(1)) : I(0);
+    using U = std::make_unsigned_t<I>;                       // unsigned: wrapping is defined
+    U result = 1, square = static_cast<U>(base);
+    for (; exponent > 0; exponent >>= 1) {
+        if (exponent & 1) result *= square;
+        square *= square;
+    }
+    return static_cast<I>(result);
+}
 AMPGRAD_HOST_DEVICE inline int32_t abs(int32_t x) { return x < 0 ? -x : x; }
 AMPGRAD_HOST_DEVICE inline int64_t abs(int64_t x) { return x < 0 ? -x : x; }
-AMPGRAD_HOST_DEVICE inline int32_t pow(int32_t x, int32_t y) {
-    return static_cast<int32_t>(pow(static_cast<double>(x), static_cast<double>(y)));
-}
-AMPGRAD_HOST_DEVICE inline int64_t pow(int64_t x, int64_t y) {
-    return static_cast<int64_t>(pow(static_cast<double>(x), static_cast<double>(y)));
-}
+AMPGRAD_HOST_DEVICE inline int32_t pow(int32_t x, int32_t y) { return integer_pow(x, y); }
+AMPGRAD_HOST_DEVICE inline int64_t pow(int64_t x, int64_t y) { return integer_pow(x, y); }
 
 }  // namespace math
 

@@ -132,7 +132,9 @@ void Event::record(const Stream& stream) {
 
 void Event::wait(const Stream& stream) const {
     if (handle_ == nullptr) return;                       // nothing recorded: nothing to wait for
-    if (!(device_ == stream.device()))
+    // Another device of the same type may wait (cudaStreamWaitEvent takes an event of any GPU: the
+    // peer copies in cuda/copy.cu order two GPUs' streams this way); another type cannot.
+    if (device_.type != stream.device().type)
         throw DeviceError(fmt::format("Event.wait: the event was recorded on {} but {} is on {}", device_.str(),
                                       stream.str(), stream.device().str()));
     stream_runtime(device_.type).wait_event(handle_, stream);

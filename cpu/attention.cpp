@@ -35,8 +35,9 @@ using Mat = Eigen::Matrix<C, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename T, typename C>
 void load_head(Mat<C>& dst, const Tensor& t, int64_t b, int64_t h) {
     const int64_t R = t.size(2), X = t.size(3), sr = t.stride(2), sx = t.stride(3);
-    const T* src = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
     dst.resize(R, X);
+    if (R * X == 0) return;                                  // an empty head may have no storage at all
+    const T* src = static_cast<const T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
     for (int64_t r = 0; r < R; ++r)
         for (int64_t x = 0; x < X; ++x) dst(r, x) = static_cast<C>(src[r * sr + x * sx]);
 }
@@ -44,6 +45,7 @@ void load_head(Mat<C>& dst, const Tensor& t, int64_t b, int64_t h) {
 template <typename T, typename C>
 void store_head(const Tensor& t, int64_t b, int64_t h, const Mat<C>& src) {
     const int64_t R = t.size(2), X = t.size(3), sr = t.stride(2), sx = t.stride(3);
+    if (R * X == 0) return;
     T* dst = static_cast<T*>(t.raw_data()) + b * t.stride(0) + h * t.stride(1);
     for (int64_t r = 0; r < R; ++r)
         for (int64_t x = 0; x < X; ++x) dst[r * sr + x * sx] = static_cast<T>(src(r, x));
@@ -193,13 +195,14 @@ void check_args(const AttentionArgs& a) {
 
 void attention_forward(const AttentionArgs& a) {
     check_args(a);
-    if (a.q.numel() == 0) return;
+    if (a.lse.numel() == 0) return;   // B*NH*T == 0. HS == 0 still writes: scores 0, P uniform over the visible keys
     dispatch_float(a.q.dtype(), "attention", [&](auto tag) { forward_typed<decltype(tag)>(a); });
 }
 
 void attention_backward(const AttentionGradArgs& g) {
     check_args(g.fwd);
-    if (g.fwd.q.numel() == 0) return;
+    auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
+    if (!has_elements(g.dq) && !has_elements(g.dk) && !has_elements(g.dv)) return;   // T == 0 still zeroes dk, dv
     dispatch_float(g.fwd.q.dtype(), "attention_backward", [&](auto tag) { backward_typed<decltype(tag)>(g); });
 }
 

@@ -289,13 +289,17 @@ Allocator* make_allocator(int index) {
 
 Allocator& cuda_allocator(int index) {
     require_device(index);
-    // One allocator per GPU, made on first use and never destroyed: tensors may outlive statics.
-    static std::vector<Allocator*>* allocators = [] {
-        auto* v = new std::vector<Allocator*>();
-        for (int i = 0; i < count_devices(); ++i) v->push_back(make_allocator(i));
-        return v;
-    }();
-    return *(*allocators)[static_cast<size_t>(index)];
+    // One allocator per GPU, made when that GPU is first used (the cudaMallocAsync backend opens
+    // the device's context, which costs memory on every GPU it touches) and never destroyed:
+    // tensors may outlive statics.
+    struct Slot {
+        std::once_flag made;
+        Allocator* allocator = nullptr;
+    };
+    static auto* slots = new std::vector<Slot>(static_cast<size_t>(count_devices()));
+    Slot& slot = (*slots)[static_cast<size_t>(index)];
+    std::call_once(slot.made, [&] { slot.allocator = make_allocator(index); });
+    return *slot.allocator;
 }
 
 Allocator& cuda_pinned_host_allocator() {

@@ -137,7 +137,9 @@ __global__ void forward_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads
             m = m_new;
         }
         if (i >= d.T) continue;
-        const bool dead = m == -inf;                                  // every score -inf: P = 0, lse = -inf
+        // Every score -inf: P = 0, lse = -inf. Tested on l, not m: warp_max's fmax drops NaN, so a row
+        // of NaN scores keeps m = -inf, but its l is NaN and it must come out NaN, as on the CPU.
+        const bool dead = l == C(0);
         for (int r = 0; r < kPerLane; ++r)
             if (lane + r * kWarp < d.HSv) out.at(b, h, i, lane + r * kWarp) = store_compute<T>(dead ? C(0) : o[r] / l);
         if (lane == 0) lse[head * d.T + i] = dead ? -inf : m + log_c(l);
@@ -322,7 +324,7 @@ int64_t tiles_of(int64_t rows) { return (rows + kRows - 1) / kRows; }
 void forward_entry(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double scale, bool causal) {
     check_args("attention", out, lse, q, k, v);
-    if (q.numel() == 0) return;
+    if (lse.numel() == 0) return;   // B*NH*T == 0. HS == 0 still writes: scores 0, P uniform over the visible keys
     DeviceGuard guard(q.device().index);
     const Dims d = dims_of(q, k, v, causal);
     dispatch_float(q.dtype(), "attention", [&](auto tag) {
@@ -346,7 +348,8 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
     require_on_device("attention_backward", q.device().index, {&dout});
     for (const Tensor* g : {&dq, &dk, &dv})
         if (g->defined()) require_on_device("attention_backward", q.device().index, {g});
-    if (q.numel() == 0) return;
+    auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
+    if (!has_elements(dq) && !has_elements(dk) && !has_elements(dv)) return;   // T == 0 still zeroes dk, dv
     DeviceGuard guard(q.device().index);
     const Dims d = dims_of(q, k, v, causal);
     dispatch_float(q.dtype(), "attention_backward", [&](auto tag) {
@@ -359,11 +362,11 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
         delta_kernel<T><<<grid_for(rows * kWarp), kBlockSize, 0, current_stream()>>>(
             d, heads_of<const T>(dout), heads_of<const T>(out), delta_p);
         CUDA_CHECK(cudaGetLastError());
-        if (dq.defined())
+        if (has_elements(dq))
             launch<C>(dq_kernel<T>, d.B * d.NH * tiles_of(d.T), backward_smem(d), d, heads_of<const T>(q),
                       heads_of<const T>(k), heads_of<const T>(v), heads_of<const T>(dout), heads_of<T>(dq), lse_p,
                       static_cast<const C*>(delta_p), static_cast<C>(scale), tiles_of(d.T));
-        if (dk.defined() || dv.defined())
+        if (has_elements(dk) || has_elements(dv))
             launch<C>(dkv_kernel<T>, d.B * d.NKV * tiles_of(d.S), backward_smem(d), d, heads_of<const T>(q),
                       heads_of<const T>(k), heads_of<const T>(v), heads_of<const T>(dout), heads_or_null<T>(dk),
                       heads_or_null<T>(dv), lse_p, static_cast<const C*>(delta_p), static_cast<C>(scale),

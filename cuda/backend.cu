@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/device_properties.hpp"
 #include "core/device_registry.hpp"
 #include "cuda/common.cuh"
 
@@ -88,9 +89,18 @@ DeviceGuard::~DeviceGuard() {
     if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);   // no throw here
 }
 
+// The name and memory the driver reports (core/device_properties.hpp).
+DeviceProperties cuda_device_properties(int index) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+    return {prop.name, static_cast<int64_t>(prop.totalGlobalMem)};
+}
+
 // ---- registration: core reaches CUDA devices only through these hooks ----
 
 AMPGRAD_REGISTER_DEVICE(kCUDA,
                         (DeviceHooks{&count_devices, &require_device, &cuda_allocator, &cuda_pinned_host_allocator}));
+[[maybe_unused]] static const bool properties_registered =
+    (register_device_properties(kCUDA, &cuda_device_properties), true);
 
 }  // namespace ampgrad::cuda

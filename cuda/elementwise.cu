@@ -354,9 +354,11 @@ void clamp(const Tensor& out, const Tensor& in, std::optional<double> lo, std::o
         } else {
             // a bound is rounded to x's dtype first, as PyTorch's clamp_scalar_kernel_impl does
             // (min_.to<scalar_t>()): f16 x = -0 clamped at 1e-12 stays -0 (the bound rounds to 0)
+            // f16/bf16 round through float, as c10's Half(float(double)) and cpu/ do: __double2half
+            // rounds once, and differs just above a half-way point (1 + 2^-11 + 2^-40).
             auto bound = [](double v) {
-                if constexpr (std::is_integral_v<T>) return static_cast<C>(v);
-                else return static_cast<C>(static_cast<T>(v));
+                if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) return static_cast<C>(v);
+                else return static_cast<C>(static_cast<T>(static_cast<float>(v)));
             };
             C l = lo ? bound(*lo) : no_lower_bound<C>();   // a missing bound clamps nothing,
             C h = hi ? bound(*hi) : no_upper_bound<C>();   // not even +-inf

@@ -20,7 +20,9 @@ namespace ampgrad::cuda {
 namespace {
 
 // One cuBLAS handle per GPU, made on first use. A mutex serialises its use: the calls only
-// enqueue work, so the lock is held for microseconds.
+// enqueue work, so the lock is held for microseconds. Each call sets the handle's stream and that
+// stream's workspace (gemm_workspace, cuda/gemm_lt.cuh), so kernels in flight on two streams never
+// share scratch memory.
 struct CublasHandle {
     std::mutex mutex;
     cublasHandle_t handle = nullptr;
@@ -90,7 +92,10 @@ void gemm_cublas(cublasHandle_t handle, const Tensor& out, const MatrixArg& lhs,
     int m = as_int("N", N), n = as_int("M", M), k = as_int("K", K);
     int lda = as_int("ld", std::max<int64_t>(lhs.ld, 1)), ldb = as_int("ld", std::max<int64_t>(rhs.ld, 1));
     int ldc = std::max(m, 1), count = as_int("batch", batch);
-    CUBLAS_CHECK(cublasSetStream(handle, current_stream()));
+    const cudaStream_t stream = current_stream();
+    CUBLAS_CHECK(cublasSetStream(handle, stream));
+    // After cublasSetStream (which resets it): this stream's own workspace, never another stream's.
+    CUBLAS_CHECK(cublasSetWorkspace(handle, gemm_workspace(out.device().index, stream), kGemmWorkspaceBytes));
     if (out.dtype() == kFloat64) {
         CUBLAS_CHECK(cublasDgemmStridedBatched(handle, lhs.op, rhs.op, m, n, k, &alpha,
                                                static_cast<const double*>(lhs.ptr), lda, lhs.batch_stride,

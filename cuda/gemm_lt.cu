@@ -1,7 +1,7 @@
 // gemm_lt.cu: cublasLtMatmul for cuda/gemm.cu's epilogue GEMM (interface: cuda/gemm_lt.cuh).
-// Per device: one cuBLASLt handle, one 32 MiB workspace per stream (taken from the backend
-// allocator on first use and kept; two streams never share one, since a workspace is scratch
-// for the kernel in flight), and a cache from the product's key to the algorithm the heuristic
+// Per device: one cuBLASLt handle, one 32 MiB workspace per stream shared with cuda/gemm.cu's
+// cuBLAS calls (gemm_workspace: taken from the backend allocator on first use and kept; two
+// streams never share one, since a workspace is scratch for the kernel in flight), and a cache from the product's key to the algorithm the heuristic
 // chose (or to "none", so an unsupported combination is asked about once). A mutex guards the
 // per-device state; the calls only enqueue work, so it is held for microseconds.
 #include <array>
@@ -16,14 +16,13 @@ namespace ampgrad::cuda {
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
 // Everything the heuristic's answer depends on.
 using LtKey = std::array<int64_t, 14>;
 
 struct LtDevice {
     std::mutex mutex;
     cublasLtHandle_t handle = nullptr;
+    std::mutex workspace_mutex;                   // guards workspaces (gemm.cu asks without `mutex`)
     std::map<cudaStream_t, void*> workspaces;
     std::map<LtKey, std::optional<cublasLtMatmulAlgo_t>> algos;
 };
@@ -105,7 +104,7 @@ std::optional<cublasLtMatmulAlgo_t> choose_algo(cublasLtHandle_t handle, const L
     auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
     };
-    set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
+    set_pref(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kGemmWorkspaceBytes));
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(alignment_of(p.lhs.ptr)));
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(alignment_of(p.rhs.ptr)));
     set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(alignment_of(p.d)));
@@ -119,16 +118,19 @@ std::optional<cublasLtMatmulAlgo_t> choose_algo(cublasLtHandle_t handle, const L
     return result.algo;
 }
 
-void* workspace_for(LtDevice& dev, int index, cudaStream_t stream) {
+}  // namespace
+
+// The workspace is allocated on the current stream, which is `stream` in every caller.
+void* gemm_workspace(int device, cudaStream_t stream) {
+    LtDevice& dev = lt_device(device);
+    std::lock_guard<std::mutex> lock(dev.workspace_mutex);
     auto it = dev.workspaces.find(stream);
     if (it != dev.workspaces.end()) return it->second;
-    Stream current = ::ampgrad::current_stream(Device(kCUDA, index));
-    void* ws = cuda_allocator(index).allocate(kWorkspaceBytes, current);
+    Stream current = ::ampgrad::current_stream(Device(kCUDA, device));
+    void* ws = cuda_allocator(device).allocate(kGemmWorkspaceBytes, current);
     dev.workspaces.emplace(stream, ws);
     return ws;
 }
-
-}  // namespace
 
 bool lt_matmul(const LtProduct& p) {
     LtDevice& dev = lt_device(p.device);
@@ -141,10 +143,10 @@ bool lt_matmul(const LtProduct& p) {
     if (it == dev.algos.end()) it = dev.algos.emplace(key, choose_algo(dev.handle, s, p)).first;
     if (!it->second) return false;
     const cudaStream_t stream = current_stream();
-    void* ws = workspace_for(dev, p.device, stream);
+    void* ws = gemm_workspace(p.device, stream);
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(dev.handle, s.op, &alpha, p.lhs.ptr, s.a, p.rhs.ptr, s.b, &beta, p.d, s.d, p.d, s.d,
-                                &*it->second, ws, kWorkspaceBytes, stream));
+                                &*it->second, ws, kGemmWorkspaceBytes, stream));
     return true;
 }
 

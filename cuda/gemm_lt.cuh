@@ -34,6 +34,13 @@ struct LtProduct {
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
 };
 
+// The scratch memory of cuBLAS and cuBLASLt calls on `stream` of `device`: kGemmWorkspaceBytes,
+// one block per stream (two streams never share one, since a workspace is scratch for the kernel
+// in flight; calls on one stream run in order, so cuBLAS and cuBLASLt share it, as in PyTorch),
+// taken from the backend allocator on first use and kept for the process.
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+void* gemm_workspace(int device, cudaStream_t stream);
+
 // Enqueues the product on the current stream and returns true, or returns false with nothing
 // enqueued when cuBLASLt's heuristic offers no algorithm for it (the caller then takes a plainer
 // route). Vendor errors throw DeviceError.

@@ -6,6 +6,8 @@
 // lost, that peer's rank.
 #include "ampgrad_config.h"
 #include "dist/gloo_group.hpp"
+#include "dist/socket_address.hpp"
+#include "dist/startup_watch.hpp"
 
 #if AMPGRAD_WITH_GLOO
 #include <gloo/rendezvous/context.h>
@@ -28,23 +30,24 @@ namespace {
 // Gloo's peer addresses (as they appear in its error messages) back to ranks.
 class GlooStoreAdapter : public gloo::rendezvous::Store {
 public:
-    GlooStoreAdapter(TCPStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
-    void set(const std::string& key, const std::vector<char>& data) override { store_.set(prefix_ + key, data); }
+    GlooStoreAdapter(std::shared_ptr<TCPStore> store, std::string prefix)
+        : store_(std::move(store)), prefix_(std::move(prefix)) {}
+    void set(const std::string& key, const std::vector<char>& data) override { store_->set(prefix_ + key, data); }
     std::vector<char> get(const std::string& key) override {
-        auto v = store_.get(prefix_ + key);
+        auto v = store_->get(prefix_ + key);
         seen[key] = v;
         return v;
     }
-    void wait(const std::vector<std::string>& keys) override { wait(keys, store_.timeout()); }
+    void wait(const std::vector<std::string>& keys) override { wait(keys, store_->timeout()); }
     void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
         std::vector<std::string> full;
         for (const auto& k : keys) full.push_back(prefix_ + k);
-        store_.wait(full, timeout);
+        store_->wait(full, timeout);
     }
     std::map<std::string, std::vector<char>> seen;
 
 private:
-    TCPStore& store_;
+    std::shared_ptr<TCPStore> store_;
     std::string prefix_;
 };
 
@@ -83,32 +86,34 @@ private:
     std::exception_ptr error_;
 };
 
-std::string device_hostname(const std::string& master_addr) {
-    if (master_addr.rfind("127.", 0) == 0 || master_addr == "localhost") return "127.0.0.1";
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    return name;
-}
-
 class GlooGroup : public ProcessGroup {
 public:
     GlooGroup(std::shared_ptr<TCPStore> store, const RendezvousInfo& info, const InitOptions& opt)
         : store_(std::move(store)), name_(opt.group_name) {
+        const SocketChoice choice = choose_socket(info.master_addr, info.master_port);
         gloo::transport::tcp::attr attr;
-        if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) attr.iface = iface;
-        else attr.hostname = device_hostname(info.master_addr);
-        GlooStoreAdapter adapter(*store_, "gloo/" + name_ + "/");
+        attr.hostname = choice.address;   // listen there and advertise it (dist/socket_address.hpp)
+        auto adapter = std::make_shared<GlooStoreAdapter>(store_, "gloo/" + name_ + "/");
         auto ctx = std::make_shared<gloo::rendezvous::Context>(info.rank, info.world_size);
         ctx->setTimeout(opt.timeout);
+        // Gloo's connect cannot watch for failed peers, so it runs on a thread while this one polls
+        // the store on a connection of its own (dist/startup_watch.hpp).
+        TCPStore watch(store_->host(), store_->port(), /*is_server=*/false, opt.timeout);
+        const std::string what = fmt::format("init_process_group('{}'): rank {} of {} connecting to its peers through "
+                                              "Gloo from {} (chosen by {})", name_, info.rank, info.world_size,
+                                              choice.address, choice.reason);
         try {
-            auto device = gloo::transport::tcp::CreateDevice(attr);
-            ctx->connectFullMesh(adapter, device);
+            run_watched([ctx, adapter, attr] {
+                std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+                ctx->connectFullMesh(*adapter, device);
+            }, watch, what, name_, info.rank, info.world_size);
+        } catch (const PeerFailedError&) {
+            throw;
         } catch (const std::exception& e) {
-            throw DistError(fmt::format("init_process_group('{}'): rank {} of {} could not connect to its peers "
-                                        "through Gloo: {}", name_, info.rank, info.world_size, e.what()));
+            throw DistError(fmt::format("{} failed: {}", what, e.what()));
         }
         comm_ = {ctx, opt.timeout, info.rank, info.world_size};
-        map_peer_addresses(adapter.seen);
+        map_peer_addresses(adapter->seen);
         worker_ = std::thread([this] { work_loop(); });
     }
     ~GlooGroup() override {
@@ -186,7 +191,8 @@ private:
     void work_loop();
     std::exception_ptr translate(const std::string& what, const std::exception& e) const;
     void map_peer_addresses(const std::map<std::string, std::vector<char>>& seen);
-    std::string ranks_gone() const;
+    std::string ranks_gone(bool died_only) const;
+    bool published_abort(int rank) const;
 
     std::shared_ptr<TCPStore> store_;
     std::string name_;
@@ -223,12 +229,15 @@ void GlooGroup::work_loop() {
             queue_.pop_front();
         }
         std::exception_ptr error;
+        std::string failure;
         try {
             item.second(comm_, next_tag_++);
         } catch (const std::exception& e) {
             error = translate(item.first->what(), e);
+            failure = item.first->what() + std::string(" failed: ") + e.what();
         }
         item.first->finish(error);
+        if (error) publish_abort(*store_, name_, comm_.rank, failure);   // for the ranks still waiting
     }
 }
 
@@ -236,10 +245,15 @@ void GlooGroup::work_loop() {
 // error [..]:..", "Timed out waiting .. for recv operation to complete"); name the rank too.
 std::exception_ptr GlooGroup::translate(const std::string& what, const std::exception& e) const {
     const std::string msg = e.what();
-    std::string lost;
+    int peer = -1;
+    std::string peer_addr, lost;
     for (const auto& [addr, r] : peer_rank_)
-        if (msg.find(addr) != std::string::npos) lost = fmt::format(" (lost rank {} at {})", r, addr);
-    if (lost.empty()) lost = ranks_gone();
+        if (msg.find(addr) != std::string::npos) peer = r, peer_addr = addr;
+    // A peer that failed in a collective of its own (it published an abort) only passed the failure
+    // on: the rank the job lost is one whose process is gone without an abort.
+    if (peer >= 0 && !published_abort(peer)) lost = fmt::format(" (lost rank {} at {})", peer, peer_addr);
+    if (lost.empty()) lost = ranks_gone(/*died_only=*/peer >= 0);
+    if (lost.empty() && peer >= 0) lost = fmt::format(" (lost rank {} at {})", peer, peer_addr);
     const bool timed_out = msg.find("imed out") != std::string::npos || msg.find("imeout") != std::string::npos;
     std::string text = timed_out
         ? fmt::format("{} timed out after {} ms{}: {}", what, comm_.timeout.count(), lost, msg)
@@ -248,18 +262,30 @@ std::exception_ptr GlooGroup::translate(const std::string& what, const std::exce
     return std::make_exception_ptr(DistError(text));
 }
 
-// Asks the store which ranks' connections closed (process_group.cpp registers "<group>/gone/<rank>").
+bool GlooGroup::published_abort(int rank) const {
+    try {
+        return store_->check({abort_key(name_, rank)});
+    } catch (const DistError&) {
+        return false;
+    }
+}
+
+// Asks the store which ranks' connections closed (process_group.cpp registers "<group>/gone/<rank>");
+// died_only: only those that published no abort (killed or crashed, not failed after another).
 // The store notices a dead process as fast as Gloo does, so it polls briefly. If the store itself is
 // gone, rank 0 (its host) is the one missing.
-std::string GlooGroup::ranks_gone() const {
+std::string GlooGroup::ranks_gone(bool died_only) const {
     const std::string base = "rdzv/" + name_ + "/gone/";
     auto until = std::chrono::steady_clock::now() + Millis(1000);
     try {
         for (;;) {
             std::string gone;
-            for (int r = 0; r < comm_.world_size; ++r)
-                if (r != comm_.rank && store_->check({base + std::to_string(r)}))
-                    gone += (gone.empty() ? "" : ", ") + std::to_string(r);
+            for (int r = 0; r < comm_.world_size; ++r) {
+                if (r == comm_.rank || !store_->check({base + std::to_string(r)})) continue;
+                if (died_only && store_->check({abort_key(name_, r)})) continue;
+                const std::string host = store_->check({host_key(name_, r)}) ? store_->get_string(host_key(name_, r)) : "?";
+                gone += fmt::format("{}{} on host {}", gone.empty() ? "" : ", ", r, host);
+            }
             if (!gone.empty()) return fmt::format(" (lost rank {}: its process exited)", gone);
             if (std::chrono::steady_clock::now() > until) return "";
             std::this_thread::sleep_for(Millis(20));

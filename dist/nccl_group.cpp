@@ -1,11 +1,20 @@
 // dist/nccl_group.cpp: the NCCL process group (CUDA tensors). Built when Meson finds NCCL with the
 // CUDA toolkit (AMPGRAD_WITH_NCCL). Rank 0 makes NCCL's unique id and passes it to the others
 // through the TCP store (key "nccl/<group>/unique_id"); each rank uses GPU LOCAL_RANK % device count.
-// Collectives are enqueued on the group's own stream after the work already queued on the legacy
-// default stream; a Work is a CUDA event. wait(timeout) polls the event and NCCL's async error, and
-// past the timeout aborts the communicator (so no rank stays blocked in NCCL) and throws
-// DistTimeoutError naming the op and group. NCCL reduces f16/bf16, avg and reduce-scatter natively.
-// NOTE: compiled here, not yet run: the machine this was written on had no GPU.
+//
+// Ordering, as PyTorch's ProcessGroupNCCL: a collective runs on the group's own stream, after an
+// event recorded on this thread's current ampgrad stream of the device (core/stream.hpp), so it
+// reads its buffers only once the kernels that filled them have run. Its buffers are recorded on
+// the group's stream (Tensor::record_stream), so the caching allocator does not hand their memory
+// out again before NCCL is done with it, even if the caller drops them. A Work is the `done` event:
+// wait(timeout) polls it and NCCL's async error, makes the current stream wait for it, and past the
+// timeout aborts the communicator (so no rank stays blocked in NCCL) and throws DistTimeoutError
+// naming the op and group. NCCL reduces f16/bf16, avg and reduce-scatter natively.
+//
+// Shutdown: CUDA's runtime tears itself down at exit, before a group held by a static (the default
+// group) would be destroyed. Each group therefore registers itself with an exit hook, installed
+// after CUDA was first used (atexit runs hooks last-in first-out), that releases every live
+// communicator while CUDA still works.
 #include "ampgrad_config.h"
 #include "dist/process_group.hpp"
 
@@ -13,8 +22,14 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
+
+#include "core/stream.hpp"
 
 namespace ampgrad::dist {
 
@@ -53,38 +68,80 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 class NcclWork : public Work {
 public:
-    // keep: the tensors the collective reads and writes, alive until the Work is dropped.
-    NcclWork(std::string what, cudaEvent_t done, ncclComm_t comm, Millis timeout, std::vector<Tensor> keep)
-        : what_(std::move(what)), done_(done), comm_(comm), timeout_(timeout), keep_(std::move(keep)) {}
-    ~NcclWork() override { cudaEventDestroy(done_); }
-    bool is_completed() override { return cudaEventQuery(done_) == cudaSuccess; }
+    // done: recorded on the group's stream after the collective. keep: the tensors it reads and
+    // writes, alive until the Work is dropped.
+    // aborted: the group's flag, set here when a timeout aborts the communicator (which frees it).
+    NcclWork(std::string what, Event done, ncclComm_t comm, std::shared_ptr<std::atomic<bool>> aborted, int device,
+             Millis timeout, std::vector<Tensor> keep)
+        : what_(std::move(what)), done_(std::move(done)), comm_(comm), aborted_(std::move(aborted)), device_(device),
+          timeout_(timeout), keep_(std::move(keep)) {}
+    bool is_completed() override { return finished(); }
+    // Blocks until the collective has finished (or fails, or times out), then orders this thread's
+    // current stream after it.
     void wait(std::optional<Millis> timeout) override {
         auto until = std::chrono::steady_clock::now() + timeout.value_or(timeout_);
-        for (;;) {
-            cudaError_t q = cudaEventQuery(done_);
-            if (q == cudaSuccess) return;
-            if (q != cudaErrorNotReady)
-                throw DistError(fmt::format("{} failed: CUDA error: {}", what_, cudaGetErrorString(q)));
+        while (!finished()) {
+            if (aborted_->load())
+                throw DistError(fmt::format("{} failed: the communicator was aborted after an earlier timeout", what_));
             ncclResult_t async_error = ncclSuccess;
             ncclCommGetAsyncError(comm_, &async_error);
             if (async_error != ncclSuccess && async_error != ncclInProgress)
                 throw DistError(fmt::format("{} failed: NCCL error: {} (a peer may have died)", what_,
                                             ncclGetErrorString(async_error)));
             if (std::chrono::steady_clock::now() > until) {
-                ncclCommAbort(comm_);   // frees the ranks blocked in this collective; the group is unusable after
+                if (!aborted_->exchange(true))
+                    ncclCommAbort(comm_);   // frees the ranks blocked in this collective; the group is unusable after
                 throw DistTimeoutError(fmt::format("{} did not complete within {} ms; the communicator was aborted",
                                                    what_, timeout.value_or(timeout_).count()));
             }
             std::this_thread::sleep_for(std::chrono::microseconds(200));
         }
+        done_.wait(current_stream(Device(kCUDA, device_)));
     }
 
 private:
+    bool finished() {
+        try {
+            return done_.query();
+        } catch (const Error& e) {
+            throw DistError(fmt::format("{} failed: {}", what_, e.what()));
+        }
+    }
+
     std::string what_;
-    cudaEvent_t done_;
+    Event done_;
     ncclComm_t comm_;
+    std::shared_ptr<std::atomic<bool>> aborted_;
+    int device_;
     Millis timeout_;
     std::vector<Tensor> keep_;
+};
+
+// The live groups and the exit hook that releases them (see the file comment).
+class NcclGroup;
+std::mutex& live_groups_mutex() {
+    static auto* m = new std::mutex();   // never destroyed: the exit hook may run after statics
+    return *m;
+}
+std::set<NcclGroup*>& live_groups() {
+    static auto* groups = new std::set<NcclGroup*>();
+    return *groups;
+}
+void release_live_groups_at_exit();
+
+// Makes the device current for the calling thread, restoring the previous one on exit.
+class CudaDeviceScope {
+public:
+    CudaDeviceScope(int device, const std::string& group) {
+        cuda_check(cudaGetDevice(&previous_), "cudaGetDevice", group);
+        if (previous_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice", group);
+    }
+    ~CudaDeviceScope() { cudaSetDevice(previous_); }
+    CudaDeviceScope(const CudaDeviceScope&) = delete;
+    CudaDeviceScope& operator=(const CudaDeviceScope&) = delete;
+
+private:
+    int previous_ = 0;
 };
 
 class NcclGroup : public ProcessGroup {
@@ -108,11 +165,31 @@ public:
         }
         nccl_check(ncclCommInitRank(&comm_, world_size_, id, rank_), "ncclCommInitRank", name_);
         cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", name_);
+        static std::once_flag hook_installed;      // after CUDA's own exit handling: runs before it
+        std::call_once(hook_installed, [] { std::atexit(release_live_groups_at_exit); });
+        std::lock_guard<std::mutex> lock(live_groups_mutex());
+        live_groups().insert(this);
     }
     ~NcclGroup() override {
-        cudaStreamSynchronize(stream_);
-        ncclCommDestroy(comm_);
+        {
+            std::lock_guard<std::mutex> lock(live_groups_mutex());
+            live_groups().erase(this);
+        }
+        release();
+    }
+    // Destroys the communicator (aborts it if a collective is still queued or running: a peer may
+    // be gone, and ncclCommDestroy would wait for it), then the stream and the barrier's buffer.
+    // Idempotent; never throws.
+    void release() noexcept {
+        if (comm_ == nullptr) return;
+        cudaSetDevice(device_);
+        if (!aborted_->load()) {                                   // else a timeout's abort freed it already
+            if (cudaStreamQuery(stream_) == cudaSuccess) ncclCommDestroy(comm_);
+            else ncclCommAbort(comm_);
+        }
         cudaStreamDestroy(stream_);
+        if (scratch_) cudaFree(scratch_);
+        comm_ = nullptr, stream_ = nullptr, scratch_ = nullptr;
     }
     int rank() const override { return rank_; }
     int world_size() const override { return world_size_; }
@@ -157,7 +234,10 @@ public:
     }
     // A one-element all-reduce on a scratch device buffer, as PyTorch's NCCL barrier does.
     WorkPtr barrier(bool async_op) override {
-        if (!scratch_) cuda_check(cudaMalloc(&scratch_, sizeof(float)), "barrier", name_);
+        if (!scratch_) {
+            CudaDeviceScope device_scope(device_, name_);
+            cuda_check(cudaMalloc(&scratch_, sizeof(float)), "barrier", name_);
+        }
         return enqueue("barrier", async_op, {}, [&] {
             return ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, comm_, stream_);
         });
@@ -167,22 +247,42 @@ private:
     void check(const char* op, const Tensor& t) const {
         if (t.device().type != DeviceType::kCUDA)
             throw DeviceError(fmt::format("{} on the NCCL group '{}': needs a CUDA tensor, got {}", op, name_, t.describe()));
+        if (t.device().index != device_)
+            throw DeviceError(fmt::format("{} on the NCCL group '{}': rank {} communicates on cuda:{}, but the tensor "
+                                          "is {}", op, name_, rank_, device_, t.describe()));
+        if (comm_ == nullptr)
+            throw DistError(fmt::format("{} on the NCCL group '{}': the communicator was released at exit", op, name_));
+        if (aborted_->load())
+            throw DistError(fmt::format("{} on the NCCL group '{}': the communicator was aborted after a collective "
+                                        "timed out; destroy the process group and start a new one", op, name_));
         if (!t.is_contiguous())
             throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
     }
 
+    Stream comm_stream() const { return Stream(Device(kCUDA, device_), reinterpret_cast<uintptr_t>(stream_)); }
+
+    // Queues `launch` on the group's stream after the work on the current stream, records its
+    // buffers there, and returns its Work (waited for here unless async_op).
     template <typename Launch>
     WorkPtr enqueue(const std::string& what, bool async_op, std::vector<Tensor> keep, Launch launch) {
         std::string full = fmt::format("{} on group '{}' (rank {} of {})", what, name_, rank_, world_size_);
-        cudaEvent_t ready, done;
-        cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), full.c_str(), name_);
-        cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), full.c_str(), name_);
-        cudaEventRecord(ready, cudaStreamLegacy);     // after the kernels that produced the inputs
-        cudaStreamWaitEvent(stream_, ready, 0);
-        cudaEventDestroy(ready);
+        CudaDeviceScope device_scope(device_, name_);
+        const Stream comm = comm_stream();
+        Event ready, done;
+        try {
+            ready.record(current_stream(Device(kCUDA, device_)));   // after the kernels that produced the inputs
+            ready.wait(comm);
+            for (const Tensor& t : keep) t.record_stream(comm);       // no reuse of their memory before NCCL is done
+        } catch (const Error& e) {
+            throw DistError(fmt::format("{}: ordering it after the current stream failed: {}", full, e.what()));
+        }
         nccl_check(launch(), full.c_str(), name_);
-        cudaEventRecord(done, stream_);
-        auto work = std::make_shared<NcclWork>(full, done, comm_, timeout_, std::move(keep));
+        try {
+            done.record(comm);
+        } catch (const Error& e) {
+            throw DistError(fmt::format("{}: recording its completion failed: {}", full, e.what()));
+        }
+        auto work = std::make_shared<NcclWork>(full, std::move(done), comm_, aborted_, device_, timeout_, std::move(keep));
         if (!async_op) work->wait(std::nullopt);
         return work;
     }
@@ -192,9 +292,16 @@ private:
     int rank_, world_size_, device_ = 0;
     Millis timeout_;
     ncclComm_t comm_ = nullptr;
+    std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
     cudaStream_t stream_ = nullptr;
     void* scratch_ = nullptr;
 };
+
+void release_live_groups_at_exit() {
+    std::lock_guard<std::mutex> lock(live_groups_mutex());
+    for (NcclGroup* group : live_groups()) group->release();
+    live_groups().clear();
+}
 
 }  // namespace
 

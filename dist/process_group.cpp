@@ -6,6 +6,10 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <thread>
+
+#include "dist/socket_address.hpp"
+#include "dist/startup_watch.hpp"
 
 namespace ampgrad::dist {
 
@@ -42,14 +46,38 @@ std::string missing_ranks(TCPStore& store, const std::string& prefix, int world_
     return out;
 }
 
-// Every rank announces itself; each then waits for all. Catches a WORLD_SIZE that differs between
-// ranks, two processes with one rank, and ranks that never arrive (named in the timeout error).
-void check_membership(TCPStore& store, const RendezvousInfo& info, const InitOptions& opt) {
+// Every rank claims its rank: two processes with one RANK are an error.
+void claim_rank(TCPStore& store, const RendezvousInfo& info, const InitOptions& opt) {
     const std::string base = "rdzv/" + opt.group_name + "/";
     if (info.rank == 0) store.set_string(base + "world_size", std::to_string(info.world_size));
     if (store.add(base + "claims/" + std::to_string(info.rank), 1) > 1)
         throw DistError(fmt::format("init_process_group('{}'): two processes claim RANK={} (world size {})",
                                     opt.group_name, info.rank, info.world_size));
+}
+
+DistTimeoutError join_timeout(TCPStore& store, const RendezvousInfo& info, const InitOptions& opt) {
+    // Naming the missing ranks asks the store again; rank 0 (its host) may have timed out and left
+    // in the meantime, and then that is the fact to report.
+    std::string missing;
+    try {
+        missing = missing_ranks(store, "rdzv/" + opt.group_name + "/joined/", info.world_size);
+    } catch (const StoreError&) {
+        return DistTimeoutError(fmt::format(
+            "init_process_group('{}'): not all {} ranks joined within {} ms, and rank 0, which hosts the store, "
+            "left before rank {} could ask which are missing (is WORLD_SIZE right, and did every process start?)",
+            opt.group_name, info.world_size, opt.timeout.count(), info.rank));
+    }
+    return DistTimeoutError(fmt::format(
+        "init_process_group('{}'): rank(s) {} of world size {} did not join within {} ms "
+        "(is WORLD_SIZE right, and did every process start?)",
+        opt.group_name, missing, info.world_size, opt.timeout.count()));
+}
+
+// Checks WORLD_SIZE against rank 0's, then waits until all ranks have joined, polling the store so
+// that a rank that fails or exits meanwhile stops this one at once (dist/startup_watch.hpp).
+// Ranks that never arrive are named in the timeout error.
+void wait_for_members(TCPStore& store, const RendezvousInfo& info, const InitOptions& opt) {
+    const std::string base = "rdzv/" + opt.group_name + "/";
     std::string ws0 = std::string(store.get_string(base + "world_size"));
     if (ws0 != std::to_string(info.world_size))
         throw DistError(fmt::format("init_process_group('{}'): WORLD_SIZE={} on rank {} but {} on rank 0",
@@ -57,28 +85,36 @@ void check_membership(TCPStore& store, const RendezvousInfo& info, const InitOpt
     store.set_string(base + "joined/" + std::to_string(info.rank), "1");
     std::vector<std::string> keys;
     for (int r = 0; r < info.world_size; ++r) keys.push_back(base + "joined/" + std::to_string(r));
+    const auto deadline = std::chrono::steady_clock::now() + opt.timeout;
     try {
-        store.wait(keys, opt.timeout);
-    } catch (const DistTimeoutError&) {
-        // Naming the missing ranks asks the store again; rank 0 (its host) may have timed out and
-        // left in the meantime, and then that is the fact to report.
-        std::string missing;
-        try {
-            missing = missing_ranks(store, base + "joined/", info.world_size);
-        } catch (const StoreError&) {
-            throw DistTimeoutError(fmt::format(
-                "init_process_group('{}'): not all {} ranks joined within {} ms, and rank 0, which hosts the store, "
-                "left before rank {} could ask which are missing (is WORLD_SIZE right, and did every process start?)",
-                opt.group_name, info.world_size, opt.timeout.count(), info.rank));
+        for (int poll = 0; !store.check(keys); ++poll) {
+            const std::string failed = failed_peer(store, opt.group_name, info.rank, info.world_size, poll % 25 == 0);
+            if (!failed.empty())
+                throw PeerFailedError(fmt::format("init_process_group('{}'): rank {} of {} stopped while waiting for "
+                                                  "all ranks to join, because {}", opt.group_name, info.rank,
+                                                  info.world_size, failed));
+            if (std::chrono::steady_clock::now() > deadline) throw join_timeout(store, info, opt);
+            std::this_thread::sleep_for(Millis(20));
         }
-        throw DistTimeoutError(fmt::format(
-            "init_process_group('{}'): rank(s) {} of world size {} did not join within {} ms "
-            "(is WORLD_SIZE right, and did every process start?)",
-            opt.group_name, missing, info.world_size, opt.timeout.count()));
     } catch (const StoreError& e) {
         throw DistError(fmt::format(
             "init_process_group('{}'): rank 0, which hosts the store, left while rank {} waited for all {} ranks "
             "to join (it probably timed out or died first): {}", opt.group_name, info.rank, info.world_size, e.what()));
+    }
+}
+
+// Rank 0 hosts the store: after its own start-up failed, it keeps the store up until the other
+// ranks have read its abort and left (2 s at most), so that they can say why it failed instead of
+// only that the store is gone.
+void linger_for_peers(TCPStore& store, const RendezvousInfo& info, const std::string& group) {
+    if (info.rank != 0) return;
+    const auto until = std::chrono::steady_clock::now() + Millis(2000);
+    try {
+        for (int r = 1; r < info.world_size && std::chrono::steady_clock::now() < until;) {
+            if (store.check({gone_key(group, r)})) ++r;
+            else std::this_thread::sleep_for(Millis(20));
+        }
+    } catch (const DistError&) {
     }
 }
 
@@ -127,10 +163,27 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
                         "(Debian: apt-get install libgloo-dev cmake, then reconfigure)");
     RendezvousInfo info = rendezvous_info_from_env(options);
     auto store = std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, options.timeout);
-    check_membership(*store, info, options);
-    // If this process dies, the store marks it gone: the others name it in their errors.
-    store->set_on_disconnect("rdzv/" + options.group_name + "/gone/" + std::to_string(info.rank));
-    auto group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
+    claim_rank(*store, info, options);
+    // If this process dies, the store marks it gone: the others stop at once (during start-up) or
+    // name it in their errors (in a collective).
+    store->set_on_disconnect(gone_key(options.group_name, info.rank));
+    std::unique_ptr<ProcessGroup> group;
+    try {
+        // The host, named by the address that routes to the master (GLOO_SOCKET_IFNAME may be wrong).
+        publish_host(*store, options.group_name, info.rank,
+                     host_description(route_source_address(info.master_addr, info.master_port)));
+        if (backend == "gloo") choose_socket(info.master_addr, info.master_port);   // a bad interface fails before joining
+        wait_for_members(*store, info, options);
+        group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
+    } catch (const PeerFailedError&) {
+        linger_for_peers(*store, info, options.group_name);   // the failed peer published its own abort
+        throw;
+    } catch (const std::exception& e) {
+        publish_abort(*store, options.group_name, info.rank, e.what());
+        linger_for_peers(*store, info, options.group_name);
+        throw;
+    }
+    store->set_string(ready_key(options.group_name, info.rank), "1");
     s.store = std::move(store);
     s.group = std::move(group);
     s.info = info;

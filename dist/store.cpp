@@ -65,6 +65,11 @@ TCPStore::~TCPStore() {
     server_.reset();
 }
 
+bool TCPStore::connected() {
+    std::lock_guard lk(mutex_);
+    return fd_ >= 0;
+}
+
 void TCPStore::drop_connection() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;

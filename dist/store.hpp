@@ -41,6 +41,7 @@ public:
     void set_string(const std::string& key, const std::string& value);
     std::string get_string(const std::string& key);
 
+    bool connected();                         // the connection is up (a call would not have to reconnect)
     int port() const { return port_; }        // the real port (useful with port 0)
     const std::string& host() const { return host_; }
     Millis timeout() const { return timeout_; }

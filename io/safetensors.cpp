@@ -252,8 +252,37 @@ void save_state_dict(const nn::Module& module, const std::string& path, const Me
     save_safetensors(path, module.state_dict(), metadata);
 }
 
+// Checks names and shapes from the header alone (Module::check_state_shapes: load_state_dict's
+// errors), then reads each tensor's bytes straight into its parameter or buffer where the dtype
+// matches and it is a contiguous CPU tensor: no second copy of the model in memory (deferred
+// initialisation, nn/init.hpp). Other tensors (another dtype or device) go through a read and a copy.
 void load_state_dict(nn::Module& module, const std::string& path, bool strict) {
-    module.load_state_dict(load_safetensors(path).tensors, strict);
+    auto [fd, size] = open_for_read(path);
+    Header h = read_header(fd->fd, size, path);
+    Metadata metadata = h.metadata;
+    const std::map<std::string, std::string> tied = take_tied(metadata, h, path);   // alias -> stored name
+    std::map<std::string, const TensorEntry*> entries;
+    for (const TensorEntry& e : h.tensors) entries[e.name] = &e;
+    for (const auto& [alias, target] : tied) entries[alias] = entries.at(target);
+    std::map<std::string, Shape> shapes;
+    for (const auto& [name, e] : entries) shapes[name] = Shape(e->shape.begin(), e->shape.end());
+    module.check_state_shapes(shapes, strict);
+    NoGradGuard no_grad;
+    std::vector<const void*> done;                     // a tied tensor (two keys, one memory) is read once
+    for (const auto& [key, t] : module.state_dict()) {
+        auto found = entries.find(key);
+        if (found == entries.end() || std::find(done.begin(), done.end(), t.raw_data()) != done.end()) continue;
+        done.push_back(t.raw_data());
+        const TensorEntry& e = *found->second;
+        const uint64_t nbytes = e.end - e.begin;
+        if (t.device().is_cpu() && t.is_contiguous() && t.dtype() == ampgrad_dtype(e.dtype) && t.dtype() != kBool) {
+            if (nbytes > 0) read_exact(fd->fd, t.raw_data(), nbytes, h.data_start() + e.begin, path);
+            t.bump_version();
+        } else {
+            Tensor dst = t;
+            copy_(dst, read_tensor(fd->fd, h, e, path));
+        }
+    }
 }
 
 }  // namespace ampgrad::io

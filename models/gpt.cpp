@@ -121,7 +121,7 @@ GPT::GPT(const GPTConfig& cfg) : Module("GPT"), cfg_(cfg) {
     ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}));
     lm_head = register_module("lm_head", std::make_shared<nn::Module>("TiedLinear"));
     lm_head->register_parameter("weight", wte->weight);   // the same tensor: one parameter, two names
-    reset_parameters();
+    if (!nn::init::skipping_init()) reset_parameters();   // nn::init::SkipInitGuard: deferred, loaded later
 }
 
 void GPT::reset_parameters() {

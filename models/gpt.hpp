@@ -90,7 +90,7 @@ public:
 class GPT : public nn::Module {
 public:
     // Builds the model and draws GPT-2's initial weights from the default generator
-    // (manual_seed reproduces them).
+    // (manual_seed reproduces them); under nn::init::SkipInitGuard, allocates them only (to be loaded).
     explicit GPT(const GPTConfig& cfg);
 
     Tensor forward(const Tensor& idx) const;                          // (B,T) int64 -> logits (B,T,V)

@@ -17,7 +17,7 @@ Embedding::Embedding(int64_t v, int64_t c, TensorOptions options, std::optional<
         throw ValueError(fmt::format("Embedding: padding_idx {} must be within num_embeddings {}", *padding, v));
     if (padding) padding_idx = *padding < 0 ? *padding + v : *padding;
     weight = register_parameter("weight", empty({v, c}, options.requires_grad(false)));
-    reset_parameters();
+    if (!init::skipping_init()) reset_parameters();   // deferred: loaded later (nn/init.hpp)
 }
 
 // As PyTorch's reset_parameters + _fill_padding_idx_with_zero.

@@ -38,6 +38,14 @@ void constant_(const Tensor& t, double value) {
 }
 
 void zeros_(const Tensor& t) { constant_(t, 0.0); }
+
+namespace {
+thread_local int skip_init_depth = 0;   // SkipInitGuards alive on this thread (they nest)
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() { ++skip_init_depth; }
+SkipInitGuard::~SkipInitGuard() { --skip_init_depth; }
+bool skipping_init() { return skip_init_depth > 0; }
 void ones_(const Tensor& t) { constant_(t, 1.0); }
 
 int64_t fan_in(const Tensor& weight) {

@@ -14,4 +14,22 @@ void ones_(const Tensor& t);
 // fan_in of a weight laid out (out_features, in_features, *kernel) as PyTorch does.
 int64_t fan_in(const Tensor& weight);
 
+// Deferred initialisation (ampgrad's form of PyTorch's skip_init / meta-device build). While a
+// SkipInitGuard lives on this thread, nn::Linear, nn::Embedding, nn::LayerNorm and models::GPT
+// allocate their parameters (uninitialised, as empty()) and skip reset_parameters(): no random draw,
+// no fill. Load them next (io::load_state_dict reads straight into them) or call reset_parameters().
+// The initialisers above still work inside the guard; only the modules' constructors look at it.
+//
+//   nn::init::SkipInitGuard skip;
+//   auto model = std::make_shared<models::GPT>(cfg);      // allocated once, not initialised
+//   io::load_state_dict(*model, "model.safetensors");     // initialised once, by the load
+class SkipInitGuard {
+public:
+    SkipInitGuard();
+    ~SkipInitGuard();
+    SkipInitGuard(const SkipInitGuard&) = delete;
+    SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+};
+bool skipping_init();   // true while a SkipInitGuard lives on this thread
+
 }  // namespace ampgrad::nn::init

@@ -16,7 +16,7 @@ LayerNorm::LayerNorm(Shape shape, double eps_, bool elementwise_affine, bool wit
         weight = register_parameter("weight", empty(normalized_shape, opts));
         if (with_bias) bias = register_parameter("bias", empty(normalized_shape, opts));
     }
-    reset_parameters();
+    if (!init::skipping_init()) reset_parameters();   // deferred: loaded later (nn/init.hpp)
 }
 
 void LayerNorm::reset_parameters() {

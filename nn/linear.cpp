@@ -18,7 +18,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, TensorOptions options)
     TensorOptions opts = options.requires_grad(false);
     weight = register_parameter("weight", empty({out, in}, opts));
     if (with_bias) bias = register_parameter("bias", empty({out}, opts));
-    reset_parameters();
+    if (!init::skipping_init()) reset_parameters();   // deferred: loaded later (nn/init.hpp)
 }
 
 void Linear::reset_parameters() {

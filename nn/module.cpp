@@ -205,6 +205,14 @@ void Module::to(DType dtype) {
     for (const Tensor& t : buffers()) if (is_floating(t.dtype())) convert_in_place(t, dtype, t.device());
 }
 
+void Module::cast_parameters(DType dtype) {
+    if (!is_floating(dtype))
+        throw DTypeError(fmt::format("{}: cast_parameters() only accepts floating dtypes, but got {}", type_name_,
+                                     dtype_name(dtype)));
+    NoGradGuard no_grad;
+    for (const Tensor& t : parameters()) if (is_floating(t.dtype())) convert_in_place(t, dtype, t.device());
+}
+
 void Module::to(Device device) {
     NoGradGuard no_grad;
     for (const Tensor& t : parameters()) convert_in_place(t, t.dtype(), device);
@@ -240,17 +248,31 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
+    std::map<std::string, Shape> shapes;
+    for (const auto& [key, t] : state) shapes[key] = t.sizes();
+    check_state_shapes(shapes, strict);
     NamedTensors own;                                  // the live tensors, by the same keys
+    collect_state("", own);
+    NoGradGuard no_grad;
+    for (auto& [key, t] : own) {
+        Tensor dst = t;                                // shares storage with the parameter/buffer
+        if (const Tensor* src = state.find(key)) copy_(dst, src->detach());
+    }
+}
+
+void Module::check_state_shapes(const std::map<std::string, Shape>& shapes, bool strict) const {
+    NamedTensors own;
     collect_state("", own);
     std::vector<std::string> missing, unexpected, mismatched;
     for (const auto& [key, t] : own) {
-        const Tensor* src = state.find(key);
-        if (!src) missing.push_back(fmt::format("\"{}\"", key));
-        else if (src->sizes() != t.sizes())
+        auto src = shapes.find(key);
+        if (src == shapes.end()) missing.push_back(fmt::format("\"{}\"", key));
+        else if (src->second != t.sizes())
             mismatched.push_back(fmt::format("size mismatch for {}: copying a param with shape {} from checkpoint, the "
-                                             "shape in current model is {}.", key, src->shape_str(), t.shape_str()));
+                                             "shape in current model is {}.", key, shape_str(src->second),
+                                             t.shape_str()));
     }
-    for (const auto& [key, t] : state)
+    for (const auto& [key, shape] : shapes)
         if (!own.contains(key)) unexpected.push_back(fmt::format("\"{}\"", key));
     std::string errors;
     if (strict && !missing.empty()) errors += fmt::format("\n\tMissing key(s) in state_dict: {}.", fmt::join(missing, ", "));
@@ -261,11 +283,6 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
         std::string msg = fmt::format("load_state_dict: Error(s) in loading state_dict for {}:{}", type_name_, errors);
         if (!mismatched.empty()) throw ShapeError(msg);
         throw ValueError(msg);
-    }
-    NoGradGuard no_grad;
-    for (auto& [key, t] : own) {
-        Tensor dst = t;                                // shares storage with the parameter/buffer
-        if (const Tensor* src = state.find(key)) copy_(dst, src->detach());
     }
 }
 

@@ -14,6 +14,7 @@
 //   auto net = std::make_shared<MLP>();   // net->named_parameters(): fc1.weight, fc1.bias, fc2.weight, fc2.bias
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -115,6 +116,9 @@ public:
     // optimizer built earlier still holds them, and keep requires_grad); grads are converted too.
     void to(DType dtype);
     void to(Device device);
+    // Converts floating parameters only, in place as to(dtype); buffers keep their dtype (DeepSpeed's
+    // mixed-precision cast, which keeps f32 buffers; the ZeRO engine's fp16/bf16 modes call it).
+    void cast_parameters(DType dtype);
     void zero_grad(bool set_to_none = true);
 
     // ---- checkpoints ----
@@ -125,6 +129,9 @@ public:
     // Throws ShapeError for a shape mismatch (always), ValueError for missing or unexpected keys
     // (strict only); the message lists every problem with its key.
     void load_state_dict(const StateDict& state, bool strict = true);
+    // load_state_dict's checks alone, against the shapes a state would bring, by key (e.g. read from a
+    // file's header before any tensor data): the same errors, nothing copied.
+    void check_state_shapes(const std::map<std::string, Shape>& shapes, bool strict = true) const;
 
 protected:
     void add_child(const std::string& name, std::shared_ptr<Module> child);

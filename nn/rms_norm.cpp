@@ -12,7 +12,7 @@ RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool elementwise_affin
     if (normalized_shape.empty())
         throw ValueError("RMSNorm: normalized_shape must have at least one dim, e.g. Shape{C}");
     if (elementwise_affine) weight = register_parameter("weight", empty(normalized_shape, options.requires_grad(false)));
-    reset_parameters();
+    if (!init::skipping_init()) reset_parameters();   // deferred: loaded later (nn/init.hpp)
 }
 
 void RMSNorm::reset_parameters() {

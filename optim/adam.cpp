@@ -68,6 +68,17 @@ void adam_step_tensor(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& ex
     p.add_(exp_avg / denom, -step_size);
 }
 
+// The step count where this parameter's update reads it: on the parameter's device for the fused
+// kernel (PyTorch's fused Adam keeps it there, so a GPU kernel counts, and skips on found_inf,
+// without a host read), on the CPU for the tensor-op path, which counts on the host. A count made
+// on the other side (a loaded state dict, a parameter moved since) is moved once.
+Tensor& step_count_on(ParamState& st, const Device& device) {
+    Tensor& step = st["step"];
+    if (!step.defined()) step = zeros({}, TensorOptions(kFloat32).device(device));
+    else if (step.device() != device) step = to_device(step, device);
+    return step;
+}
+
 }  // namespace
 
 void Adam::step() { step_scaled(StepScaling{}); }
@@ -91,7 +102,6 @@ void Adam::step_scaled(const StepScaling& scaling) {
             check_grad(p);
             ParamState& st = state(p);
             if (st.empty()) {                       // lazy init on the first step with a gradient
-                st["step"] = zeros({}, kFloat32);
                 st["exp_avg"] = zeros_like(p);
                 st["exp_avg_sq"] = zeros_like(p);
             }
@@ -102,11 +112,12 @@ void Adam::step_scaled(const StepScaling& scaling) {
                 AdamTensors& b = batch_for(batches, p);
                 b.params.push_back(p), b.grads.push_back(grad), b.exp_avgs.push_back(m), b.exp_avg_sqs.push_back(v);
                 if (s.amsgrad) b.max_exp_avg_sqs.push_back(v_max);
-                b.steps.push_back(st["step"]);
+                b.steps.push_back(step_count_on(st, p.device()));
                 continue;
             }
+            Tensor& step_count = step_count_on(st, Device(kCPU));
             if (host.skip()) continue;
-            float& step = st["step"].data_ptr<float>()[0];
+            float& step = step_count.data_ptr<float>()[0];
             step += 1.0f;
             adam_step_tensor(p, host.unscaled(grad), m, v, v_max, s, step);
         }

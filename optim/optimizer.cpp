@@ -135,12 +135,15 @@ OptimizerStateDict Optimizer::state_dict() const {
 
 namespace {
 
-// A private copy of a saved state tensor, on the parameter's device and (floating state) dtype;
-// "step" is kept as PyTorch keeps it, a 0-dim f32 cpu tensor.
-Tensor load_state_value(const std::string& key, const Tensor& value, const Tensor& param) {
+// A private copy of a saved state tensor, on the parameter's device and (floating state) dtype.
+// "step" is kept as PyTorch keeps it (torch/optim/optimizer.py, _process_value_according_to_param_policy):
+// a 0-dim f32 tensor on the CPU, or on the parameter's device when the group is fused, where the
+// fused kernel reads and counts it.
+Tensor load_state_value(const std::string& key, const Tensor& value, const Tensor& param, bool fused) {
     bool is_step = key == "step";
     DType dtype = is_step ? kFloat32 : (is_floating(value.dtype()) ? param.dtype() : value.dtype());
-    Tensor copy = make_empty(value.sizes(), dtype, is_step ? Device(kCPU) : param.device());
+    Device device = is_step && !fused ? Device(kCPU) : param.device();
+    Tensor copy = make_empty(value.sizes(), dtype, device);
     copy_(copy, value.detach());
     return copy;
 }
@@ -163,12 +166,14 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
             const Tensor& p = groups_[i].params[j];
             auto it = sd.state.find(sd.group_param_indices[i][j]);
             if (it == sd.state.end()) continue;
+            auto fused_option = sd.param_groups[i].find("fused");
+            const bool fused = fused_option != sd.param_groups[i].end() && fused_option->second != 0;
             ParamState& s = loaded[p.impl()];
             for (const auto& [key, value] : it->second) {
                 if (key != "step" && value.defined() && value.sizes() != p.sizes())
                     throw ShapeError(fmt::format("{}: state \"{}\" of parameter {} is {} but the parameter is {}", name_,
                                                  key, sd.group_param_indices[i][j], value.describe(), p.describe()));
-                s[key] = value.defined() ? load_state_value(key, value, p) : Tensor();
+                s[key] = value.defined() ? load_state_value(key, value, p, fused) : Tensor();
             }
         }
     }

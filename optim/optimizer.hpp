@@ -23,7 +23,8 @@ struct ParamGroup {
 };
 
 // One parameter's state by name: "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq",
-// "step" (a 0-dim f32 cpu tensor, as in PyTorch).
+// "step" (a 0-dim f32 tensor, as in PyTorch: on the CPU, or on the parameter's device where a fused
+// kernel takes the step, as PyTorch's fused Adam keeps it).
 using ParamState = std::map<std::string, Tensor>;
 
 // Serializable optimizer state (PyTorch's optimizer.state_dict() shape): per-parameter state by
@@ -69,7 +70,8 @@ public:
     const ParamState* find_state(const Tensor& param) const;
 
     // state_dict() shares the live state tensors (as PyTorch does); load_state_dict() copies them,
-    // cast to each parameter's dtype and device ("step" stays f32 cpu), and takes the saved options.
+    // cast to each parameter's dtype and device ("step" stays f32, on the CPU unless the saved group is
+    // fused: then on the parameter's device), and takes the saved options.
     virtual OptimizerStateDict state_dict() const;
     virtual void load_state_dict(const OptimizerStateDict& sd);
 

@@ -1,6 +1,7 @@
 // tools/ampgrad_run.cpp: `ampgrad-run`, the process launcher for ampgrad::dist (like torchrun).
 //
 //   ampgrad-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P] prog args...
+//   ampgrad-run --help
 //
 // Starts N copies of prog on this node with the rendezvous environment that dist::init_process_group
 // reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
@@ -8,6 +9,8 @@
 // prefixed with "[rank R] " (stdout to stdout, stderr to stderr). SIGINT and SIGTERM are forwarded
 // to every rank. When a rank fails (non-zero exit or a signal), the others get SIGTERM (SIGKILL
 // after 5 s), and ampgrad-run exits with the failed rank's code (128 + signal for a signal).
+// Under srun, SLURM_NNODES, SLURM_NODEID (or SLURM_PROCID) and the first host of SLURM_JOB_NODELIST
+// stand in for --nnodes, --node-rank and --master-addr when those are not given.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -44,10 +47,26 @@ void on_signal(int sig) {
     (void)!write(g_signal_pipe[1], &c, 1);
 }
 
+const char* const kUsage =
+    "usage: ampgrad-run [--nproc-per-node N] [--nnodes M --node-rank K --master-addr A --master-port P] prog [args...]\n"
+    "\n"
+    "Starts N copies of prog on this node with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR and MASTER_PORT set for ampgrad::dist (OMP_NUM_THREADS=1 unless set).\n"
+    "\n"
+    "  --nproc-per-node N   processes on this node (default 1)\n"
+    "  --nnodes M           nodes, one ampgrad-run on each (default 1, or SLURM_NNODES)\n"
+    "  --node-rank K        this node's index in [0, M) (default 0, or SLURM_NODEID)\n"
+    "  --master-addr A      address of node 0, which hosts the store (default 127.0.0.1, or the first\n"
+    "                       host of SLURM_JOB_NODELIST)\n"
+    "  --master-port P      the store's TCP port on node 0 (default 29500)\n"
+    "  --help               this text\n"
+    "\n"
+    "Under srun (one ampgrad-run task per node) the Slurm variables fill in the flags not given.\n"
+    "Each output line is prefixed with \"[rank R] \". When a rank fails, the others are stopped and\n"
+    "ampgrad-run exits with its code. See docs/distributed.md.\n";
+
 [[noreturn]] void usage(const char* why) {
-    std::fprintf(stderr,
-                 "ampgrad-run: %s\nusage: ampgrad-run --nproc-per-node N [--nnodes M --node-rank K "
-                 "--master-addr A --master-port P] prog [args...]\n", why);
+    std::fprintf(stderr, "ampgrad-run: %s\n%s", why, kUsage);
     std::exit(2);
 }
 
@@ -58,12 +77,52 @@ int parse_int(const char* flag, const char* v) {
     return static_cast<int>(x);
 }
 
+struct Given {
+    bool nnodes = false, node_rank = false, master_addr = false;
+};
+
+const char* env_or_null(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// The first host of a Slurm node list: "gpu[07-09,12],cpu1" -> "gpu07"; "a,b" -> "a".
+std::string first_slurm_host(const std::string& list) {
+    const size_t bracket = list.find('['), comma = list.find(',');
+    if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) return list.substr(0, comma);
+    const size_t end = list.find_first_of(",-]", bracket + 1);
+    return list.substr(0, bracket) + list.substr(bracket + 1, end - bracket - 1);
+}
+
+// Under srun, the Slurm variables fill in the flags that were not given, as torchrun users expect:
+// one ampgrad-run task per node (srun --ntasks-per-node=1), node 0 the first host of the job.
+void apply_slurm(Options& o, const Given& given) {
+    const char* nnodes = env_or_null("SLURM_NNODES");
+    const char* node_id = env_or_null("SLURM_NODEID");
+    const char* proc_id = env_or_null("SLURM_PROCID");
+    const char* ntasks = env_or_null("SLURM_NTASKS");
+    const char* nodelist = env_or_null("SLURM_JOB_NODELIST");
+    if (nnodes == nullptr && proc_id == nullptr) return;
+    if (!given.nnodes && nnodes != nullptr) o.nnodes = parse_int("SLURM_NNODES", nnodes);
+    if (!given.node_rank && (node_id != nullptr || proc_id != nullptr))
+        o.node_rank = parse_int(node_id != nullptr ? "SLURM_NODEID" : "SLURM_PROCID", node_id != nullptr ? node_id : proc_id);
+    if (!given.master_addr && nodelist != nullptr) o.master_addr = first_slurm_host(nodelist);
+    if (!given.nnodes && ntasks != nullptr && parse_int("SLURM_NTASKS", ntasks) != o.nnodes)
+        usage((std::string("under srun, run one ampgrad-run per node (srun --ntasks-per-node=1): SLURM_NTASKS=") +
+               ntasks + " but SLURM_NNODES=" + std::to_string(o.nnodes)).c_str());
+}
+
 Options parse(int argc, char** argv) {
     Options o;
+    Given given;
     int i = 1;
     for (; i < argc && std::strncmp(argv[i], "--", 2) == 0; ++i) {
         std::string flag = argv[i];
         std::string value;
+        if (flag == "--help" || flag == "-h") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
         if (auto eq = flag.find('='); eq != std::string::npos) {
             value = flag.substr(eq + 1);
             flag = flag.substr(0, eq);
@@ -75,13 +134,14 @@ Options parse(int argc, char** argv) {
             value = argv[++i];
         }
         if (flag == "--nproc-per-node" || flag == "--nproc_per_node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
-        else if (flag == "--nnodes") o.nnodes = parse_int("--nnodes", value.c_str());
-        else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str());
-        else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value;
+        else if (flag == "--nnodes") o.nnodes = parse_int("--nnodes", value.c_str()), given.nnodes = true;
+        else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
+        else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value, given.master_addr = true;
         else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
         else usage(("unknown option " + flag).c_str());
     }
     for (; i < argc; ++i) o.command.push_back(argv[i]);
+    apply_slurm(o, given);
     if (o.command.empty()) usage("no program to run");
     if (o.nproc_per_node < 1 || o.nnodes < 1) usage("--nproc-per-node and --nnodes must be at least 1");
     if (o.node_rank < 0 || o.node_rank >= o.nnodes) usage("--node-rank must be in [0, --nnodes)");

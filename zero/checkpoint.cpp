@@ -7,11 +7,13 @@
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint_files.hpp"
+#include "zero/checkpoint_steps.hpp"
 
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <set>
+#include <unistd.h>
 
 namespace ampgrad::zero {
 
@@ -19,7 +21,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace detail;
 
-namespace {
+namespace detail {   // shared with checkpoint_node_local.cpp (zero/checkpoint_steps.hpp)
 
 // This rank's real flat elements [begin, end): its partition without the padding.
 std::pair<int64_t, int64_t> real_range(const FlatLayout& l, int rank) {
@@ -27,17 +29,10 @@ std::pair<int64_t, int64_t> real_range(const FlatLayout& l, int rank) {
     return {b, std::min(l.partition_begin(rank) + l.partition_numel(), l.numel())};
 }
 
-// Runs `body`; an exception becomes the text in `error`, so that this rank still joins the
-// agreement collective below instead of leaving the others waiting.
-template <typename F>
-void attempt(std::string& error, F&& body) {
-    if (!error.empty()) return;
-    try {
-        body();
-    } catch (const std::exception& e) {
-        error = e.what();
-        if (error.empty()) error = "unknown error";
-    }
+// The real flat elements [begin, end) this rank's master partition holds (stage 0: all of them).
+std::pair<int64_t, int64_t> held_range(ZeroEngine& engine) {
+    const int64_t n = engine.layout().numel(), b = engine.master_begin();
+    return {std::min(b, n), std::min(b + engine.master_partition().numel(), n)};
 }
 
 // Every rank contributes `values` (k each); returns all W*k, rank-major.
@@ -73,15 +68,18 @@ Tensor flat_params(const ZeroEngine& engine, int64_t b, int64_t e) {
 void write_rank_file(ZeroEngine& engine, const std::string& path, const json& client_state) {
     NoGradGuard no_grad;
     const int R = engine.group().rank(), W = engine.group().world_size();
-    const auto [b, e] = real_range(engine.layout(), R);
+    // The file's range: this rank's partition (stage 0: the part a stage-1 rank R would own), at its
+    // offset `at` in the master partition (0, except in stage 0, which holds everything).
+    const auto [b, e] = real_range(engine.file_layout(), R);
+    const int64_t at = b - engine.master_begin();
     nn::NamedTensors t;
     t.insert("param", flat_params(engine, b, e));
     const Tensor master = engine.master_partition().detach();
-    t.insert("master", master.narrow(0, 0, e - b));
+    t.insert("master", master.narrow(0, at, e - b));
     if (const optim::ParamState* st = engine.optimizer().find_state(engine.master_partition()))
         for (const auto& [key, v] : *st) {
             if (v.dim() == 0) t.insert("optim." + key, v);
-            else if (v.numel() == master.numel()) t.insert("optim." + key, v.reshape({-1}).narrow(0, 0, e - b));
+            else if (v.numel() == master.numel()) t.insert("optim." + key, v.reshape({-1}).narrow(0, at, e - b));
             else
                 throw ValueError(fmt::format("save_checkpoint: optimizer state '{}' is {}: neither a scalar nor the "
                                              "partition's size {}", key, v.describe(), master.numel()));
@@ -99,7 +97,7 @@ void write_rank_file(ZeroEngine& engine, const std::string& path, const json& cl
 }
 
 json make_manifest(ZeroEngine& engine, const std::vector<int64_t>& records, const json& shared_state) {
-    const FlatLayout& l = engine.layout();
+    const FlatLayout& l = engine.file_layout();
     const int W = l.world_size();
     json m = {{"format", "ampgrad-zero-checkpoint"}, {"version", 1}, {"world_size", W},
               {"stage", engine.config().stage}, {"model_dtype", dtype_name(engine.model_dtype())},
@@ -158,9 +156,31 @@ void prune(const std::string& root, int keep, const std::string& current) {
         if (steps[i] != current) fs::remove_all(fs::path(root) / steps[i]);
 }
 
-}  // namespace
+// A node-local checkpoint whose folder lacks other hosts' files (one copied into one folder loads as any other).
+bool only_own_files_here(const std::string& dir) {
+    const json m = read_manifest(dir);
+    if (!m.contains("node_local")) return false;
+    for (const json& f : m.at("files"))
+        if (!fs::exists(fs::path(dir) / f.at("file").get<std::string>())) return true;
+    return false;
+}
+
+// Without node-local storage every rank writes into the temporary folder rank 0 made: a rank that
+// cannot see it is on another host, with another disk under that path.
+void check_folder_shared(const std::string& tmp, int rank) {
+    if (fs::is_directory(tmp)) return;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    throw CheckpointError(fmt::format(
+        "save_checkpoint: rank {} on host {} cannot see the folder {} that rank 0 made: the checkpoint folder must be "
+        "on a disk that every host shares (NFS, Lustre), or save node-local (SaveOptions::node_local; "
+        "ampgrad train --ckpt-node-local), where each host writes its own ranks' files", rank, host, tmp));
+}
+
+}  // namespace detail
 
 std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const std::string& tag, const SaveOptions& o) {
+    if (o.node_local) return save_node_local(engine, root, tag, o);
     // Stage 3: every parameter whole while saving (a collective; the files are the same as stages 1 and 2's).
     GatheredParameters whole(engine.stage3());
     dist::ProcessGroup& g = engine.group();
@@ -178,6 +198,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     int64_t bytes = 0;
     uint64_t hash = 0;
     attempt(error, [&] {
+        check_folder_shared(tmp.string(), R);
         const std::string path = (tmp / rank_file_name(R, W)).string();
         write_rank_file(engine, path, o.client_state);
         bytes = static_cast<int64_t>(fs::file_size(path));
@@ -212,7 +233,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     return final_dir.string();
 }
 
-namespace {
+namespace detail {
 
 GeneratorState saved_rng(const RankFile& f) {
     const json j = json::parse(f.header.metadata.at("rng"));
@@ -324,8 +345,9 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
     }
     load_buffers(engine.module(), ck);
     refresh_stage3_partitions(engine);
-    // This rank's new partition of the masters and the optimizer's flat state, from whichever files hold it.
-    const auto [b, e] = real_range(l, R);
+    // This rank's new partition of the masters and the optimizer's flat state (stage 0: all of them),
+    // from whichever files hold it.
+    const auto [b, e] = held_range(engine);
     Tensor master = engine.master_partition().detach();
     master.zero_();
     master.narrow(0, 0, e - b).copy_(read_flat_range(ck, "master", b, e).to(master.dtype()).to(master.device()));
@@ -345,7 +367,7 @@ LoadResult load_here(ZeroEngine& engine, const std::string& path) {
     return res;
 }
 
-}  // namespace
+}  // namespace detail
 
 LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
     // Stage 3: every parameter whole while loading (a collective, so before anything can fail);
@@ -353,6 +375,14 @@ LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
     GatheredParameters whole(engine.stage3());
     LoadResult res;
     std::string error;
+    int64_t node_local = 0;
+    attempt(error, [&] { node_local = only_own_files_here(resolve_checkpoint(path)) ? 1 : 0; });
+    agree(engine.group(), error, "load_checkpoint " + path);
+    const std::vector<int64_t> modes = gather_i64(engine.group(), {node_local});
+    if (std::count(modes.begin(), modes.end(), node_local) != static_cast<int64_t>(modes.size()))
+        throw CheckpointError(fmt::format("load_checkpoint {}: the ranks found node-local and shared checkpoints "
+                                          "under this path; give every host the same kind", path));
+    if (node_local) return load_node_local(engine, resolve_checkpoint(path));
     attempt(error, [&] { res = load_here(engine, path); });
     agree(engine.group(), error, "load_checkpoint " + path);
     return res;

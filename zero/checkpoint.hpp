@@ -14,7 +14,8 @@
 //   zero::save_checkpoint(engine, "ckpt", "step-00000100", {.client_state = {{"offset", 42}}});
 //   zero::LoadResult r = zero::load_checkpoint(engine, "ckpt");   // any world size, stage 1, 2 or 3
 //
-// Both are collectives: every rank of the engine's group calls them. A save writes into a hidden
+// Both are collectives: every rank of the engine's group calls them. Without node_local (below),
+// `root` must be one folder that every rank sees (one host, or a shared disk). A save writes into a hidden
 // temporary directory: each rank its own file (temporary name, fsync, rename), then one all-gather
 // confirms every file (its size and FNV-1a checksum) before rank 0 writes the manifest, renames the
 // directory into place and replaces `latest`. A load reads, on each rank, only the byte ranges of
@@ -50,6 +51,14 @@ struct SaveOptions {
     std::function<void(const std::string& dir)> write_extra;
     int keep = 0;                  // keep only the newest `keep` step-* directories under root (0: all); the
                                    // temporary directories of saves that died are always removed
+    // Node-local storage (DeepSpeed's checkpoint.use_node_local_storage): `root` is on each host's
+    // own disk. The first rank of each host (LOCAL_RANK 0) makes the folder there; every rank writes
+    // its file; each host's first rank writes the manifest (marked "node_local", naming the ranks
+    // whose files are on that host) and write_extra's files, and renames its folder into place; only
+    // after every host has done so is `latest` replaced on each. Loading needs the same world size
+    // (each rank reads its own file; the parameters are all-gathered); resharding needs every rank's
+    // file in one folder, and says which are missing.
+    bool node_local = false;
 };
 
 // Saves under root/tag and points root/latest at tag. Returns root/tag. Collective.

@@ -117,7 +117,7 @@ void write_text_atomic(const std::string& path, const std::string& text) {
     fsync_dir(parent.empty() ? "." : parent.string());
 }
 
-SavedCheckpoint open_checkpoint(const std::string& dir) {
+SavedCheckpoint open_checkpoint(const std::string& dir, int only_rank) {
     SavedCheckpoint ck;
     ck.dir = dir;
     ck.manifest_path = (fs::path(dir) / kManifestName).string();
@@ -138,6 +138,7 @@ SavedCheckpoint open_checkpoint(const std::string& dir) {
         if (f.at("rank").get<int>() != r || rf.flat_begin != next || rf.numel < 0)
             fail(ck.manifest_path, fmt::format("file entry {} does not continue the flat range at {}", r, next));
         next += rf.numel;
+        if (only_rank >= 0 && r != only_rank) continue;
         struct stat st {};
         if (::stat(rf.path.c_str(), &st) != 0)
             fail(rf.path, fmt::format("missing: the manifest names it as rank {}'s part, but it cannot be read ({})", r,

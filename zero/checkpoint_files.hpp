@@ -34,7 +34,8 @@ struct SavedCheckpoint {
     nlohmann::json manifest;
     std::vector<RankFile> files;
 };
-SavedCheckpoint open_checkpoint(const std::string& dir);
+// only_rank >= 0: that rank's file alone (a node-local checkpoint: the others are on other hosts).
+SavedCheckpoint open_checkpoint(const std::string& dir, int only_rank = -1);
 
 // CheckpointError unless the saved parameter list is exactly (names, shapes), in order.
 void check_parameters(const SavedCheckpoint& ck, const std::vector<std::string>& names,

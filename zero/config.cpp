@@ -116,9 +116,8 @@ ZeroConfig load_config(const std::string& path) {
 
 void ZeroConfig::validate() const {
     auto fail = [](const std::string& what) { throw ValueError("ZeRO config: " + what); };
-    if (stage < 1 || stage > 3)
-        fail(fmt::format("zero_optimization.stage is {}; this engine implements stages 1, 2 and 3 (stage 0 is "
-                         "dist::DistributedDataParallel)", stage));
+    if (stage < 0 || stage > 3)
+        fail(fmt::format("zero_optimization.stage is {}; expected 0 (data parallel), 1, 2 or 3", stage));
     if (stage3_prefetch_bucket_size < 0)
         fail(fmt::format("zero_optimization.stage3_prefetch_bucket_size is {}, must be >= 0", stage3_prefetch_bucket_size));
     if (train_micro_batch_size_per_gpu < 1) fail(fmt::format("train_micro_batch_size_per_gpu is {}, must be >= 1", train_micro_batch_size_per_gpu));

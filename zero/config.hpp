@@ -18,8 +18,8 @@ struct ZeroConfig {
     int64_t gradient_accumulation_steps = 1;
     double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
     // zero_optimization
-    int stage = 1;                                 // 1: optimizer states + f32 masters partitioned; 2: + gradients; 3: + parameters
-    int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stages 2, 3)
+    int stage = 1;                                 // 0: nothing partitioned (data parallel); 1: optimizer states + f32 masters; 2: + gradients; 3: + parameters
+    int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stages 2, 3; stage 0's all-reduce)
     int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: elements gathered ahead of the forward, by the recorded order; 0: off
     bool overlap_comm = true;                      // reduce buckets asynchronously while backward runs
     // fp16 (dynamic loss scaling unless loss_scale > 0)
@@ -32,13 +32,18 @@ struct ZeroConfig {
     double min_loss_scale = 1.0;
     // bf16: no loss scaling
     bool bf16 = false;
+    // With fp16 or bf16 enabled, the engine casts the module's floating parameters to that dtype
+    // itself, in place, as DeepSpeed's engine does (buffers keep their dtype). false: refuse a module
+    // whose parameters are not already that dtype (DTypeError), for users who cast it themselves.
+    // Not a DeepSpeed key: set it on the struct (after load_config, say).
+    bool cast_module_dtype = true;
     // data_types.grad_accum_dtype: the dtype of the gradient partition, where micro-steps accumulate.
     // "" (default): f32 (f64 for an f64 model); "fp16"/"bf16": the model's own (must match it), which
     // gives the ZeRO paper's 2-byte gradients (in stage 1 the partition is then a slice of the whole
     // gradient buffer). "fp32" is the default made explicit.
     std::string grad_accum_dtype;
 
-    // ValueError naming the field for an impossible value (stage not 1, 2 or 3, window <= 0, ...).
+    // ValueError naming the field for an impossible value (stage not 0..3, window <= 0, ...).
     void validate() const;
 };
 

@@ -48,7 +48,7 @@ std::unique_ptr<amp::LossScaler> make_scaler(const ZeroConfig& c) {
 ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, const OptimizerFactory& make_optimizer,
                        dist::ProcessGroup* group, const SchedulerFactory& make_scheduler)
     : module_(std::move(module)), config_(config), group_(group ? group : &dist::default_group()),
-      layout_({}, 1), epilogue_([this] { begin_backward(); }, [this] { end_backward(); }) {
+      layout_({}, 1), file_layout_({}, 1), epilogue_([this] { begin_backward(); }, [this] { end_backward(); }) {
     if (!module_) throw ValueError("ZeroEngine: the module is null");
     config_.validate();
     const int W = group_->world_size();
@@ -58,6 +58,7 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
             "ZeroEngine: train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps {} * "
             "world size {}", config_.train_batch_size, config_.train_micro_batch_size_per_gpu,
             config_.gradient_accumulation_steps, W));
+    cast_module_for_precision();
     dist::broadcast_module_state(*module_, *group_, /*buffers=*/true);
     for (const auto& [name, p] : module_->named_parameters()) {
         if (!p.requires_grad()) continue;
@@ -69,22 +70,20 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
     }
     if (params_.empty()) throw ValueError("ZeroEngine: the module has no parameter that requires grad");
     model_dtype_ = params_[0].dtype();
-    if (config_.fp16 && model_dtype_ != kFloat16)
-        throw DTypeError(fmt::format("ZeroEngine: fp16.enabled needs float16 parameters, got {} (call module->to(kFloat16))",
-                                     dtype_name(model_dtype_)));
-    if (config_.bf16 && model_dtype_ != kBFloat16)
-        throw DTypeError(fmt::format("ZeroEngine: bf16.enabled needs bfloat16 parameters, got {}", dtype_name(model_dtype_)));
     master_dtype_ = model_dtype_ == kFloat64 ? kFloat64 : kFloat32;
-    layout_ = FlatLayout(numels_of(params_), W);
+    // Stage 0 holds everything on every rank: one partition (a world of 1) that each rank owns whole.
+    // Its checkpoint files follow the stage-1 layout at this world size (file_layout()).
+    layout_ = FlatLayout(numels_of(params_), config_.stage == 0 ? 1 : W);
+    file_layout_ = FlatLayout(numels_of(params_), W);
 
     // This rank's partition of the flat parameters, in the master dtype (padding stays zero).
     NoGradGuard no_grad;
-    const int64_t P = layout_.partition_numel(), begin = layout_.partition_begin(group_->rank());
+    const int64_t P = layout_.partition_numel(), begin = layout_.partition_begin(owner_rank());
     const TensorOptions master_options = TensorOptions().dtype(master_dtype_).device(params_[0].device());
     master_ = zeros({P}, master_options);
     for (size_t i = 0; i < params_.size(); ++i)
         for (const Piece& piece : layout_.pieces(i))
-            if (piece.rank == group_->rank())
+            if (piece.rank == owner_rank())
                 master_.narrow(0, piece.flat_begin - begin, piece.numel)
                     .copy_(params_[i].detach().reshape({-1}).narrow(0, piece.param_offset, piece.numel));
     master_.requires_grad_(true);
@@ -95,11 +94,11 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
             throw DTypeError(fmt::format("ZeroEngine: data_types.grad_accum_dtype \"{}\" must be the model's dtype, {}",
                                          config_.grad_accum_dtype, dtype_name(model_dtype_)));
     }
-    if (config_.stage == 1)
+    if (config_.stage <= 1)
         full_grads_ = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(params_[0].device()));
-    // Stage 1 with gradients in the model dtype: the partition is this rank's slice of the whole
-    // gradient buffer, no second copy (the ZeRO paper's 2Ψ + 2Ψ + KΨ/N).
-    grad_partition_ = config_.stage == 1 && grad_dtype == model_dtype_ ? full_grads_.narrow(0, begin, P)
+    // Stages 0 and 1 with gradients in the model dtype: the partition is this rank's slice of the whole
+    // gradient buffer (stage 0: all of it), no second copy (the ZeRO paper's 2Ψ + 2Ψ + KΨ/N).
+    grad_partition_ = config_.stage <= 1 && grad_dtype == model_dtype_ ? full_grads_.narrow(0, begin, P)
                                                                        : zeros({P}, master_options.dtype(grad_dtype));
     inner_ = make_optimizer({master_});
     if (!inner_) throw ValueError("ZeroEngine: the optimizer factory returned null");
@@ -109,6 +108,25 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
         hooks_.emplace_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_grad(i); }));
     if (config_.stage == 3)   // the parameters themselves are partitioned: zero/stage3.cpp
         stage3_ = std::make_unique<Stage3>(*module_, params_, layout_, *group_, config_.stage3_prefetch_bucket_size);
+}
+
+// fp16/bf16.enabled: DeepSpeed's engine casts the module's floating parameters to the 16-bit dtype
+// itself (deepspeed/runtime/engine.py, _cast_module_mixed_precision; buffers keep theirs). So do we,
+// unless cast_module_dtype is false: then a parameter of another dtype is refused, named.
+void ZeroEngine::cast_module_for_precision() {
+    if (!config_.fp16 && !config_.bf16) return;
+    const DType want = config_.fp16 ? kFloat16 : kBFloat16;
+    const char* key = config_.fp16 ? "fp16.enabled" : "bf16.enabled";
+    if (config_.cast_module_dtype) {
+        module_->cast_parameters(want);
+        return;
+    }
+    for (const auto& [name, p] : module_->named_parameters())
+        if (is_floating(p.dtype()) && p.dtype() != want)
+            throw DTypeError(fmt::format("ZeroEngine: {} with cast_module_dtype = false needs {} parameters, but '{}' is "
+                                         "{}: call module->to({}) first, or leave cast_module_dtype true to let the "
+                                         "engine cast it", key, dtype_name(want), name, dtype_name(p.dtype()),
+                                         config_.fp16 ? "kFloat16" : "kBFloat16"));
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -164,7 +182,7 @@ void ZeroEngine::on_grad(size_t i) {
     Tensor g = params_[i].grad().reshape({-1});
     params_[i].set_grad(Tensor());
     Tensor scaled = (g.dtype() == kFloat64 ? g : g.to(kFloat32)) * (1.0 / divisor_);
-    if (config_.stage == 1) {
+    if (config_.stage <= 1) {
         full_grads_.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).add_(scaled.to(model_dtype_));
         return;
     }
@@ -231,6 +249,23 @@ void ZeroEngine::reduce_full_grads() {
     grad_partition_.add_(mine.to(grad_partition_.dtype()));
 }
 
+// Stage 0, at the boundary: every rank keeps the whole gradient, so all-reduce it (sum; pre-divided)
+// in buckets of reduce_bucket_size elements, all launched before the first wait when overlap_comm
+// (DeepSpeed's stage 0 all-reduces its buffers at the boundary too: engine.py, allreduce_gradients).
+void ZeroEngine::all_reduce_full_grads() {
+    NoGradGuard no_grad;
+    std::vector<dist::WorkPtr> works;
+    const int64_t n = full_grads_.numel();
+    for (int64_t at = 0; at < n; at += config_.reduce_bucket_size) {
+        Tensor bucket = full_grads_.narrow(0, at, std::min(config_.reduce_bucket_size, n - at));   // (<= bucket)
+        works.push_back(group_->all_reduce(bucket, dist::ReduceOp::kSum, /*async_op=*/config_.overlap_comm));
+    }
+    for (auto& w : works) w->wait(group_->timeout());
+    if (grad_partition_.impl()->storage == full_grads_.impl()->storage) return;   // the same buffer
+    grad_partition_.add_(full_grads_.to(grad_partition_.dtype()));
+    full_grads_.zero_();
+}
+
 // The epilogue: once per user backward, after every checkpoint phase (outermost-task callback).
 void ZeroEngine::end_backward() {
     if (config_.stage >= 2) {
@@ -238,7 +273,8 @@ void ZeroEngine::end_backward() {
         complete_pending();
         if (stage3_) stage3_->end_backward();
     } else if (is_gradient_accumulation_boundary()) {
-        reduce_full_grads();
+        if (config_.stage == 0) all_reduce_full_grads();
+        else reduce_full_grads();
     }
     if (scaler_ && !this_scaled_)
         throw AutogradError(

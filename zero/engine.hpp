@@ -1,4 +1,4 @@
-// zero/engine.hpp: a DeepSpeed-style training engine with ZeRO stages 1, 2 and 3 (DeepSpeed's
+// zero/engine.hpp: a DeepSpeed-style training engine with ZeRO stages 0, 1, 2 and 3 (DeepSpeed's
 // deepspeed/runtime/engine.py driving deepspeed/runtime/zero/stage_1_and_2.py and stage3.py).
 // docs/zero.md walks through one step. Stage 3 also partitions the parameters themselves:
 // zero/stage3.hpp gathers and releases them around each module's forward and backward.
@@ -12,6 +12,8 @@
 //   }
 //   // or, as plain PyTorch: engine.scale(loss).backward();  out.backward(grad);   then engine.step()
 //
+// Stage 0 is plain data parallelism behind the same API: every rank keeps the whole f32 master and
+// optimizer state, and the gradients are all-reduced in buckets at the accumulation boundary.
 // Per rank: the full model (its dtype), the f32 master and optimizer state of ONE partition
 // (stage 1 and 2), and either the full gradients (stage 1: reduced once per step, at the boundary)
 // or only the partition's (stage 2: buckets reduce-scattered while backward runs, every
@@ -99,10 +101,17 @@ public:
     amp::LossScaler* loss_scaler() const { return scaler_.get(); }      // null without fp16
     optim::LRScheduler* scheduler() const { return scheduler_.get(); }  // null without one
     void restore_counters(int64_t global_steps, int64_t micro_steps, int64_t skipped_steps);
+    // The layout the checkpoint files follow: layout(), except in stage 0, where each rank writes the
+    // range a stage-1 rank of this world size would own, so a stage-0 checkpoint is a stage-1 one.
+    const FlatLayout& file_layout() const { return file_layout_; }
+    // The flat index of master_partition()'s first element (stage 0: 0, it holds everything).
+    int64_t master_begin() const { return layout_.partition_begin(owner_rank()); }
     // ---- end of checkpoint access ----
 
 private:
     struct Pending;
+    int owner_rank() const { return config_.stage == 0 ? 0 : group_->rank(); }   // in layout_
+    void cast_module_for_precision();
     void on_grad(size_t i);
     void begin_backward();
     void end_backward();
@@ -110,6 +119,7 @@ private:
     void launch(const std::vector<size_t>& params, const std::vector<Tensor>& grads);
     void complete_pending();
     void reduce_full_grads();
+    void all_reduce_full_grads();
     void apply_step();
 
     std::shared_ptr<nn::Module> module_;
@@ -118,6 +128,7 @@ private:
     std::vector<std::string> names_;
     std::vector<Tensor> params_;
     FlatLayout layout_;
+    FlatLayout file_layout_;
     DType model_dtype_, master_dtype_;
     Tensor master_;                       // (P) this rank's master partition, a leaf
     Tensor grad_partition_;               // (P) reduced gradients, accumulated until the step

@@ -44,7 +44,7 @@ void ZeroEngine::apply_step() {
     }
     // 3. Global norm over every partition (padding is zero), unscaled.
     Tensor sq = (grad_partition_.to(kFloat64) * grad_partition_.to(kFloat64)).sum().reshape({1});
-    group_->all_reduce(sq, dist::ReduceOp::kSum, /*async_op=*/false);
+    if (config_.stage > 0) group_->all_reduce(sq, dist::ReduceOp::kSum, /*async_op=*/false);   // stage 0: whole here
     grad_norm_ = std::sqrt(sq.item<double>()) / backward_scale;
     // 4. Unscale and clip in one multiply: g / (S * c), c = (norm + 1e-6) / clip when above 1.
     double combined = backward_scale;
@@ -62,10 +62,14 @@ void ZeroEngine::apply_step() {
         if (scheduler_) scheduler_->step();
         return;
     }
-    // 5. All-gather the updated partitions (model dtype) and write them into the parameters.
+    // 5. All-gather the updated partitions (model dtype) and write them into the parameters (stage 0:
+    // every rank stepped the whole master, so there is nothing to gather).
     Tensor mine = master_.detach().to(model_dtype_);
-    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(master_.device()));
-    group_->all_gather(flat, mine, /*async_op=*/false);
+    Tensor flat = mine;
+    if (config_.stage > 0) {
+        flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(model_dtype_).device(master_.device()));
+        group_->all_gather(flat, mine, /*async_op=*/false);
+    }
     for (size_t i = 0; i < params_.size(); ++i)
         params_[i].detach().copy_(flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(params_[i].sizes()));
     if (scheduler_) scheduler_->step();
@@ -82,8 +86,11 @@ Tensor ZeroEngine::full_grad(const std::string& name) {
     if (it == names_.end()) throw ValueError(fmt::format("ZeroEngine.full_grad: no trainable parameter '{}'", name));
     size_t i = static_cast<size_t>(it - names_.begin());
     NoGradGuard no_grad;
-    Tensor flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(grad_partition_.dtype()).device(master_.device()));
-    group_->all_gather(flat, grad_partition_, /*async_op=*/false);
+    Tensor flat = grad_partition_;   // stage 0: whole on every rank
+    if (config_.stage > 0) {
+        flat = zeros({layout_.padded_numel()}, TensorOptions().dtype(grad_partition_.dtype()).device(master_.device()));
+        group_->all_gather(flat, grad_partition_, /*async_op=*/false);
+    }
     const Shape& shape = stage3_ ? stage3_->shape(i) : params_[i].sizes();
     return flat.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).view(shape).clone();
 }

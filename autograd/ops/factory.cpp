@@ -1,5 +1,6 @@
 // factory.cpp: tensor factories (zeros, ones, full, randn, rand, randint, arange, tensor, *_like).
-// Random factories draw from the default Philox generator (core/philox.hpp), so a seed gives the
+// Values made on the host (tensor, arange) reach an accelerator from pinned memory, without a host
+// wait. Random factories draw from the default Philox generator (core/philox.hpp), so a seed gives the
 // same tensors on every run and every device.
 #include <cmath>
 
@@ -95,6 +96,10 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions op
     Tensor host = make_empty(shape, dtype_of<T>(), Device(kCPU));
     T* p = host.data_ptr<T>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+    // For an accelerator the values go up from page-locked memory: that copy is only queued on the
+    // stream (a pageable one makes the driver wait for the stream first), so tensor() and arange()
+    // on a GPU, as a forward's position ids, make no host synchronisation.
+    if (!opts.device().is_cpu()) host = host.pin_memory(opts.device().type);
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     kernels::copy(t, host);
     return finish(std::move(t), opts);

@@ -62,6 +62,15 @@ int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
     return dim < 0 ? dim + n : dim;
 }
 
+void check_extremum_dims(std::string_view op, const Tensor& x, const std::vector<int64_t>& dims) {
+    if (x.numel() != 0 || x.dim() == 0) return;
+    for (int64_t d : dims)
+        if (x.size(d) == 0)
+            throw IndexError(fmt::format("{}: expected reduction dim {} to have non-zero size, but the input is {} "
+                                         "(a max/min over no elements has no value); reduce over non-empty dims",
+                                         op, d, x.describe()));
+}
+
 Tensor expand_raw(const Tensor& t, const Shape& shape) {
     if (t.sizes() == shape) return t;
     size_t lead = shape.size() - t.sizes().size();

@@ -19,6 +19,10 @@ void check_defined(std::string_view op, const Tensor& t, std::string_view arg);
 void check_floating(std::string_view op, const Tensor& t);
 // Normalise a possibly negative dim against ndim; throws IndexError naming the op.
 int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim);
+// A max/min-type reduction (amax, amin, max, min) of an empty tensor over `dims` (wrapped; every
+// dim when the op was given none): IndexError if a reduced dim has size 0, which has no value to
+// give, whether or not the result is empty (PyTorch's zero_numel_check_dims, ReduceOps.cpp).
+void check_extremum_dims(std::string_view op, const Tensor& x, const std::vector<int64_t>& dims);
 // A view of t broadcast to `shape` (stride 0 on the broadcast dims). No copy, no autograd.
 Tensor expand_raw(const Tensor& t, const Shape& shape);
 // t converted to dtype (no autograd; returns t itself if it already has it).

@@ -51,15 +51,11 @@ Shape squeezed_shape(const Tensor& x, const std::vector<int64_t>& dims) {
 }
 
 // Raw reduction into a fresh keepdim-shaped tensor, reshaped to the final shape (no autograd).
-// Empty input: sum 0, mean NaN (kernel), an empty result stays empty; max/min of an empty slice has
-// no identity and throws, as PyTorch's "Expected reduction dim ... to have non-zero size".
+// Empty input: sum 0, mean NaN (kernel), an empty result stays empty. max/min over a size-0 dim has
+// no identity: their ops call ops::check_extremum_dims first, which throws as PyTorch does.
 Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
     Tensor in = ops::cast_raw(x, out_dtype);
     Tensor out = make_empty(keepdim_shape(in, dims), out_dtype, x.device());
-    if (x.numel() == 0 && (op == ReduceOp::kMax || op == ReduceOp::kMin) && out.numel() > 0)
-        throw IndexError(fmt::format("{}: expected the reduced dims to have non-zero size, but the input is {} "
-                                     "(a max/min over no elements has no value); specify non-empty dims",
-                                     op == ReduceOp::kMax ? "amax" : "amin", x.describe()));
     if (out.numel() > 0) kernels::reduce(op, out, in, dims);
     return keepdim ? out : make_view(out, squeezed_shape(x, dims), contiguous_strides(squeezed_shape(x, dims)), 0);
 }
@@ -109,6 +105,7 @@ Tensor mean(const Tensor& x) { return mean(x, Shape{}, false); }
 Tensor amax(const Tensor& x, const Shape& dims_in, bool keepdim) {
     ops::check_defined("amax", x, "input");
     std::vector<int64_t> dims = reduce_dims("amax", x, dims_in);
+    ops::check_extremum_dims("amax", x, dims);
     Tensor out = reduce_raw(ReduceOp::kMax, x, dims, keepdim, x.dtype());
     return record("amax", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), y = ctx.saved(1), gk = g[0];
@@ -124,7 +121,9 @@ Tensor amax(const Tensor& x, const Shape& dims_in, bool keepdim) {
 // elements (the result is NaN), where amax's scale_grad_by_count gives NaN everywhere. ----
 Tensor max(const Tensor& x) {
     ops::check_defined("max", x, "input");
-    Tensor out = reduce_raw(ReduceOp::kMax, x, reduce_dims("max", x, {}), false, x.dtype());
+    std::vector<int64_t> dims = reduce_dims("max", x, {});
+    ops::check_extremum_dims("max", x, dims);
+    Tensor out = reduce_raw(ReduceOp::kMax, x, dims, false, x.dtype());
     return record("max", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), y = ctx.saved(1);
         Tensor winner = eq(xs, y) | (ne(xs, xs) & ne(y, y));             // NaN result: the NaN elements
@@ -139,6 +138,7 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim_in, bool keepdim) {
     int64_t dim = ops::wrap_dim("max", dim_in, x.dim());
     // a 0-d input: the element itself, and the gradient passes (as min(dim); amax's would be NaN at NaN)
     if (x.dim() == 0) return {clone(x), zeros({}, TensorOptions(kInt64).device(x.device()))};
+    ops::check_extremum_dims("max", x, {dim});
     Shape kshape = x.sizes();
     kshape[static_cast<size_t>(dim)] = 1;
     Tensor values = make_empty(kshape, x.dtype(), x.device());

@@ -87,6 +87,7 @@ Tensor sgn(const Tensor& x) {
 Tensor amin(const Tensor& x, const Shape& dims_in, bool keepdim) {
     ops::check_defined("amin", x, "input");
     std::vector<int64_t> dims = stat_dims("amin", x, dims_in);
+    ops::check_extremum_dims("amin", x, dims);
     Tensor out = reduce_kernel(ReduceOp::kMin, x, dims, keepdim, x.dtype());
     return record("amin", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), y = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
@@ -100,7 +101,9 @@ Tensor amin(const Tensor& x, const Shape& dims_in, bool keepdim) {
 // among the NaN elements when the result is NaN (amin's would be NaN everywhere) ----
 Tensor min(const Tensor& x) {
     ops::check_defined("min", x, "input");
-    Tensor out = reduce_kernel(ReduceOp::kMin, x, stat_dims("min", x, {}), false, x.dtype());
+    std::vector<int64_t> dims = stat_dims("min", x, {});
+    ops::check_extremum_dims("min", x, dims);
+    Tensor out = reduce_kernel(ReduceOp::kMin, x, dims, false, x.dtype());
     return record("min", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), y = ctx.saved(1);
         Tensor winner = eq(xs, y) | (ne(xs, xs) & ne(y, y));             // NaN result: the NaN elements

@@ -1,5 +1,7 @@
-// ampgrad.h: the umbrella header. #include <ampgrad/ampgrad.h> and link with
-// $(pkg-config --cflags --libs ampgrad), or depend on ampgrad_dep in a Meson build.
+// ampgrad.h: the umbrella header, all a user program includes: tensors, autograd, AMP, nn, optim,
+// io, dist, the ZeRO engine and its checkpoints, the GPT model and its data. #include
+// <ampgrad/ampgrad.h> and link with $(pkg-config --cflags --libs ampgrad), or depend on ampgrad_dep
+// in a Meson build. tests/install/prog.cpp uses every one of these areas through this header alone.
 #pragma once
 #include "amp/autocast.hpp"
 #include "amp/autocast_policy.hpp"
@@ -20,6 +22,7 @@
 #include "core/allocator.hpp"
 #include "core/cuda_info.hpp"
 #include "core/device.hpp"
+#include "core/device_properties.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/host_sync.hpp"
@@ -38,6 +41,7 @@
 #include "dist/store.hpp"
 #include "io/safetensors.hpp"
 #include "models/gpt.hpp"
+#include "models/gpt_mfu.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"
@@ -54,3 +58,6 @@
 #include "optim/lr_scheduler.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/sgd.hpp"
+#include "zero/checkpoint.hpp"
+#include "zero/config.hpp"
+#include "zero/engine.hpp"

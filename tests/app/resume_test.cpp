@@ -7,6 +7,7 @@
 //    checkpoint; a truncated or corrupt checkpoint, another preset's, or a too long prompt are refused.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -99,6 +100,42 @@ TEST_CASE("--resume is bit-exact in fp32") { check_resume_is_bit_exact("fp32"); 
 TEST_CASE("--resume is bit-exact in fp16 with GradScaler, across a skipped step") { check_resume_is_bit_exact("fp16"); }
 TEST_CASE("--resume is bit-exact with fp16 master weights and DeepSpeed's loss scaler") {
     check_resume_is_bit_exact("fp16-master");
+}
+
+// Issue 23: `--resume DIR --steps 12` on a run saved at --steps 6 used to print "6 steps ... trained to
+// step 6" and train nothing. Now --steps extends the schedule (the cosine spans 12 steps from then on),
+// and any other run flag whose value differs from the saved run's is refused by name.
+TEST_CASE("--resume with run flags: --steps extends the schedule; another changed flag is refused, naming both values") {
+    const std::string out = make_temp_dir("extend");
+    const std::vector<std::string> run = {"train", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size",
+                                          "8", "--batch-size", "2", "--warmup", "2", "--lr", "0.002", "--min-lr",
+                                          "0.0002", "--eval-iters", "1", "--sample-tokens", "0", "--out", out};
+    ProgramResult first = run_ampgrad(plus(run, {"--steps", "6"}));
+    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+    ProgramResult more = run_ampgrad(plus(run, {"--steps", "12", "--resume", out}));
+    REQUIRE_MESSAGE(more.exit_code == 0, more.output);
+    CHECK(more.output.find("--steps 12: the schedule now spans 12 steps (saved: 6)") != std::string::npos);
+    CHECK(more.output.find("trained to step 12") != std::string::npos);
+    std::map<int64_t, nlohmann::json> records = train_records(out);
+    CHECK(records.size() == 12);
+    // The learning rate continues on the cosine over 12 steps: step 7 (it = 6) has r = (6 - 2) / (12 - 2).
+    const double r = 4.0 / 10.0, want = 0.0002 + 0.5 * (1.0 + std::cos(3.141592653589793 * r)) * (0.002 - 0.0002);
+    CHECK(records[7]["lr"].get<double>() == doctest::Approx(want).epsilon(1e-12));
+    CHECK(records[12]["lr"].get<double>() > 0.0002);                    // still decaying, not at min_lr
+    ProgramResult lr = run_ampgrad(plus(run, {"--steps", "12", "--lr", "0.003", "--resume", out}));
+    CHECK(lr.exit_code == 1);
+    CHECK_MESSAGE(lr.output.find("--lr 0.003: the run in ") != std::string::npos, lr.output);
+    CHECK(lr.output.find("was saved with --lr 0.002") != std::string::npos);
+    CHECK(lr.output.find("drop --lr, or start a new run without --resume") != std::string::npos);
+    ProgramResult prec = run_ampgrad(plus(run, {"--steps", "12", "--prec", "bf16", "--resume", out}));
+    CHECK(prec.exit_code == 1);
+    CHECK_MESSAGE(prec.output.find("--prec bf16: the run in ") != std::string::npos, prec.output);
+    CHECK(prec.output.find("saved with --prec fp32") != std::string::npos);
+    ProgramResult shorter = run_ampgrad(plus(run, {"--steps", "3", "--resume", out}));
+    CHECK(shorter.exit_code == 1);
+    CHECK_MESSAGE(shorter.output.find("--steps 3: the run being resumed is already at step 12") != std::string::npos,
+                  shorter.output);
+    fs::remove_all(out);
 }
 
 TEST_CASE("SIGKILL in the middle of a save leaves the previous checkpoint loadable") {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ampgrad_config.h"
+#include "app/run_config.hpp"
 #include "tests/app/run_program.hpp"
 
 using namespace ampgrad::testing;
@@ -37,12 +38,13 @@ int free_port() {
     return ntohs(a.sin_port);
 }
 
-// ampgrad-run --nproc-per-node n ampgrad train --zero 2 <tiny run> <extra>
-ProgramResult launch(int n, const std::string& out, const std::vector<std::string>& extra) {
+// ampgrad-run --nproc-per-node n ampgrad train --zero <stage> <tiny run> <extra>
+ProgramResult launch(int n, const std::string& out, const std::vector<std::string>& extra,
+                     const std::string& stage = "2") {
     const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
     std::vector<std::string> argv = {std::string(root ? root : "build") + "/tools/ampgrad-run", "--nproc-per-node",
                                      std::to_string(n), "--master-port", std::to_string(free_port()), ampgrad_program(),
-                                     "train", "--zero", "2", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
+                                     "train", "--zero", stage, "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
                                      "--block-size", "16", "--batch-size", "4", "--steps", "8", "--warmup", "2",
                                      "--eval-every", "0", "--eval-iters", "1", "--sample-tokens", "0", "--dropout", "0.1",
                                      "--prec", "fp16-master", "--init-scale", "1048576", "--scale-window", "3",
@@ -115,4 +117,50 @@ TEST_CASE("train --zero 2 on 2 processes: stage, bytes and skips reported; --res
     CHECK(one.output.find("resumed from") != std::string::npos);
     fs::remove_all(straight);
     fs::remove_all(split);
+}
+
+// Issue 23: --zero 0 is ZeRO stage 0 (data parallelism behind the engine), kept apart from training
+// without --zero (no engine). Its checkpoint resumes at stage 2; a run without --zero reports no stage.
+TEST_CASE("train --zero 0 on 2 processes is stage 0, not 'off'; its checkpoint resumes at --zero 2" *
+          doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string out = make_temp_dir("zero0");
+    ProgramResult a = launch(2, out, {"--until", "4"}, "0");
+    REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+    CHECK(a.output.find("ZeRO stage 0 on 2 process(es): model states") != std::string::npos);
+    CHECK(a.output.find("| zero 0 ") != std::string::npos);
+    std::map<int64_t, nlohmann::json> records = train_records(out);
+    REQUIRE(records.size() == 4);
+    CHECK(records[4]["zero_stage"] == 0);
+    CHECK(read_bytes(fs::path(out) / "checkpoints" / "step-00000004" / "manifest.json").find("\"stage\": 0") !=
+          std::string::npos);
+    ProgramResult b = launch(2, out, {"--resume", out}, "2");
+    REQUIRE_MESSAGE(b.exit_code == 0, b.output);
+    CHECK(b.output.find("ZeRO stage 2 on 2 process(es)") != std::string::npos);
+    CHECK(train_records(out)[8]["zero_stage"] == 2);
+    fs::remove_all(out);
+
+    // Without --zero: one process, no engine, no stage in the records.
+    const std::string plain = make_temp_dir("zero_off");
+    ProgramResult p = run_program({ampgrad_program(), "train", "--n-layer", "1", "--n-embd", "16", "--n-head", "2",
+                                   "--block-size", "8", "--batch-size", "2", "--steps", "2", "--eval-iters", "1",
+                                   "--sample-tokens", "0", "--out", plain});
+    REQUIRE_MESSAGE(p.exit_code == 0, p.output);
+    CHECK(p.output.find("ZeRO") == std::string::npos);
+    CHECK_FALSE(train_records(plain)[2].contains("zero_stage"));
+    fs::remove_all(plain);
+}
+
+TEST_CASE("run config JSON: zero_stage null is no engine, 0..3 a stage; the older \"zero\": 0 still reads as off") {
+    using ampgrad::app::RunConfig;
+    RunConfig off, stage0;
+    stage0.zero = 0;
+    CHECK(ampgrad::app::to_json(off).at("zero_stage").is_null());
+    CHECK(ampgrad::app::run_config_from_json(ampgrad::app::to_json(off)).zero == -1);
+    CHECK(ampgrad::app::run_config_from_json(ampgrad::app::to_json(stage0)).zero == 0);
+    nlohmann::json legacy = ampgrad::app::to_json(off);
+    legacy.erase("zero_stage");
+    legacy["zero"] = 0;                                                  // a checkpoint from before stage 0
+    CHECK(ampgrad::app::run_config_from_json(legacy).zero == -1);
+    legacy["zero"] = 2;
+    CHECK(ampgrad::app::run_config_from_json(legacy).zero == 2);
 }

@@ -108,3 +108,35 @@ TEST_CASE("fused attention kernel in f32/f16/bf16 stays within dtype tolerance o
         CHECK_CLOSE(got.dv, want.dv.to(dt), tol_for(dt, 16));
     }
 }
+
+// Empty by the head size is not empty output: with HS == 0 every score is 0, so each query row
+// weighs its visible keys equally (out = their mean of v, lse = log of their count), and with
+// T == 0 the keys still get gradients, zeros. Outputs start as NaN so an unwritten one shows.
+TEST_CASE("fused attention kernel: q empty by its head size, and no queries, still write every output") {
+    auto nan_filled = [](const Shape& shape) { return full(shape, NAN, TensorOptions(kFloat64)); };
+    for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        manual_seed(41);
+        Tensor q = randn({1, 2, 4, 0}, kFloat64), k = randn({1, 2, 5, 0}, kFloat64);   // (B,NH,T,HS=0)
+        Tensor v = randn({1, 2, 5, 3}, kFloat64), dout = randn({1, 2, 4, 3}, kFloat64);
+        Tensor out = nan_filled({1, 2, 4, 3}), lse = nan_filled({1, 2, 4});
+        cpu::AttentionArgs a{out, lse, q, k, v, 0.5, causal};
+        cpu::attention_forward(a);
+        Reference want = reference(q, k, v, dout, causal, 0.5);
+        CHECK_CLOSE(out, want.out, tol_for(kFloat64));
+        CHECK_CLOSE(lse, want.lse, tol_for(kFloat64));
+        CHECK(lse.view({-1}).select(0, 0).item<double>() == doctest::Approx(causal ? 0.0 : std::log(5.0)));
+        Tensor dq = nan_filled(q.sizes()), dk = nan_filled(k.sizes()), dv = nan_filled(v.sizes());
+        cpu::attention_backward({a, dout, dq, dk, dv});
+        CHECK_CLOSE(dv, want.dv, tol_for(kFloat64));
+
+        Tensor q0 = randn({1, 2, 0, 3}, kFloat64), k0 = randn({1, 2, 5, 3}, kFloat64);  // T == 0
+        Tensor out0 = empty({1, 2, 0, 3}, kFloat64), lse0 = empty({1, 2, 0}, kFloat64);
+        cpu::AttentionArgs a0{out0, lse0, q0, k0, v, 0.5, causal};
+        cpu::attention_forward(a0);
+        Tensor dk0 = nan_filled(k0.sizes()), dv0 = nan_filled(v.sizes());
+        cpu::attention_backward({a0, empty({1, 2, 0, 3}, kFloat64), empty({1, 2, 0, 3}, kFloat64), dk0, dv0});
+        CHECK(equal(dk0, zeros(k0.sizes(), kFloat64)));
+        CHECK(equal(dv0, zeros(v.sizes(), kFloat64)));
+    }
+}

@@ -51,3 +51,17 @@ TEST_CASE("cpu binary_scalar: every float dtype, op and order; scalar in the com
         }
     }
 }
+
+// Integer pow is exact by squaring (as PyTorch's powi), not a trip through double: 3^39 is past 2^53,
+// where double rounds; the result wraps as int64 wraps; negative exponents follow powi.
+TEST_CASE("cpu binary pow on integers: exact past 2^53, wrapping, and powi's negative exponents") {
+    const std::vector<int64_t> bases = {3, 2, -3, 7, 2, 1, -1, -1, 0, 5};
+    const std::vector<int64_t> exponents = {39, 62, 3, 0, 64, -5, -3, -4, 0, -1};
+    const std::vector<int64_t> want = {4052555153018976267LL, int64_t{1} << 62, -27, 1, 0, 1, -1, 1, 1, 0};
+    Tensor a = tensor(bases, {10}), b = tensor(exponents, {10}), out = empty({10}, kInt64);
+    kernels::binary(BinaryOp::kPow, out, a, b);
+    CHECK(out.to_vector<int64_t>() == want);
+    Tensor out32 = empty({2}, kInt32);
+    kernels::binary(BinaryOp::kPow, out32, a.narrow(0, 2, 2).to(kInt32), b.narrow(0, 2, 2).to(kInt32));   // (-3)^3, 7^0
+    CHECK(out32.to_vector<int32_t>() == std::vector<int32_t>{-27, 1});
+}

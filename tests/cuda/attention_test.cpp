@@ -136,12 +136,51 @@ TEST_CASE("cuda attention: a row whose scores are all -inf gets P = 0 and lse = 
     }
 }
 
+// A NaN in one query row makes every score of that row NaN: its output and lse are NaN on both
+// devices (the GPU's fmax-based row max drops NaN, so testing the max alone took it for a row of -inf).
+TEST_CASE("cuda attention: a query row with a NaN comes out NaN, as on the CPU" * skip_without_gpu()) {
+    AttentionCase c{kFloat32, 1, 1, 5, 7, 8, 8, false};
+    AttentionInputs in = sample_inputs(c);
+    std::vector<double> q = host_values(in.q);
+    q[static_cast<size_t>(2 * c.HS)] = NAN;                                     // row 2
+    in.q = host_tensor(q, in.q.sizes(), kFloat32);
+    AttentionResults cpu = run(c, in, 0.5), gpu = run(c, to_gpu(in), 0.5);
+    const std::vector<double> out = host_values(gpu.out), lse = host_values(gpu.lse);
+    CHECK(std::isnan(lse[2]));
+    for (int64_t x = 0; x < c.HSv; ++x) CHECK(std::isnan(out[static_cast<size_t>(2 * c.HSv + x)]));
+    CHECK_GPU_CLOSE(gpu.out, cpu.out, out_tol(kFloat32));                       // NaN equals NaN here
+    CHECK_GPU_CLOSE(gpu.lse, cpu.lse, out_tol(kFloat32));
+}
+
 TEST_CASE("cuda attention: empty inputs, and head sizes past the kernel's limit" * skip_without_gpu()) {
     SUBCASE("T == 0 and B == 0: nothing to do, no error") {
         for (AttentionCase c : {AttentionCase{kFloat32, 1, 2, 0, 5, 8, 8, true}, AttentionCase{kFloat32, 0, 2, 4, 5, 8, 8, false}}) {
             AttentionInputs gpu = to_gpu(sample_inputs(c));
             AttentionResults r = run(c, gpu, 1.0);
             CHECK(r.out.numel() == 0);
+        }
+    }
+    SUBCASE("q empty by its head size, and T == 0 with keys: every output written, as on the CPU") {
+        // Outputs start as NaN so that one left unwritten shows; scale is explicit (HS may be 0).
+        for (AttentionCase c : {AttentionCase{kFloat32, 1, 2, 6, 5, 0, 8, false}, AttentionCase{kFloat32, 1, 2, 6, 5, 0, 8, true},
+                                AttentionCase{kFloat32, 1, 2, 0, 5, 8, 8, false}}) {
+            CAPTURE(c.HS);
+            CAPTURE(c.T);
+            AttentionInputs host = sample_inputs(c), gpu = to_gpu(host);
+            AttentionResults cpu = run(c, host, 0.5);
+            AttentionResults r;
+            r.out = testing::to_gpu(full({c.B, c.NH, c.T, c.HSv}, NAN, TensorOptions(kFloat32)));
+            r.lse = testing::to_gpu(full({c.B, c.NH, c.T}, NAN, TensorOptions(kFloat32)));
+            kernels::attention_forward(r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+            r.dq = testing::to_gpu(full(gpu.q.sizes(), NAN, TensorOptions(kFloat32)));
+            r.dk = testing::to_gpu(full(gpu.k.sizes(), NAN, TensorOptions(kFloat32)));
+            r.dv = testing::to_gpu(full(gpu.v.sizes(), NAN, TensorOptions(kFloat32)));
+            kernels::attention_backward(r.dq, r.dk, r.dv, gpu.dout, r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+            CHECK_GPU_CLOSE(r.out, cpu.out, out_tol(kFloat32));
+            CHECK_GPU_CLOSE(r.lse, cpu.lse, out_tol(kFloat32));
+            CHECK_GPU_CLOSE(r.dk, cpu.dk, grad_tol(kFloat32));
+            CHECK_GPU_CLOSE(r.dv, cpu.dv, grad_tol(kFloat32));
+            for (double x : host_values(r.dv)) REQUIRE(!std::isnan(x));
         }
     }
     SUBCASE("HS = 512 is reported, not computed wrongly") {

@@ -194,6 +194,22 @@ TEST_CASE("cuda clamp: lower, upper and both bounds; NaN stays NaN; a missing bo
     }
 }
 
+// A bound just above a half-way point of f16/bf16 rounds through float on both sides (c10's
+// Half(double) does): 1 + 2^-11 + 2^-40 is 1.0 in f16 that way, 1.0009765625 rounded once.
+TEST_CASE("cuda clamp: f16/bf16 bounds round through float, as on the CPU" * skip_without_gpu()) {
+    const double above_half_way_f16 = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+    const double above_half_way_bf16 = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+    for (auto [dtype, bound] : {std::pair{kFloat16, above_half_way_f16}, std::pair{kBFloat16, above_half_way_bf16}}) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = copy_to(full({8}, 3.0), kHost, dtype);                     // every element above the bound
+        Tensor expected = make_empty(x.sizes(), dtype, kHost), out = make_empty(x.sizes(), dtype, kGpu);
+        kernels::clamp(expected, x, std::nullopt, bound);
+        kernels::clamp(out, to_gpu(x), std::nullopt, bound);
+        CHECK(host_values(expected)[0] == 1.0);
+        CHECK_EXACT(out, expected);
+    }
+}
+
 TEST_CASE("cuda activation_backward: dx = dy * f'(x) for every activation" * skip_without_gpu()) {
     for (DType dtype : kFloatDTypes) {
         Tensor x = sample({6, 7}, dtype, 81), dy = sample({6, 7}, dtype, 82);

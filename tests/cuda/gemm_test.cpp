@@ -166,3 +166,25 @@ TEST_CASE("cuda gemm_epilogue: transposes, K == 0 and empty outputs" * skip_with
     SUBCASE("K == 0: out = gelu(bias), aux = bias") { check_epilogue({kFloat32, 4, 0, 8, false, false, true, true, gelu}); }
     SUBCASE("M == 0: nothing to write") { check_epilogue({kFloat32, 0, 5, 8, false, false, true, true, gelu}); }
 }
+
+// Each stream has its own cuBLAS/cuBLASLt workspace (cuda/gemm_lt.cuh, gemm_workspace), kept for the
+// process: after a plain cuBLAS GEMM on the default stream and on every stream of the pool (32, handed
+// out round-robin by new_stream), each of those 33 streams holds a live 32 MiB block, so at least
+// 33 x 32 MiB stay allocated. (Before the fix cuBLAS used its own workspace on every stream: none.)
+// The GEMMs, in flight on all those streams at once, agree with the reference.
+TEST_CASE("cuda gemm: each stream keeps a workspace of its own; GEMMs on 33 streams agree" * skip_without_gpu()) {
+    Tensor a = to_gpu(sample({64, 48}, kFloat32, 81)), b = to_gpu(sample({48, 32}, kFloat32, 82));
+    Tensor c0 = sample({64, 32}, kFloat32, 83);
+    const Tensor want = reference_gemm(a, b, c0, false, false, 1.0, 0.0);
+    std::vector<Stream> streams = {current_stream(kGpu)};
+    for (int i = 0; i < 32; ++i) streams.push_back(new_stream(kGpu));
+    std::vector<Tensor> outs;
+    for (const Stream& s : streams) {
+        StreamGuard guard(s);
+        outs.push_back(to_gpu(c0));
+        kernels::gemm(outs.back(), a, b, false, false, 1.0, 0.0);                       // (64,32)
+    }
+    synchronize(kGpu);
+    CHECK(memory_allocated(kGpu) >= int64_t{33} * (32 << 20));
+    for (const Tensor& out : outs) CHECK_GPU_CLOSE(out, want, gemm_tol(kFloat32));
+}

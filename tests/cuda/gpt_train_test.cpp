@@ -30,13 +30,20 @@ models::GPTConfig small_config() {
     return cfg;
 }
 
-// Batches drawn once on the host: (steps, B, T) token ids and next-token targets.
+// Batches drawn once on the host: (steps, B, T) token ids and next-token targets. Each row counts
+// from a random start by a random stride of 1 to 3 (mod V), a rule the model can learn from its
+// context, so the loss falls; uniformly random tokens would hold it at log V whatever the code did.
 struct Batches {
     Tensor x, y;
 };
 Batches make_batches(int64_t steps, int64_t B, const models::GPTConfig& cfg) {
     manual_seed(1234);
-    Tensor tokens = randint(0, cfg.vocab_size, {steps, B, cfg.block_size + 1}, TensorOptions(kInt64));
+    const std::vector<int64_t> start = randint(0, cfg.vocab_size, {steps * B}).to_vector<int64_t>();
+    const std::vector<int64_t> stride = randint(1, 4, {steps * B}).to_vector<int64_t>();
+    std::vector<int64_t> ids;
+    for (size_t row = 0; row < start.size(); ++row)
+        for (int64_t t = 0; t <= cfg.block_size; ++t) ids.push_back((start[row] + stride[row] * t) % cfg.vocab_size);
+    Tensor tokens = tensor(ids, {steps, B, cfg.block_size + 1});                     // (steps,B,T+1) int64
     return {tokens.narrow(2, 0, cfg.block_size).contiguous(), tokens.narrow(2, 1, cfg.block_size).contiguous()};
 }
 

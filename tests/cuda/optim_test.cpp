@@ -208,3 +208,48 @@ TEST_CASE("cuda adam_step: host step counts with a found_inf flag, and f16 param
     AdamPair half = adam_state(kFloat16, false, true, 110, kShapes);
     CHECK_THROWS_AS(kernels::adam_step(half.gpu, kAdam, StepScaling{}), DTypeError);
 }
+
+// optim::AdamW(fused) under a GradScaler-style step on cuda:0: the step count lives on the
+// parameter's device from the first step and again after load_state_dict (a checkpoint's counts
+// arrive on the host), so step(StepScaling) with a found_inf flag runs; a flagged step counts
+// nothing; the trajectory equals the same optimizer on the CPU.
+TEST_CASE("cuda AdamW(fused) step(StepScaling): step counts on the device, on first use and after a load"
+          * skip_without_gpu()) {
+    auto make = [](Device device) {
+        manual_seed(21);
+        Tensor w = copy_to(randn({6, 5}), device).requires_grad_(true);                  // (6,5)
+        auto opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{w}, optim::AdamWOptions(1e-2).fused(true));
+        return std::pair{w, std::move(opt)};
+    };
+    auto [w, opt] = make(kGpu);
+    auto [ref_w, ref] = make(kHost);
+    manual_seed(22);
+    Tensor grad = randn({6, 5});                                                         // (6,5)
+    auto step_both = [&](optim::AdamW& gpu_opt, Tensor& gpu_w, bool overflow) {
+        gpu_w.set_grad(to_gpu(grad * 256.0));
+        gpu_opt.step(StepScaling{scalar(1.0 / 256.0, kGpu), scalar(overflow ? 1.0 : 0.0, kGpu)});
+        if (overflow) return;
+        ref_w.set_grad(grad);
+        ref->step();
+    };
+    step_both(*opt, w, false);
+    CHECK(opt->state(w)["step"].device() == kGpu);
+    step_both(*opt, w, true);                                                            // skipped: not counted
+    CHECK(host_values(opt->state(w)["step"])[0] == 1.0);
+
+    optim::OptimizerStateDict saved = opt->state_dict();                                 // as read from a file:
+    for (auto& [index, state] : saved.state)                                             // every tensor on the host
+        for (auto& [key, t] : state) t = to_host(t);
+    auto [w2, opt2] = make(kGpu);
+    {
+        NoGradGuard no_grad;
+        copy_(w2, w);
+    }
+    opt2->load_state_dict(saved);
+    CHECK(opt2->state(w2)["step"].device() == kGpu);
+    step_both(*opt2, w2, false);
+    step_both(*opt2, w2, true);
+    step_both(*opt2, w2, false);
+    CHECK(host_values(opt2->state(w2)["step"])[0] == 3.0);
+    CHECK_GPU_CLOSE(w2, ref_w, tol_for(kFloat32, 16));
+}

@@ -1,7 +1,8 @@
 // pinned_test.cpp: page-locked host memory (Tensor::pin_memory) and asynchronous copies from it:
 // a non_blocking copy to the GPU is only queued (no host sync, counted by HostSyncCounter), a
 // blocking one waits for its stream once, a copy from pageable memory makes the driver wait (counted
-// as kPageableCopyToDevice), and the values arrive intact. Skipped without a GPU.
+// as kPageableCopyToDevice), and the values arrive intact; tensor() and arange() on the GPU upload
+// from pinned memory without a host sync. Skipped without a GPU.
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -61,4 +62,20 @@ TEST_CASE("the pinned allocator reuses a freed block only after the copy that re
     current_stream(kGpu).synchronize();
     CHECK(equal(to_host(on_gpu), t));
     CHECK(reuse.is_pinned());
+}
+
+// tensor() and arange() on the GPU stage their host values in pinned memory: a forward that makes
+// its position ids with arange(T, device) stays free of host synchronisations (the GPT's does).
+TEST_CASE("tensor() and arange() on cuda:0 upload without a host sync, and the values arrive" * skip_without_gpu()) {
+    Tensor positions, values;
+    {
+        HostSyncCounter syncs;
+        positions = arange(1000, TensorOptions(kInt64).device(kGpu));                   // (1000)
+        values = tensor(std::vector<float>{1.5f, -2.0f, 3.25f}, {3}, TensorOptions(kFloat32).device(kGpu));
+        CAPTURE(syncs.describe());
+        CHECK(syncs.count() == 0);
+    }
+    CHECK(positions.device() == kGpu);
+    CHECK(equal(to_host(positions), arange(1000)));
+    CHECK(host_values(values) == std::vector<double>{1.5, -2.0, 3.25});
 }

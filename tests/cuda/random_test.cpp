@@ -47,7 +47,7 @@ TEST_CASE("cuda random_normal: identical to the CPU (f64 within a few ulp)" * sk
             kernels::random_normal(expected, d.seed, d.offset, 1.5, 0.5);
             Tensor out = make_empty({d.n}, dtype, kGpu);
             kernels::random_normal(out, d.seed, d.offset, 1.5, 0.5);
-            if (dtype == kFloat64) CHECK_GPU_CLOSE(out, expected, (Tolerance{1e-15, 1e-15}));
+            if (dtype == kFloat64) CHECK_GPU_CLOSE(out, expected, (Tolerance{4e-15, 4e-15}));   // CUDA log/cos/sin: up to 2 ulp each
             else CHECK_EXACT(out, expected);
         }
     }

@@ -156,6 +156,16 @@ int run_nccl() {
     expect_close("nccl all_reduce", read(t.to(kCPU)), std::vector<double>(1000, 2.0 * dist::world_size()), 0);
     expect_close("nccl all_gather", read(all.to(kCPU)),
                  std::vector<double>(static_cast<size_t>(1000 * dist::world_size()), 2.0 * dist::world_size()), 0);
+
+    // Ordering: the collective waits for the kernel that fills its input on ampgrad's current stream.
+    // The GEMM (2 x 4096^3 FLOPs, milliseconds of GPU time) is still running when all_gather is
+    // queued; an unordered NCCL copy would read its output half-written.
+    Tensor ones_matrix = full({4096, 4096}, 1.0, TensorOptions().device(kCUDA));    // (4096,4096)
+    Tensor product = matmul(ones_matrix, ones_matrix).view({-1});                     // (4096*4096) all 4096
+    Tensor gathered = empty({product.numel() * dist::world_size()}, TensorOptions().device(kCUDA));
+    dist::all_gather(gathered, product);
+    expect_close("nccl all_gather after a GEMM: min", read(amin(gathered, {0}).to(kCPU)), {4096.0}, 0);
+    expect_close("nccl all_gather after a GEMM: max", read(amax(gathered, {0}).to(kCPU)), {4096.0}, 0);
     if (!g_failures) std::printf("NCCL OK\n");
     return g_failures ? 1 : 0;
 }

@@ -35,13 +35,18 @@ struct Launch {
     double seconds = 0;
 };
 
-// Runs ampgrad-run with `args` then dist_worker `scenario`. If `signal_after` is set, the launcher
-// gets SIGTERM once its output holds `signal_after` ranks' "sleeping" lines.
-Launch launch(std::vector<std::string> args, const std::string& scenario, int signal_after = 0) {
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Runs ampgrad-run with `args` then dist_worker `scenario` (none when empty), with `env` added. If
+// `signal_after` is set, the launcher gets SIGTERM once its output holds `signal_after` ranks'
+// "sleeping" lines.
+Launch launch(std::vector<std::string> args, const std::string& scenario, int signal_after = 0, const Env& env = {}) {
     const std::string launcher = build_root() + "/tools/ampgrad-run";
     args.insert(args.begin(), launcher);
-    args.push_back(build_root() + "/tests/dist_worker");
-    args.push_back(scenario);
+    if (!scenario.empty()) {
+        args.push_back(build_root() + "/tests/dist_worker");
+        args.push_back(scenario);
+    }
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     auto t0 = Clock::now();
@@ -51,6 +56,7 @@ Launch launch(std::vector<std::string> args, const std::string& scenario, int si
         dup2(fds[1], 2);
         close(fds[0]);
         unsetenv("OMP_NUM_THREADS");   // the launcher sets 1 when it is unset (meson's test env sets 2)
+        for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
@@ -133,4 +139,42 @@ TEST_CASE("ampgrad-run: a 2-rank job runs every collective") {
     Launch r = launch({"--nproc-per-node", "2", "--master-port", std::to_string(ampgrad_test::free_port())}, "collectives");
     CAPTURE(r.output);
     CHECK(r.code == 0);
+}
+
+TEST_CASE("ampgrad-run --help prints the usage and exits 0") {
+    Launch r = launch({"--help"}, "");
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    CHECK(has(r.output, "usage: ampgrad-run"));
+    CHECK(has(r.output, "--master-addr A"));
+    CHECK_FALSE(has(r.output, "needs a value"));
+}
+
+TEST_CASE("ampgrad-run under srun: the Slurm variables stand in for the flags not given") {
+    const Env slurm = {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
+                       {"SLURM_JOB_NODELIST", "gpu[07-08],cpu1"}};
+    SUBCASE("second of two nodes, master the first host of the node list") {
+        Launch r = launch({"--nproc-per-node", "2"}, "env", 0, slurm);
+        CAPTURE(r.output);
+        CHECK(r.code == 0);
+        for (const char* line : {"[rank 2] RANK=2", "[rank 3] RANK=3", "[rank 3] WORLD_SIZE=4", "[rank 2] LOCAL_RANK=0",
+                                 "[rank 2] MASTER_ADDR=gpu07"})
+            CHECK(has(r.output, line));
+    }
+    SUBCASE("flags win over the variables") {
+        Launch r = launch({"--nproc-per-node", "1", "--nnodes", "3", "--node-rank", "2", "--master-addr", "10.0.0.5"},
+                          "env", 0, slurm);
+        CAPTURE(r.output);
+        CHECK(r.code == 0);
+        CHECK(has(r.output, "[rank 2] WORLD_SIZE=3"));
+        CHECK(has(r.output, "[rank 2] MASTER_ADDR=10.0.0.5"));
+    }
+    SUBCASE("one ampgrad-run per node, or a clear error") {
+        const Env many = {{"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"}, {"SLURM_PROCID", "5"},
+                          {"SLURM_NTASKS", "8"}};   // srun started 8 launchers on 2 nodes
+        Launch r = launch({"--nproc-per-node", "2"}, "env", 0, many);
+        CAPTURE(r.output);
+        CHECK(r.code == 2);
+        CHECK(has(r.output, "one ampgrad-run per node (srun --ntasks-per-node=1): SLURM_NTASKS=8 but SLURM_NNODES=2"));
+    }
 }

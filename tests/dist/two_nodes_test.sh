@@ -1,18 +1,54 @@
 #!/usr/bin/env bash
-# two_nodes_test.sh BUILD_DIR: `ampgrad-run --nnodes 2` across two "hosts" made on this machine:
-# two network namespaces joined by a veth pair (10.77.x.1 and 10.77.x.2). Each runs
-# `ampgrad-run --nnodes 2 --node-rank K --nproc-per-node 2 --master-addr <first host>` on
-# dist_worker's collectives scenario (4 ranks, every collective and dtype). GLOO_SOCKET_IFNAME
-# tells Gloo which interface to use in each namespace. Skipped (exit 77) where namespaces cannot
-# be made (not root, or no CAP_SYS_ADMIN in a container).
+# two_nodes_test.sh BUILD_DIR: ampgrad across two "hosts" made on this machine: two network
+# namespaces joined by a veth pair, on a private /24 this script picks (one not in use here). Each
+# host runs its own ampgrad-run (--nnodes 2, --master-addr the first host), with no
+# GLOO_SOCKET_IFNAME: each rank finds its address by itself (dist/socket_address.hpp). It checks
+#   - every collective in every dtype (dist_worker collectives, 2 ranks per host);
+#   - `ampgrad train`, data parallel and --zero 1/2/3, one rank per host: the same metrics (losses,
+#     evals) as 2 ranks on one host;
+#   - data parallel --until 3, then --resume across hosts: the same losses as 6 steps straight;
+#   - a rank SIGKILLed on the second host: the first host's launcher fails naming rank 1 and its
+#     address, well within the group's 60 s timeout;
+#   - both hosts advertising 127.0.0.1 (GLOO_SOCKET_IFNAME=lo, the issue's cloud-image case): the
+#     rank whose connect is refused fails and the other stops at once, naming it (fail-fast start-up);
+#   - a wrong --master-addr, and a master port already in use: their errors, within the timeout;
+#   - ZeRO checkpoints into a folder per host: without --ckpt-node-local, the shared-disk error; with
+#     it, each host holds its rank's file, the manifest and `latest`, and --until 3 + --resume equals
+#     6 steps straight; one process cannot resume it (naming the missing file) until the files are
+#     copied into one folder.
+# Traffic stays inside the namespaces; they are removed on exit, pass or fail. Skipped (exit 77)
+# where namespaces cannot be made (not root, or no CAP_SYS_ADMIN in a container).
 set -uo pipefail
-build="$1"
+build="$(cd "$1" && pwd)"
+run="$build/tools/ampgrad-run" ampgrad="$build/app/ampgrad" worker="$build/tests/dist_worker"
+unset GLOO_SOCKET_IFNAME AMPGRAD_SOCKET_IFNAME MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
 tag="ag$$"
 ns_a="${tag}a" ns_b="${tag}b" if_a="${tag}va" if_b="${tag}vb"
-net="10.77.$(( $$ % 250 ))"
-cleanup() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; }
+work="$(mktemp -d "${TMPDIR:-/tmp}/ampgrad_two_nodes.XXXXXX")"
+failures=0
+cleanup() {
+    ip netns del "$ns_a" 2>/dev/null
+    ip netns del "$ns_b" 2>/dev/null
+    rm -rf "$work"
+}
 trap cleanup EXIT
-if ! ip netns add "$ns_a" 2>/dev/null; then echo "two-node test skipped: cannot create a network namespace"; exit 77; fi
+
+# A private /24 that no interface or route on this machine uses.
+pick_net() {
+    local used
+    used="$(ip -4 addr show; ip -4 route show)"
+    for i in $(seq 0 40); do
+        local net="10.$(( 200 + (i + $$) % 50 )).$(( ($$ / 7 + i) % 250 ))"
+        if ! grep -q "$net\." <<< "$used"; then echo "$net"; return; fi
+    done
+    echo "10.254.254"
+}
+net="$(pick_net)"
+
+if ! ip netns add "$ns_a" 2>/dev/null; then
+    echo "two-node test skipped: cannot create a network namespace (needs root / CAP_SYS_ADMIN)"
+    exit 77
+fi
 set -e
 ip netns add "$ns_b"
 ip link add "$if_a" type veth peer name "$if_b"
@@ -24,21 +60,188 @@ for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set "$if_a" up
 ip -n "$ns_b" link set "$if_b" up
 set +e
+echo "hosts: $ns_a ($net.1) and $ns_b ($net.2); work in $work"
 
-run_node() {   # run_node NAMESPACE IFACE NODE_RANK
-    GLOO_SOCKET_IFNAME="$2" OMP_NUM_THREADS=1 timeout 60 ip netns exec "$1" "$build/tools/ampgrad-run" \
-        --nnodes 2 --node-rank "$3" --nproc-per-node 2 --master-addr "$net.1" --master-port 29513 \
-        "$build/tests/dist_worker" collectives
+port=$(( 21000 + $$ % 20000 ))
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+show() { for f in "$@"; do echo "---- $f"; tail -n 30 "$f"; done; }
+
+# node NS NODE_RANK NPROC LOG [ENV=VALUE...] -- PROG ARGS...: one launcher on host NS, as node NODE_RANK of 2.
+node() {
+    local ns=$1 rank=$2 nproc=$3 log=$4
+    shift 4
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    timeout 60 ip netns exec "$ns" env OMP_NUM_THREADS=1 "${envs[@]}" "$run" --nnodes 2 --node-rank "$rank" \
+        --nproc-per-node "$nproc" --master-addr "$net.1" --master-port "$port" "$@" > "$log" 2>&1
 }
-run_node "$ns_a" "$if_a" 0 > "$build/two_nodes_a.log" 2>&1 &
-pid_a=$!
-run_node "$ns_b" "$if_b" 1 > "$build/two_nodes_b.log" 2>&1
-rc_b=$?
-wait "$pid_a"
-rc_a=$?
-echo "node 0 (ranks 0,1) exit $rc_a; node 1 (ranks 2,3) exit $rc_b"
+
+# two_hosts NAME NPROC [ENV...] -- PROG ARGS...: node 0 on the first host, node 1 on the second; rc_a, rc_b.
+two_hosts() {
+    local name=$1 nproc=$2
+    shift 2
+    port=$((port + 1))
+    node "$ns_a" 0 "$nproc" "$work/$name.a.log" "$@" &
+    local pid_a=$!
+    node "$ns_b" 1 "$nproc" "$work/$name.b.log" "$@"
+    rc_b=$?
+    wait "$pid_a"
+    rc_a=$?
+}
+
+# one_host NAME PROG ARGS...: 2 ranks on the first host alone, over its loopback.
+one_host() {
+    local name=$1
+    shift
+    port=$((port + 1))
+    timeout 60 ip netns exec "$ns_a" env OMP_NUM_THREADS=1 "$run" --nproc-per-node 2 --master-port "$port" "$@" \
+        > "$work/$name.log" 2>&1
+}
+
+# same_metrics A B: the two metrics.jsonl files have the same steps, losses and evaluations.
+same_metrics() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+def records(path):
+    keys = ("kind", "step", "loss", "train_loss", "val_loss", "grad_norm")
+    return [tuple(json.loads(line).get(k) for k in keys) for line in open(path)]
+a, b = records(sys.argv[1]), records(sys.argv[2])
+if not a or a != b:
+    print("metrics differ:\n  " + "\n  ".join(map(str, a)) + "\nvs\n  " + "\n  ".join(map(str, b)))
+    sys.exit(1)
+PY
+}
+
+train_args=(train --n-layer 1 --n-embd 32 --n-head 2 --block-size 16 --batch-size 4 --steps 6 --warmup 2
+            --eval-every 3 --eval-iters 1 --sample-tokens 0 --dropout 0.1 --progress plain --log-every 1)
+
+# ---- every collective, 2 ranks per host
+two_hosts collectives 2 -- "$worker" collectives
+[ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] || { fail "collectives across hosts (exit $rc_a, $rc_b)"; show "$work"/collectives.*.log; }
+
+# ---- ampgrad train: data parallel and ZeRO 1/2/3, across hosts and on one host
+for mode in ddp zero1 zero2 zero3; do
+    extra=()
+    [ "$mode" != ddp ] && extra=(--zero "${mode#zero}")
+    two_hosts "$mode" 1 -- "$ampgrad" "${train_args[@]}" "${extra[@]}" --out "$work/$mode.hosts"
+    if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
+        fail "$mode across hosts (exit $rc_a, $rc_b)"; show "$work/$mode".*.log; continue
+    fi
+    one_host "$mode.one" "$ampgrad" "${train_args[@]}" "${extra[@]}" --out "$work/$mode.one"
+    [ $? -eq 0 ] || { fail "$mode on one host"; show "$work/$mode.one.log"; continue; }
+    same_metrics "$work/$mode.hosts/metrics.jsonl" "$work/$mode.one/metrics.jsonl" ||
+        fail "$mode: two hosts and one host disagree"
+    [ -e "$work/$mode.one/metrics.jsonl" ] && echo "$mode: two hosts = one host ($(grep -c '"train"' "$work/$mode.hosts/metrics.jsonl") steps)"
+done
+grep -q "2 ranks, batch 4" "$work/ddp.a.log" || fail "ddp: the progress line does not show 2 ranks and batch 4"
+
+# ---- data parallel: --until 3, then --resume on both hosts
+two_hosts resume1 1 -- "$ampgrad" "${train_args[@]}" --until 3 --out "$work/resumed"
+two_hosts resume2 1 -- "$ampgrad" "${train_args[@]}" --resume "$work/resumed" --out "$work/resumed"
 if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
-    cat "$build/two_nodes_a.log" "$build/two_nodes_b.log"
-    exit 1
+    fail "resume across hosts (exit $rc_a, $rc_b)"; show "$work"/resume*.log
+elif same_metrics "$work/resumed/metrics.jsonl" "$work/ddp.hosts/metrics.jsonl"; then
+    echo "resume across hosts: 3 + 3 steps = 6 steps straight"
+else
+    fail "resume across hosts: metrics differ from the straight run"
 fi
-echo "two-node run over a veth pair: OK"
+
+# ---- ZeRO checkpoints with each host writing under its own folder (no shared disk)
+# split_hosts LOG DIR ARGS...: like two_hosts, where @DIR@ in ARGS is $work/DIR.a on the first host, $work/DIR.b on the second.
+split_hosts() {
+    local log=$1 dir=$2
+    shift 2
+    port=$((port + 1))
+    node "$ns_a" 0 1 "$work/$log.a.log" -- "$ampgrad" "${@//@DIR@/$work/$dir.a}" &
+    local pid_a=$!
+    node "$ns_b" 1 1 "$work/$log.b.log" -- "$ampgrad" "${@//@DIR@/$work/$dir.b}"
+    rc_b=$?
+    wait "$pid_a"
+    rc_a=$?
+}
+split_hosts shared shared "${train_args[@]}" --zero 2 --until 3 --out @DIR@
+if [ "$rc_a" -eq 0 ] || [ "$rc_b" -eq 0 ] || ! grep -q "must be on a disk that every host shares" "$work/shared.b.log"; then
+    fail "ZeRO save into per-host folders without --ckpt-node-local: expected the shared-disk error (exit $rc_a, $rc_b)"
+    show "$work"/shared.*.log
+fi
+split_hosts local1 local "${train_args[@]}" --zero 2 --ckpt-node-local --until 3 --out @DIR@
+split_hosts local2 local "${train_args[@]}" --zero 2 --ckpt-node-local --resume @DIR@ --out @DIR@
+step_b="$work/local.b/checkpoints/step-00000006"
+if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
+    fail "node-local ZeRO checkpoints: save and resume (exit $rc_a, $rc_b)"; show "$work"/local*.log
+elif ! same_metrics "$work/local.a/metrics.jsonl" "$work/zero2.hosts/metrics.jsonl"; then
+    fail "node-local ZeRO checkpoints: 3 + resume + 3 steps differ from 6 straight"
+elif [ ! -e "$step_b/rank-00001-of-00002.safetensors" ] || [ -e "$step_b/rank-00000-of-00002.safetensors" ] ||
+     [ ! -e "$step_b/manifest.json" ] || [ "$(cat "$work/local.b/checkpoints/latest")" != step-00000006 ]; then
+    fail "node-local ZeRO checkpoints: the second host's folder should hold its rank's file, the manifest and latest"
+    ls -la "$step_b"
+else
+    echo "node-local ZeRO checkpoints: saved per host, resumed = 6 steps straight"
+    # Another world size needs every file in one folder: the error names the missing one, then a copy fixes it.
+    ip netns exec "$ns_a" env OMP_NUM_THREADS=1 "$ampgrad" "${train_args[@]}" --zero 2 --resume "$work/local.a" \
+        --out "$work/local.one" > "$work/reshard1.log" 2>&1
+    rc=$?
+    grep -q "missing here: rank-00001-of-00002.safetensors" "$work/reshard1.log" && [ "$rc" -ne 0 ] ||
+        { fail "node-local checkpoint at another world size: expected the missing-file error (exit $rc)"; show "$work/reshard1.log"; }
+    cp "$step_b/rank-00001-of-00002.safetensors" "$work/local.a/checkpoints/step-00000006/"
+    ip netns exec "$ns_a" env OMP_NUM_THREADS=1 "$ampgrad" "${train_args[@]}" --zero 2 --resume "$work/local.a" \
+        --out "$work/local.one" > "$work/reshard2.log" 2>&1 ||
+        { fail "node-local checkpoint gathered into one folder: the resume at 1 rank failed"; show "$work/reshard2.log"; }
+fi
+
+# ---- a rank SIGKILLed on the second host during training
+port=$((port + 1))
+node "$ns_a" 0 1 "$work/kill.a.log" -- "$ampgrad" "${train_args[@]}" --steps 100000 --out "$work/kill" &
+pid_a=$!
+node "$ns_b" 1 1 "$work/kill.b.log" -- "$ampgrad" "${train_args[@]}" --steps 100000 --out "$work/kill" &
+pid_b=$!
+for _ in $(seq 1 300); do grep -q "step *5/" "$work/kill.a.log" 2>/dev/null && break; sleep 0.1; done
+for pid in $(ip netns pids "$ns_b"); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ampgrad ] && kill -KILL "$pid"
+done
+wait "$pid_a"; rc_a=$?
+wait "$pid_b"; rc_b=$?
+if [ "$rc_a" -eq 0 ] || [ "$rc_a" -eq 124 ] || ! grep -q "lost rank 1" "$work/kill.a.log" ||
+   ! grep -q "$net.2" "$work/kill.a.log"; then
+    fail "a rank killed on the second host: the first host exited $rc_a without naming rank 1 at $net.2"
+    show "$work"/kill.*.log
+else
+    echo "killed rank: $(grep -m1 -o 'lost rank 1[^)]*)' "$work/kill.a.log")"
+fi
+
+# ---- both hosts advertise 127.0.0.1: one connect is refused, and the other rank stops at once
+two_hosts loopback 1 GLOO_SOCKET_IFNAME=lo AMPGRAD_TEST_TIMEOUT_MS=60000 -- "$worker" init
+if [ "$rc_a" -eq 0 ] || [ "$rc_b" -eq 0 ] || [ "$rc_a" -eq 124 ] || [ "$rc_b" -eq 124 ] ||
+   ! cat "$work"/loopback.*.log | grep -q "stopped because rank [01] on host .* failed"; then
+    fail "hosts advertising 127.0.0.1: expected one refused connect and a fail-fast stop (exit $rc_a, $rc_b)"
+    show "$work"/loopback.*.log
+else
+    echo "fail-fast start-up: $(cat "$work"/loopback.*.log | grep -m1 -o 'stopped because rank [01] on host [^:]*')"
+fi
+
+# ---- a wrong --master-addr: the second host cannot reach it
+port=$((port + 1))
+timeout 60 ip netns exec "$ns_b" env AMPGRAD_TEST_TIMEOUT_MS=2000 "$run" --nnodes 2 --node-rank 1 --master-addr "$net.9" \
+    --master-port "$port" "$worker" init > "$work/wrong_addr.log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || ! grep -q "cannot reach the master at $net.9:$port" "$work/wrong_addr.log"; then
+    fail "wrong --master-addr (exit $rc)"; show "$work/wrong_addr.log"
+fi
+
+# ---- the master port already in use on the first host
+port=$((port + 1))
+ip netns exec "$ns_a" python3 -c "import socket, time; s = socket.socket(); s.bind(('$net.1', $port)); s.listen(); time.sleep(30)" &
+holder=$!
+sleep 0.5
+timeout 60 ip netns exec "$ns_a" env AMPGRAD_TEST_TIMEOUT_MS=2000 "$run" --nnodes 2 --node-rank 0 --master-addr "$net.1" \
+    --master-port "$port" "$worker" init > "$work/port_used.log" 2>&1
+rc=$?
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+if [ "$rc" -eq 0 ] || ! grep -q "cannot listen on $net.1:$port.*Address already in use" "$work/port_used.log"; then
+    fail "master port in use (exit $rc)"; show "$work/port_used.log"
+fi
+
+if [ "$failures" -gt 0 ]; then echo "two-host test: $failures failure(s)"; exit 1; fi
+echo "two-host test over a veth pair: OK"

@@ -22,3 +22,11 @@ TEST_CASE("nn::RMSNorm holds a weight of ones and applies F::rms_norm") {
     CHECK(plain.named_parameters().empty());
     CHECK_THROWS_AS(nn::RMSNorm(Shape{}), ValueError);
 }
+
+TEST_CASE("nn::RMSNorm under SkipInitGuard leaves its weight unfilled, as LayerNorm") {
+    nn::RMSNorm eager(Shape{4});
+    CHECK(eager.weight._version() > 0);                        // filled with ones
+    nn::init::SkipInitGuard skip;
+    nn::RMSNorm deferred(Shape{4});
+    CHECK(deferred.weight._version() == 0);                    // written by a later load_state_dict
+}

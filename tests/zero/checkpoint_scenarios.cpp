@@ -2,7 +2,7 @@
 // tests/zero/checkpoint_test.cpp starts them). Every rank trains a tiny MLP with dropout (so each
 // rank's RNG matters) under the ZeRO engine, on its slice of a 12-row global batch that depends
 // only on the batch index (the data position), with a StepLR scheduler.
-//   zckpt_run     environment: ZCKPT_STAGE (1|2|3), ZCKPT_DTYPE (f64|f16), ZCKPT_STEPS, ZCKPT_LOAD (a
+//   zckpt_run     environment: ZCKPT_STAGE (0|1|2|3), ZCKPT_DTYPE (f64|f16), ZCKPT_STEPS, ZCKPT_LOAD (a
 //                 checkpoint to load first), ZCKPT_SAVE (a root to save into at the end),
 //                 ZCKPT_DROPOUT (0.25; 0 where runs at different world sizes are compared). With f16
 //                 the loss scaler has hysteresis 2 and window 2, and an inf is placed in the last

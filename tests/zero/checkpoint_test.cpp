@@ -1,7 +1,8 @@
 // tests/zero/checkpoint_test.cpp: ZeRO checkpoints (zero/checkpoint.hpp) with real processes over
 // loopback (dist_worker running tests/zero/checkpoint_scenarios.cpp): a bit-exact resume in fresh
-// processes, resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, corrupt / partial /
-// mismatched checkpoints, and a rank SIGKILLed in the middle of a step.
+// processes (stages 0-3), resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, stage 0's
+// checkpoints into stages 1 and 3 and back, corrupt / partial / mismatched checkpoints, and a rank
+// SIGKILLed in the middle of a step.
 #include "tests/dist/spawn.hpp"
 
 #include <doctest/doctest.h>
@@ -74,7 +75,7 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
 TEST_CASE("zero checkpoint: 6 steps straight == 3 steps, save, fresh processes, load, 3 steps (bit-exact)") {
     // f16 with loss scaling (hysteresis and growth state, two overflows, one on each side of the
     // save) under stages 2 and 3; f64 under stage 1. Dropout makes every rank's RNG matter.
-    for (auto [stage, dtype] : {std::pair{"2", "f16"}, std::pair{"1", "f64"}, std::pair{"3", "f16"}}) {
+    for (auto [stage, dtype] : {std::pair{"2", "f16"}, std::pair{"1", "f64"}, std::pair{"3", "f16"}, std::pair{"0", "f16"}}) {
         CAPTURE(stage);
         CAPTURE(dtype);
         const fs::path dir = scratch(std::string("exact") + stage);
@@ -147,6 +148,34 @@ TEST_CASE("zero checkpoint: saved at 4 ranks (stage 2), loaded at 2 (stage 1) an
     for (const RankResult& r : down) {
         CHECK(line_after(r.output, "LOADED") == std::string("world 3 stage 3"));
         CHECK(line_after(r.output, "FINGERPRINT") == saved[3]);
+    }
+    fs::remove_all(dir);
+}
+
+// Issue 23: a stage-0 checkpoint is a stage-1 one (each rank writes the range a stage-1 rank would own),
+// so it loads into stages 1-3 at any world size, and theirs load into stage 0.
+TEST_CASE("zero checkpoint: stage 0 at 2 ranks loads into stage 3 at 3 and stage 1 at 2; stage 2 at 3 loads into stage 0 at 2") {
+    const fs::path dir = scratch("stage0");
+    const Env f64{{"ZCKPT_DTYPE", "f64"}, {"ZCKPT_DROPOUT", "0"}};
+    auto with = [&](Env extra) { extra.insert(extra.end(), f64.begin(), f64.end()); return extra; };
+    auto saved0 = run(2, with({{"ZCKPT_STAGE", "0"}, {"ZCKPT_STEPS", "2"}, {"ZCKPT_SAVE", (dir / "s0").string()}}));
+    const std::string state0 = line_after(final_part(saved0[0].output), "FINGERPRINT");
+    CHECK(line_after(final_part(saved0[1].output), "FINGERPRINT") == state0);
+    for (auto [n, stage] : {std::pair{3, "3"}, std::pair{2, "1"}}) {
+        CAPTURE(n);
+        auto res = run(n, with({{"ZCKPT_STAGE", stage}, {"ZCKPT_LOAD", (dir / "s0").string()}}));
+        for (const RankResult& r : res) {
+            CHECK(line_after(r.output, "LOADED") == std::string("world 2 stage 0"));
+            CHECK(line_after(r.output, "FINGERPRINT") == state0);
+        }
+    }
+    auto saved2 = run(3, with({{"ZCKPT_STAGE", "2"}, {"ZCKPT_STEPS", "2"}, {"ZCKPT_SAVE", (dir / "s2").string()}}));
+    const std::string state2 = line_after(final_part(saved2[0].output), "FINGERPRINT");
+    auto into0 = run(2, with({{"ZCKPT_STAGE", "0"}, {"ZCKPT_STEPS", "1"}, {"ZCKPT_LOAD", (dir / "s2").string()}}));
+    for (const RankResult& r : into0) {
+        CHECK(line_after(r.output, "LOADED") == std::string("world 3 stage 2"));
+        CHECK(line_after(r.output, "FINGERPRINT") == state2);
+        CHECK(line_after(final_part(r.output), "COUNTERS") == "3 3 0");
     }
     fs::remove_all(dir);
 }

@@ -1,5 +1,5 @@
 // tests/zero/zero_scenarios.cpp: ZeRO engine scenarios run by dist_worker (one rank each;
-// tests/zero/zero_test.cpp starts them). "zero<S>_<variant>", S = 1, 2 or 3. Each rank trains a small
+// tests/zero/zero_test.cpp starts them). "zero<S>_<variant>", S = 0, 1, 2 or 3. Each rank trains a small
 // f64 MLP with the engine on its shard of every global batch and, alone, a reference copy with
 // AdamW and clip_grad_norm_ on the whole batch; after every step both must hold the same
 // parameters. Variants:

@@ -1,10 +1,15 @@
 // tests/zero/zero_test.cpp: the ZeRO engine (zero/engine.hpp). In this process: the config
-// parser's keys and errors, the flat layout and the owner-contiguous bucket packing. With real
-// processes over loopback (dist_worker running tests/zero/zero_scenarios.cpp): stages 1, 2 and 3
+// parser's keys and errors, the flat layout and the owner-contiguous bucket packing, and (one-rank
+// group) fp16/bf16 casting an f32 module or refusing it. With real processes over loopback
+// (dist_worker running tests/zero/zero_scenarios.cpp): stages 0, 1, 2 and 3
 // against single-process training with 1, 2 and 4 ranks, accumulation (also F_A F_B B_A B_B),
 // checkpointing (with frozen parameters inside the checkpoint), a plain out.backward(grad), a
 // backward inside a forward, and an fp16 overflow in one rank's partition.
+#include "autograd/ops/ops.hpp"
+#include "nn/linear.hpp"
+#include "optim/sgd.hpp"
 #include "tests/dist/spawn.hpp"
+#include "tests/support/one_rank_group.hpp"
 #include "zero/config.hpp"
 #include "zero/engine.hpp"
 #include "zero/layout.hpp"
@@ -44,10 +49,72 @@ TEST_CASE("zero config: DeepSpeed keys; an unknown key is an error naming it") {
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"data_types": {"grad_accum_dtype": 16}})"),
                          doctest::Contains("not a string"), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"zero_optimization": {"stage": 4}})"),
-                         doctest::Contains("stages 1, 2 and 3"), ValueError);
+                         doctest::Contains("expected 0 (data parallel), 1, 2 or 3"), ValueError);
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"gradient_accumulation_steps": 1.5})"),
                          doctest::Contains("not an integer"), ValueError);
     CHECK_THROWS_AS(zero::parse_config("{not json"), ValueError);
+}
+
+namespace {
+
+// Linear(4,3) in f32 with an f32 buffer: the module a user hands a DeepSpeed-style fp16/bf16 engine.
+struct NetWithBuffer : nn::Module {
+    NetWithBuffer() : nn::Module("NetWithBuffer") {
+        fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
+        register_buffer("running", ones({3}));
+    }
+    std::shared_ptr<nn::Linear> fc;
+};
+
+std::unique_ptr<optim::Optimizer> sgd(std::vector<Tensor> masters) {
+    return std::make_unique<optim::SGD>(masters, optim::SGDOptions(0.1));
+}
+
+}  // namespace
+
+// Issue 23: DeepSpeed's engine casts the module to the 16-bit dtype itself (deepspeed/runtime/engine.py,
+// _cast_module_mixed_precision: parameters only, buffers keep their dtype); ours used to throw.
+TEST_CASE("zero engine: fp16/bf16 cast an f32 module's parameters in place (buffers kept); or refuse") {
+    ampgrad_test::OneRankGroup group;
+    for (bool fp16 : {true, false}) {
+        CAPTURE(fp16);
+        for (int stage : {1, 2}) {
+            CAPTURE(stage);
+            manual_seed(3);
+            auto net = std::make_shared<NetWithBuffer>();
+            const TensorImpl* weight_impl = net->fc->weight.impl();
+            std::vector<float> w32 = net->fc->weight.to_vector<float>();
+            zero::ZeroConfig c;
+            c.stage = stage;
+            c.fp16 = fp16;
+            c.bf16 = !fp16;
+            zero::ZeroEngine engine(net, c, sgd, &group);
+            const DType want = fp16 ? kFloat16 : kBFloat16;
+            CHECK(net->fc->weight.dtype() == want);
+            CHECK(net->fc->bias.dtype() == want);
+            CHECK(net->fc->weight.impl() == weight_impl);            // the same tensor, cast in place
+            CHECK(net->buffers()[0].dtype() == kFloat32);                   // buffers keep their dtype
+            CHECK(net->fc->weight.to_vector<float>() == tensor<float>(w32).to(want).to_vector<float>());
+            CHECK(engine.model_dtype() == want);
+            Tensor x = randn({2, 4}).to(want);                              // (B,4)
+            engine.backward(net->fc->forward(x).to(kFloat32).pow(2.0).mean());
+            engine.step();
+            CHECK(engine.was_step_applied());
+            CHECK(net->fc->weight.dtype() == want);
+        }
+    }
+    auto net = std::make_shared<NetWithBuffer>();
+    zero::ZeroConfig refuse;
+    refuse.fp16 = true;
+    refuse.cast_module_dtype = false;
+    CHECK_THROWS_WITH_AS(zero::ZeroEngine(net, refuse, sgd, &group),
+                         doctest::Contains("fp16.enabled with cast_module_dtype = false needs f16 parameters, but "
+                                           "'fc.weight' is f32"),
+                         DTypeError);
+    CHECK(net->fc->weight.dtype() == kFloat32);                             // refused: left alone
+    net->to(kFloat16);
+    zero::ZeroEngine engine(net, refuse, sgd, &group);                      // already f16: accepted
+    CHECK(engine.model_dtype() == kFloat16);
 }
 
 TEST_CASE("zero layout: contiguous partitions padded to the world size; owner-contiguous buckets") {
@@ -83,6 +150,20 @@ TEST_CASE("zero stages 1 and 2 train like one process: 1, 2 and 4 ranks, tiny bu
     CHECK(bytes[0] == "1112 1112 3340");
     CHECK(bytes[1] == "1112 1120 1684");
     CHECK(bytes[2] == "1112 1120 844");
+}
+
+// Issue 23: stage 0 (DeepSpeed's plain data parallelism) behind the same engine API. The scenarios are
+// stage 1's: the same single-process reference, accumulation, checkpointing (reentrant too), a plain
+// out.backward(grad), a backward inside a forward, and fp16 with an overflow on the last rank only.
+TEST_CASE("zero stage 0 trains like one process: 1, 2 and 3 ranks; nothing partitioned; fp16 overflow skips everywhere") {
+    for (int n : {1, 2, 3}) {
+        CAPTURE(n);
+        auto results = run_passing("zero0_plain,zero0_accum,zero0_ckpt_reentrant,zero0_outgrad,zero0_fwdbwd", n);
+        // Every rank keeps the whole f64 master, gradient and Adam state (139 parameters, no padding):
+        // stage 1's bytes at one rank, at every world size.
+        for (const auto& r : results) CHECK(line_after(r.output, "BYTES") == "1112 1112 3340");
+    }
+    run_passing("zero0_fp16,zero0_fp16acc", 2);
 }
 
 TEST_CASE("zero: accumulation, checkpointing, out.backward(grad), backward inside forward") {

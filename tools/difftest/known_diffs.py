@@ -91,6 +91,18 @@ def _bce_neg_zero(case, m):
     return x == 0 and math.copysign(1.0, x) < 0 and math.isinf(m.ours) and math.isinf(m.torch)
 
 
+# ---- gelu ----
+
+def _gelu_pos_inf(case, m):
+    """gelu(+inf) (either form): ours is +inf, the limit of x * Phi(x); PyTorch 2.15's CPU result is NaN
+    (issue 23's sweep). Only the element that is +inf in the input, only an inf-vs-NaN pattern."""
+    x = _view(case, _args(case)[0])
+    if m.tensor != 0 or len(m.index) != x.dim() or not (math.isinf(m.ours) and m.ours > 0 and math.isnan(m.torch)):
+        return False
+    v = x[m.index].item() if m.index else x.item()
+    return math.isinf(v) and v > 0
+
+
 # ---- layer_norm ----
 
 def _layer_norm_inf(case, m):
@@ -235,6 +247,7 @@ def _sdpa_zero_keys(case, m):
 
 KNOWN = [
     KnownDiff("bce: the sign of inf at p = -0", ("bce",), ("grads2",), SECTION_SWEEP, _bce_neg_zero),
+    KnownDiff("gelu: +inf input gives +inf", ("gelu", "gelu_tanh"), ("outputs",), SECTION_SWEEP, _gelu_pos_inf),
     KnownDiff("layer_norm: inf in the input or the weight", ("layer_norm",), ("outputs", "grads", "grads2"),
               SECTION_SWEEP, _layer_norm_inf),
     KnownDiff("rms_norm: inf in the input or the weight", ("rms_norm",), ("grads2",), SECTION_SWEEP,

@@ -170,6 +170,41 @@ TEST_CASE("reductions over empty dims: var NaN, logsumexp -inf, amax empty or an
     CHECK(e.grad().sizes() == Shape{2, 0});
 }
 
+// Issue 23: PyTorch's zero_numel_check_dims (ReduceOps.cpp) raises for a reduced dim of size 0 even
+// when the result is empty, e.g. torch.amax(torch.zeros(0, 0), 1): "Expected reduction dim 1 to have
+// non-zero size". amax/amin used to return an empty tensor there (and amin an inf where it was not).
+TEST_CASE("amax/amin/max/min over a zero-size dim raise IndexError, even when the result is empty") {
+    Tensor e00 = zeros({0, 0});
+    CHECK_THROWS_WITH_AS(amax(e00, {1}), doctest::Contains("amax: expected reduction dim 1 to have non-zero size"),
+                         IndexError);
+    CHECK_THROWS_WITH_AS(amin(e00, {0}), doctest::Contains("amin: expected reduction dim 0"), IndexError);
+    CHECK_THROWS_AS(amax(zeros({3, 0, 0}), {1}, true), IndexError);
+    CHECK_THROWS_AS(amin(zeros({0, 3}), {0}), IndexError);               // a non-empty result: (3)
+    CHECK_THROWS_AS(amin(zeros({2, 0}), {}), IndexError);                    // every dim
+    CHECK_THROWS_AS(max(e00, 1), IndexError);
+    CHECK_THROWS_AS(argmax(e00, 0), IndexError);
+    CHECK_THROWS_AS(min(zeros({0})), IndexError);
+    // Reducing only non-empty dims of an empty tensor is fine, as in PyTorch: an empty result.
+    CHECK(amax(zeros({2, 0}), {0}).sizes() == Shape{0});
+    CHECK(amin(zeros({2, 0}), {0}, true).sizes() == Shape{1, 0});
+    CHECK(max(zeros({2, 0}), 0).first.sizes() == Shape{0});
+}
+
+// Issue 23: PyTorch 2.15's CPU gelu(+inf) is NaN; ours is +inf, the limit of x Phi(x), kept on purpose
+// (docs/edge_cases.md, tools/difftest/known_diffs.py "gelu: +inf input gives +inf"). Contiguous runs
+// longer than a SIMD packet take cpu/vec_math's path, a single element the scalar loop: both checked.
+TEST_CASE("gelu(+inf) is +inf, exact and tanh forms, f32 and f64, scalar and vectorised paths") {
+    for (DType dt : {kFloat32, kFloat64}) {
+        for (bool tanh_form : {false, true}) {
+            CAPTURE(tanh_form);
+            Tensor one = full({1}, kInf, TensorOptions(dt));
+            CHECK(values(gelu(one, tanh_form)) == std::vector<double>{kInf});
+            Tensor many = full({37}, kInf, TensorOptions(dt));
+            for (double v : values(gelu(many, tanh_form))) CHECK(v == kInf);
+        }
+    }
+}
+
 // ---- 1d: one-sided clamp leaves +-inf alone; amax of -inf is -inf ----
 
 TEST_CASE("one-sided clamp and clamp_ keep infinities in every floating dtype") {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bundle.sh BUILD_DIR OUT_DIR: (the project's copy of the workplace's GPU scripts, with scripts/gpu/run.sh
+# beside it) pack a CUDA build of ampgrad made HERE (Debian 12, nvcc 13) so that it
+# runs on a GPU machine that has the NVIDIA driver and CUDA 13 libraries but no compiler set-up, no apt
+# and no registry. Nothing is compiled there: the GPU's minutes go to running, not building.
+#
+# OUT_DIR gets libampgrad.so, the CUDA/dist test programs, the `ampgrad` command, `ampgrad-run`, the
+# benchmarks, tests/fixtures, the Debian shared libraries they need (fmt, gloo, ...; never glibc,
+# libstdc++ or the CUDA libraries, which the GPU machine has), the bench/*.py PyTorch peers, and run.sh.
+# Typical size: about 25 MB. Then, on the GPU machine, from the folder that holds OUT_DIR:
+#     bash OUT_DIR/run.sh [STEP...]        (steps: see run.sh; logs go to $OUT or OUT_DIR/logs)
+# The build must have CUDA on (meson ... -Dcuda=enabled, with /usr/local/cuda/bin on PATH) and be
+# current (ninja -C BUILD_DIR first). Extra files or programs: list them in BUNDLE_EXTRA (paths
+# relative to BUILD_DIR or the source root), e.g. BUNDLE_EXTRA="tests/test_ops tools/my_probe".
+set -euo pipefail
+B=$(cd "${1:?usage: bundle.sh BUILD_DIR OUT_DIR}" && pwd)
+O=${2:?usage: bundle.sh BUILD_DIR OUT_DIR}
+SRC=$(sed -n "s/^.*source_dir': '\([^']*\)'.*$/\1/p" "$B/meson-info/meson-info.json" 2>/dev/null || true)
+[ -n "$SRC" ] || SRC=$(cd "$B/.." && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -f "$B/libampgrad.so" ] || { echo "bundle: no $B/libampgrad.so: build first" >&2; exit 1; }
+readelf -d "$B/libampgrad.so" | grep -q 'libcudart' || { echo "bundle: $B was built without CUDA (-Dcuda=enabled, nvcc on PATH)" >&2; exit 1; }
+rm -rf "$O"; mkdir -p "$O/deps" "$O/tests" "$O/app" "$O/tools" "$O/bench"
+cp "$B/libampgrad.so" "$O/"
+for f in tests/test_cuda tests/test_dist tests/dist_worker app/ampgrad tools/ampgrad-run; do
+    [ -x "$B/$f" ] && cp "$B/$f" "$O/$f"
+done
+for f in "$B"/bench/bench_*; do [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$O/bench/"; done
+cp "$SRC"/bench/*.py "$O/bench/" 2>/dev/null || true
+cp -r "$SRC/tests/fixtures" "$O/tests/"
+for f in ${BUNDLE_EXTRA:-}; do
+    if [ -e "$B/$f" ]; then mkdir -p "$O/$(dirname "$f")"; cp -r "$B/$f" "$O/$f"
+    elif [ -e "$SRC/$f" ]; then mkdir -p "$O/$(dirname "$f")"; cp -r "$SRC/$f" "$O/$f"
+    else echo "bundle: BUNDLE_EXTRA $f not found" >&2; exit 1; fi
+done
+# The shared libraries the programs need that a plain GPU image lacks: everything ldd resolves except
+# glibc, the C++ runtime and the CUDA/NCCL libraries.
+skip='linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread|librt\.so|libstdc\+\+|libgcc_s|libcuda|libcublas|libnccl|libampgrad'
+for exe in "$O/libampgrad.so" $(find "$O/tests" "$O/app" "$O/tools" "$O/bench" -maxdepth 1 -type f -perm -u+x); do
+    ldd "$exe" 2>/dev/null | awk '/=>/ {print $1, $3}' | grep -vE "$skip" | while read -r name path; do
+        if [ -f "$path" ] && [ ! -e "$O/deps/$name" ]; then cp -L "$path" "$O/deps/$name"; fi
+    done || true
+done
+strip --strip-unneeded "$O/libampgrad.so" "$O"/tests/* "$O"/app/* "$O"/tools/* "$O"/bench/bench_* 2>/dev/null || true
+cp "$HERE/run.sh" "$O/run.sh"
+{ echo "built: $(date -u +%FT%TZ)"; echo "commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)$(git -C "$SRC" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')";
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"; } > "$O/BUILD_INFO"
+du -sh "$O" | awk '{print "bundle: " $1 " in '"$O"'"}'

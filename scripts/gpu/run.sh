@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# run.sh [STEP...]: run a bundle made by scripts/gpu/bundle.sh on a machine with an NVIDIA GPU (the
+# project's copy of the workplace's GPU scripts; docs/cuda.md, "Running on a GPU"). Writes one log per
+# step and summary.txt into $OUT (else into logs/ beside this script), at most 8 files.
+# Steps (default: env cuda gpt2 memcheck):
+#   env       nvidia-smi, the bundle's BUILD_INFO, and a check that every library resolves (fails fast)
+#   cuda      tests/test_cuda: every CUDA kernel against the CPU one, gradcheck, GPT parity, zero-sync
+#             step (doctest; pass doctest flags in CUDA_ARGS, e.g. CUDA_ARGS='-tc=*attention*')
+#   gpt2      app/ampgrad train --device cuda --preset gpt2, bf16 then fp16, GPT2_STEPS steps (default 30)
+#   peer      the GPU race (bench/gpu_race.py): ampgrad's bench_gpt_step and the PyTorch peer alternately,
+#             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS, default
+#             "--rounds 1" to fit the GPU minutes, replaces the flags)
+#   memcheck  compute-sanitizer --tool memcheck over test_cuda, every kernel case but the GPT trainings
+#             (tens of steps each: minutes under the sanitizer); MEMCHECK_ARGS replaces that filter
+#   dist      tests/test_dist (process groups; NCCL where built)
+#   cmd       bash -c "$RUN_CMD" inside the bundle, for anything else
+# Each step has a time limit (STEP_TIMEOUT, default 240 s) so that one hang cannot eat the scarce GPU time.
+set -uo pipefail
+H=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+L=${OUT:-$H/logs}; mkdir -p "$L"
+T=${STEP_TIMEOUT:-240}
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(env cuda gpt2 memcheck)
+say() { echo "$*" | tee -a "$L/summary.txt"; }
+
+# The CUDA 13 and NCCL libraries: wherever this machine keeps them (toolkit, or pip's nvidia-* wheels).
+libdirs=$H/deps
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}' | xargs -r dirname)
+    [ -n "$d" ] || d=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/lib /opt /usr/local/lib \
+                        -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)
+    [ -n "$d" ] && case ":$libdirs:" in *":$d:"*) ;; *) libdirs=$libdirs:$d ;; esac
+done
+export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export AMPGRAD_FIXTURES=$H/tests/fixtures PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+status=0
+step() {   # step NAME COMMAND...: run with the time limit, log to NAME.log, one summary line
+    local name=$1; shift; local t0=$SECONDS rc
+    timeout -k 10 "$T" "$@" > "$L/$name.log" 2>&1; rc=$?
+    if [ $rc -eq 0 ]; then say "$name: ok in $((SECONDS - t0)) s"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then say "$name: TIMED OUT after $T s (see $name.log)"; status=1
+    else say "$name: FAILED, exit $rc, in $((SECONDS - t0)) s (see $name.log)"; status=1; fi
+}
+for s in "${steps[@]}"; do case $s in
+  env)
+    { date -u; cat "$H/BUILD_INFO"; nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH";
+      for e in "$H/libampgrad.so" "$H/tests/test_cuda" "$H/app/ampgrad"; do echo "== ldd $e"; ldd "$e"; done; } > "$L/env.log" 2>&1
+    say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+    say "$(grep commit "$H/BUILD_INFO")"
+    if grep -q "=> not found" "$L/env.log"; then say "env: MISSING LIBRARIES: $(grep "=> not found" "$L/env.log" | sort -u | tr -s ' \t' ' ' | tr '\n' ';')"; exit 1; fi ;;
+  cuda)
+    step cuda "$H/tests/test_cuda" ${CUDA_ARGS:-}
+    grep -E "^\[doctest\] (test cases|assertions)" "$L/cuda.log" | tee -a "$L/summary.txt"
+    grep -m 20 -E "ERROR|FATAL|error:|SIGSEGV|what\(\)" "$L/cuda.log" | cut -c1-220 | tee -a "$L/summary.txt" ;;
+  gpt2)
+    for prec in bf16 fp16; do
+      step "gpt2_$prec" "$H/app/ampgrad" train --device cuda --preset gpt2 --prec "$prec" --steps "${GPT2_STEPS:-30}" \
+           --batch-size "${GPT2_BATCH:-8}" --eval-every 100000 --sample-tokens 0 --progress plain --log-every 5 \
+           --out "/tmp/ampgrad-gpt2-$prec"
+      grep -E "tok/s|tokens/s|error|Error" "$L/gpt2_$prec.log" | tail -3 | cut -c1-200 | tee -a "$L/summary.txt"
+    done ;;
+  peer)
+    (cd "$H/bench" && step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:---rounds 1})
+    grep -vE "^#" "$L/peer.log" | tail -8 | tee -a "$L/summary.txt" ;;
+  memcheck)
+    if command -v compute-sanitizer >/dev/null; then
+      step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*}
+      grep -m 10 -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$L/memcheck.log" | cut -c1-220 | tee -a "$L/summary.txt"
+    else say "memcheck: no compute-sanitizer here"; fi ;;
+  dist)
+    (cd "$H/tests" && step dist "$H/tests/test_dist")
+    grep -E "^\[doctest\] test cases" "$L/dist.log" | tee -a "$L/summary.txt" ;;
+  cmd)
+    (cd "$H" && step cmd bash -c "${RUN_CMD:?set RUN_CMD}") ;;
+  *) say "unknown step $s"; status=1 ;;
+esac; done
+exit $status
