@@ -34,6 +34,9 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"mse_loss",                          kFp32, "loss: a reduction whose value is scaled"},
     PolicyEntry{"cross_entropy",                     kFp32, "loss: log-softmax plus a reduction"},
     PolicyEntry{"binary_cross_entropy_with_logits",  kFp32, "loss: log-sigmoid plus a reduction"},
+    PolicyEntry{"expm1",                             kFp32, "exp(x) - 1 overflows f16 above x = 11.1"},
+    PolicyEntry{"log1p",                             kFp32, "log(1 + x) of small x needs f32's precision"},
+    PolicyEntry{"rms_norm",                          kFp32, "mean of squares: a reduction that needs f32"},
     // ---- fp32 output dtype: the input is read as is, the result is computed and kept in f32 ----
     PolicyEntry{"softmax",                           kFp32OutputDtype, "exp-normalise; f32 result (PyTorch: dtype=f32)"},
     PolicyEntry{"log_softmax",                       kFp32OutputDtype, "exp-normalise; f32 result (PyTorch: dtype=f32)"},
@@ -42,6 +45,29 @@ constexpr std::array kPolicyTable = {
     // ---- widest type: mixed inputs meet in the widest floating dtype ----
     PolicyEntry{"cat",                               kPromote, "joins tensors: widest floating dtype wins"},
     PolicyEntry{"stack",                             kPromote, "joins tensors: widest floating dtype wins"},
+    PolicyEntry{"atan2",                             kPromote, "two angles' coordinates: widest floating dtype wins"},
+    // ---- input dtype: on none of PyTorch's lists; listed so that the choice is recorded ----
+    PolicyEntry{"sin",                               kInputDtype, "bounded output; f16/bf16 round it once"},
+    PolicyEntry{"cos",                               kInputDtype, "bounded output; f16/bf16 round it once"},
+    PolicyEntry{"exp2",                              kInputDtype, "not on PyTorch's fp32 list (unlike exp)"},
+    PolicyEntry{"erf",                               kInputDtype, "bounded output; f16/bf16 round it once"},
+    PolicyEntry{"sign",                              kInputDtype, "exact in any dtype"},
+    PolicyEntry{"floor",                             kInputDtype, "exact in any dtype"},
+    PolicyEntry{"ceil",                              kInputDtype, "exact in any dtype"},
+    PolicyEntry{"round",                             kInputDtype, "exact in any dtype"},
+    PolicyEntry{"trunc",                             kInputDtype, "exact in any dtype"},
+    PolicyEntry{"fmod",                              kInputDtype, "exact in any dtype"},
+    PolicyEntry{"remainder",                         kInputDtype, "one rounding of b added back"},
+    PolicyEntry{"lerp",                              kInputDtype, "one dtype for all inputs, as PyTorch requires"},
+    PolicyEntry{"logical_and",                       kInputDtype, "bool result"},
+    PolicyEntry{"logical_or",                        kInputDtype, "bool result"},
+    PolicyEntry{"logical_xor",                       kInputDtype, "bool result"},
+    PolicyEntry{"apply_rotary_emb",                  kInputDtype, "x cos + rotate(x) sin; normal type promotion"},
+    PolicyEntry{"chunk",                             kInputDtype, "views: no arithmetic"},
+    PolicyEntry{"tril",                              kInputDtype, "selects elements: exact in any dtype"},
+    PolicyEntry{"triu",                              kInputDtype, "selects elements: exact in any dtype"},
+    PolicyEntry{"masked_fill",                       kInputDtype, "selects elements; the value takes x's dtype"},
+    PolicyEntry{"repeat_interleave",                 kInputDtype, "copies elements: exact in any dtype"},
     // ---- banned ----
     PolicyEntry{"binary_cross_entropy",              kBanned, "log(p) of probabilities rounded to f16 is unsafe"},
 };
@@ -66,6 +92,7 @@ std::string_view policy_name(CastPolicy policy) {
         case kFp32OutputDtype: return "fp32_output_dtype";
         case kPromote: return "promote";
         case kBanned: return "banned";
+        case kInputDtype: return "input_dtype";
     }
     return "?";
 }
@@ -96,6 +123,7 @@ std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<cons
             case kFp32OutputDtype: if (i == 0) target = kFloat32; break;   // only the data input
             case kPromote: target = widest; break;
             case kBanned: break;
+            case kInputDtype: break;
         }
         if (target && *target != in.dtype) targets[i] = target;
     }
@@ -135,6 +163,8 @@ std::string explain(std::string_view op, std::span<const CastInput> inputs, std:
             out += fmt::format("{}{}: kept (autocast is off for {})\n", where, from, device_type_name(in.device));
         } else if (!is_floating(in.dtype) || in.dtype == kFloat64) {
             out += fmt::format("{}{}: kept (only f32/f16/bf16 are cast; f64 and integers never)\n", where, from);
+        } else if (entry && entry->policy == kInputDtype) {
+            out += fmt::format("{}{}: kept (this op runs in its inputs' dtype)\n", where, from);
         } else if (entry && entry->policy == kFp32OutputDtype && i > 0) {
             out += fmt::format("{}{}: kept (only the data input is cast)\n", where, from);
         } else {
@@ -149,7 +179,7 @@ std::string policy_table_text() {
         "ampgrad autocast policy (amp/autocast_policy.cpp); eligible inputs: defined, f32/f16/bf16 (never\n"
         "f64 or integers), on a device type whose autocast is enabled. Defaults: cpu bf16, cuda f16.\n";
     for (CastPolicy policy : {CastPolicy::kLowerPrecision, CastPolicy::kFp32, CastPolicy::kFp32OutputDtype,
-                              CastPolicy::kPromote, CastPolicy::kBanned}) {
+                              CastPolicy::kPromote, CastPolicy::kBanned, CastPolicy::kInputDtype}) {
         out += fmt::format("\n{}:\n", policy_name(policy));
         for (const PolicyEntry& e : kPolicyTable)
             if (e.policy == policy) out += fmt::format("  {:<34} {}\n", e.op, e.why);

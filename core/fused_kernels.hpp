@@ -62,8 +62,10 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& aux, const Tensor&
 // Flash-style attention: scores = scale * q k^T, P = softmax(scores) (causal: query i sees keys
 // 0..i, top-left aligned, applied by index: no mask tensor), out = P v. The forward saves the row
 // log-sum-exp, never P; the backward recomputes P from q, k and lse (docs/ops/attention.md).
-// q (B,NH,T,HS), k (B,NH,S,HS), v (B,NH,S,HSv), out (B,NH,T,HSv): any strides, one floating dtype,
-// S > 0; lse (B,NH,T) contiguous, f32 (f64 for f64 inputs).
+// q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv), out (B,NH,T,HSv): any strides, one floating dtype,
+// S > 0; lse (B,NH,T) contiguous, f32 (f64 for f64 inputs). NH is a multiple of NKV: query head h
+// reads key/value head h / (NH / NKV) (grouped-query attention; NKV = NH is ordinary attention), and
+// the backward's dk, dv (B,NKV,...) sum over the group's query heads. K/V are never copied per head.
 extern constinit Kernel<void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal)> attention_forward;
 // dq, dk, dv (shapes of q, k, v; any strides) are written when defined; out and lse as the forward

@@ -42,7 +42,17 @@ namespace ampgrad {
     X(kSign, "sign", Sign)                   \
     X(kReciprocal, "reciprocal", Reciprocal) \
     X(kSquare, "square", Square)             \
-    X(kLogicalNot, "logical_not", LogicalNot)
+    X(kLogicalNot, "logical_not", LogicalNot) \
+    X(kSin, "sin", Sin)                      \
+    X(kCos, "cos", Cos)                      \
+    X(kExp2, "exp2", Exp2)                   \
+    X(kLog1p, "log1p", Log1p)                \
+    X(kExpm1, "expm1", Expm1)                \
+    X(kErf, "erf", Erf)                      \
+    X(kFloor, "floor", Floor)                \
+    X(kCeil, "ceil", Ceil)                   \
+    X(kRound, "round", Round)                \
+    X(kTrunc, "trunc", Trunc)
 
 // out = a (op) b in the operands' dtype.
 #define AMPGRAD_ARITHMETIC_OPS(X) \
@@ -52,7 +62,10 @@ namespace ampgrad {
     X(kDiv, "div", Div)           \
     X(kPow, "pow", Pow)           \
     X(kMaximum, "maximum", Maximum) \
-    X(kMinimum, "minimum", Minimum)
+    X(kMinimum, "minimum", Minimum) \
+    X(kFmod, "fmod", Fmod)          \
+    X(kRemainder, "remainder", Remainder) \
+    X(kAtan2, "atan2", Atan2)
 
 // out (kBool) = a (op) b.
 #define AMPGRAD_COMPARISON_OPS(X)              \
@@ -63,7 +76,8 @@ namespace ampgrad {
     X(kGt, "gt", Gt)                           \
     X(kGe, "ge", Ge)                           \
     X(kLogicalAnd, "logical_and", LogicalAnd)  \
-    X(kLogicalOr, "logical_or", LogicalOr)
+    X(kLogicalOr, "logical_or", LogicalOr)    \
+    X(kLogicalXor, "logical_xor", LogicalXor)
 
 // dx = dy * f'(x) from what the op saved: the output y for tanh, sigmoid and relu, else the input x
 // (the formula struct's kGradFromOutput); the struct's grad() (the same struct as the op's).
@@ -128,6 +142,11 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& cond, const Tensor
 // out = min(max(in, lo), hi) with either bound optional; NaN stays NaN
 extern constinit Kernel<void(const Tensor& out, const Tensor& in, std::optional<double> lo,
                              std::optional<double> hi)> clamp;
+// out = lerp(a, b, w) (core/scalar_math.hpp's Lerp); a, b and out one floating dtype, a and b
+// expanded to out's shape. w is `weight` (that dtype, expanded likewise) or, when `weight` is
+// undefined, `weight_scalar` kept in the compute type (not rounded to f16/bf16 first, as PyTorch's).
+extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& weight,
+                             double weight_scalar)> lerp;
 // dx = dy * f'(x); `saved` is y or x as AMPGRAD_ACTIVATION_GRADS says
 extern constinit Kernel<void(ActivationGrad op, const Tensor& dx, const Tensor& saved, const Tensor& dy)>
     activation_backward;
@@ -160,6 +179,18 @@ extern constinit Kernel<void(const Tensor& y, const Tensor& mean, const Tensor& 
 extern constinit Kernel<void(const Tensor& dx, const Tensor& dweight, const Tensor& dbias, const Tensor& dy,
                              const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight)>
     layer_norm_backward;
+// RMSNorm over the last dim: x (N,C); weight (C) or undefined; y (N,C); rstd (N) f32 (f64 when x is f64)
+extern constinit Kernel<void(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& weight, double eps)>
+    rms_norm;
+// dx (N,C) and dweight (C) may be undefined; they are overwritten
+extern constinit Kernel<void(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
+                             const Tensor& rstd, const Tensor& weight)> rms_norm_backward;
+// Rotary embedding (core/scalar_math.hpp's Rotary): out = x cos + R(x) sin, or with `transpose`
+// x cos + R^T(x sin). out (*,HS) contiguous; x, cos, sin: strided, already expanded to out's shape
+// (stride 0 where broadcast), one floating dtype; HS even. The pairs are (j, j + HS/2), or (2i, 2i+1)
+// when `interleaved`.
+extern constinit Kernel<void(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                             bool interleaved, bool transpose)> rotary_embedding;
 // out (N,C) = weight[idx] ; idx (N) int64/int32; throws IndexError for an out-of-range index
 extern constinit Kernel<void(const Tensor& out, const Tensor& idx, const Tensor& weight)> embedding;
 // dweight (V,C) += scatter of dout (N,C) rows at idx (dweight must be zeroed by the caller)
@@ -195,7 +226,7 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(activation_backward) X(reduce) X(max_with_indices) X(gemm) X(softmax) X(softmax_backward)         \
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
-    X(update_scale)
+    X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

@@ -43,15 +43,30 @@ AMPGRAD_MATH_FN(sqrt, sqrtf, sqrt)
 AMPGRAD_MATH_FN(tanh, tanhf, tanh)
 AMPGRAD_MATH_FN(erf, erff, erf)
 AMPGRAD_MATH_FN(abs, fabsf, fabs)
+AMPGRAD_MATH_FN(sin, sinf, sin)
+AMPGRAD_MATH_FN(cos, cosf, cos)
+AMPGRAD_MATH_FN(exp2, exp2f, exp2)
+AMPGRAD_MATH_FN(log1p, log1pf, log1p)
+AMPGRAD_MATH_FN(expm1, expm1f, expm1)
+AMPGRAD_MATH_FN(floor, floorf, floor)
+AMPGRAD_MATH_FN(ceil, ceilf, ceil)
+AMPGRAD_MATH_FN(trunc, truncf, trunc)
+AMPGRAD_MATH_FN(nearbyint, nearbyintf, nearbyint)   // round half to even (the default rounding mode)
 #undef AMPGRAD_MATH_FN
 
 #if defined(__CUDA_ARCH__)
-AMPGRAD_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
-AMPGRAD_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
+#define AMPGRAD_MATH_FN2(name, device_f, device_d)                                                \
+    AMPGRAD_HOST_DEVICE inline float name(float x, float y) { return ::device_f(x, y); }      \
+    AMPGRAD_HOST_DEVICE inline double name(double x, double y) { return ::device_d(x, y); }
 #else
-AMPGRAD_HOST_DEVICE inline float pow(float x, float y) { return std::pow(x, y); }
-AMPGRAD_HOST_DEVICE inline double pow(double x, double y) { return std::pow(x, y); }
+#define AMPGRAD_MATH_FN2(name, device_f, device_d)                                                \
+    AMPGRAD_HOST_DEVICE inline float name(float x, float y) { return std::name(x, y); }       \
+    AMPGRAD_HOST_DEVICE inline double name(double x, double y) { return std::name(x, y); }
 #endif
+AMPGRAD_MATH_FN2(pow, powf, pow)
+AMPGRAD_MATH_FN2(fmod, fmodf, fmod)
+AMPGRAD_MATH_FN2(atan2, atan2f, atan2)
+#undef AMPGRAD_MATH_FN2
 // Integers: abs without the floating path; pow by squaring in the integer type, wrapping as the
 // type wraps, as PyTorch's powi (aten/src/ATen/native/Pow.h): exact past 2^53, where a trip through
 // double would round (3^39), and the same on the CPU and the GPU (whose double pow may be 2 ulp
@@ -125,6 +140,48 @@ struct Reciprocal {
 struct Square {
     static constexpr bool kIntegers = true;
     template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return static_cast<T>(x * x); }
+};
+struct Sin {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return sin(x); }
+};
+struct Cos {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return cos(x); }
+};
+struct Exp2 {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return exp2(x); }
+};
+struct Log1p {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return log1p(x); }
+};
+struct Expm1 {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return expm1(x); }
+};
+struct Erf {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return erf(x); }
+};
+// Rounding to an integer value. Integer tensors never reach these kernels: the ops return a copy.
+struct Floor {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return floor(x); }
+};
+struct Ceil {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return ceil(x); }
+};
+// Half to even, as torch.round (std::nearbyint in the default rounding mode): round(2.5) = 2.
+struct Round {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return nearbyint(x); }
+};
+struct Trunc {
+    static constexpr bool kIntegers = false;
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x) { return trunc(x); }
 };
 // Writes kBool; any input dtype (the kernels special-case its output type).
 struct LogicalNot {
@@ -203,6 +260,37 @@ struct Pow { template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) { r
 struct Maximum { template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) { return (x != x || x > y) ? x : y; } };
 struct Minimum { template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) { return (x != x || x < y) ? x : y; } };
 
+// fmod: the remainder of truncated division, with a's sign (C's fmod, torch.fmod). Integer division
+// by 0 has no value: the op layer refuses it, and the formula writes 0 rather than trap.
+struct Fmod {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) {
+        if constexpr (std::is_integral_v<T>) return y == T(0) ? T(0) : static_cast<T>(x % y);
+        else return fmod(x, y);
+    }
+};
+// remainder: the remainder of floored division, with b's sign (Python's %, torch.remainder);
+// PyTorch's form: fmod, then add b where the signs differ.
+struct Remainder {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) {
+        if constexpr (std::is_integral_v<T>) {
+            if (y == T(0)) return T(0);
+            T r = static_cast<T>(x % y);
+            return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? static_cast<T>(r + y) : r;
+        } else {
+            T r = fmod(x, y);
+            return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? r + y : r;
+        }
+    }
+};
+// atan2(a, b): the angle of the point (b, a). Integer tensors are promoted to f32 by the op layer;
+// the integer branch exists so that the op lists compile for every dtype.
+struct Atan2 {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) {
+        if constexpr (std::is_integral_v<T>) return static_cast<T>(atan2(static_cast<double>(x), static_cast<double>(y)));
+        else return atan2(x, y);
+    }
+};
+
 struct Eq { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x == y; } };
 struct Ne { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x != y; } };
 struct Lt { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x < y; } };
@@ -211,6 +299,43 @@ struct Gt { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) {
 struct Ge { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x >= y; } };
 struct LogicalAnd { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x != T(0) && y != T(0); } };
 struct LogicalOr { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return x != T(0) || y != T(0); } };
+struct LogicalXor { template <class T> AMPGRAD_HOST_DEVICE static bool value(T x, T y) { return (x != T(0)) != (y != T(0)); } };
+
+// ---- ternary: lerp(a, b, w) = a + w (b - a) ----
+// PyTorch's two-sided form (aten/src/ATen/native/Lerp.h): from a when |w| < 1/2, from b otherwise,
+// so lerp(a, b, 1) is exactly b. T is the compute type.
+struct Lerp {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T a, T b, T w) {
+        return abs(w) < T(0.5) ? a + w * (b - a) : b - (b - a) * (T(1) - w);
+    }
+};
+
+// ---- rotary embeddings: one pair (x1, x2) of a row turned by its angle (docs/ops/rotary.md) ----
+// out = x cos + R(x) sin, where R maps a pair (x1, x2) to (-x2, x1). The pair is (j, j + HS/2) in the
+// half-split (rotate_half) layout and (2i, 2i+1) in the interleaved one; c1, s1 are cos and sin at
+// x1's position, c2, s2 at x2's. The transpose, x cos + R^T(x sin), is the backward's dx (R^T = -R).
+struct Rotary {
+    template <class T> AMPGRAD_HOST_DEVICE static void forward(T x1, T x2, T c1, T c2, T s1, T s2, T& o1, T& o2) {
+        o1 = x1 * c1 - x2 * s1;
+        o2 = x2 * c2 + x1 * s2;
+    }
+    template <class T> AMPGRAD_HOST_DEVICE static void transpose(T x1, T x2, T c1, T c2, T s1, T s2, T& o1, T& o2) {
+        o1 = x1 * c1 + x2 * s2;
+        o2 = x2 * c2 - x1 * s1;
+    }
+};
+
+// ---- RMSNorm of a row of C values (docs/ops/rmsnorm.md) ----
+// rstd = 1 / sqrt(mean(x^2) + eps); y = x rstd w; with g = dy w and xhat = x rstd,
+// dx = rstd (g - xhat mean(g xhat)) and dw = sum over rows of dy xhat.
+struct RmsNorm {
+    template <class T> AMPGRAD_HOST_DEVICE static T rstd(T sum_squares, T C, T eps) {
+        return T(1) / sqrt(sum_squares / C + eps);
+    }
+    template <class T> AMPGRAD_HOST_DEVICE static T dx(T g, T xhat, T rstd, T mean_g_xhat) {
+        return rstd * (g - xhat * mean_g_xhat);
+    }
+};
 
 // clamp: min(max(x, lo), hi), all hi when lo > hi; NaN stays NaN
 template <class T>

@@ -7,6 +7,8 @@
 //             lse_i = log sum_j exp(S_ij)
 //   backward: P = exp(S - lse);  D_i = sum_c dO_ic O_ic;  dv = P^T dO;  dP = dO v^T;
 //             dS = P * (dP - D);  dq = scale * dS k;  dk = scale * dS^T q
+// Grouped-query attention (k, v with NKV heads, NH a multiple of NKV) reads kv head h / (NH / NKV)
+// for query head h; the backward takes one kv head per task and sums dk, dv over its query heads.
 // Work is split over the B*NH heads, one head per thread at a time; each head runs in a
 // per-thread (T,S) scratch of the compute type (fp32 for f16/bf16) with Eigen's GEMM, so the
 // scratch is O(T*S) per thread, not per head. Any strides are accepted (q, k, v are usually
@@ -62,9 +64,10 @@ void head_scores(Mat<C>& s, const Mat<C>& q, const Mat<C>& k, C scale) {
 template <typename T, typename C>
 void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C>& k, Mat<C>& v, Mat<C>& s,
                   Mat<C>& o) {
+    const int64_t hk = h / (a.q.size(1) / a.k.size(1));                // the key/value head of query head h
     load_head<T>(q, a.q, b, h);
-    load_head<T>(k, a.k, b, h);
-    load_head<T>(v, a.v, b, h);
+    load_head<T>(k, a.k, b, hk);
+    load_head<T>(v, a.v, b, hk);
     head_scores(s, q, k, static_cast<C>(a.scale));
     const int64_t T_ = s.rows(), S = s.cols();
     auto* lse = static_cast<compute_t<T>*>(a.lse.raw_data()) + (b * a.q.size(1) + h) * T_;
@@ -101,19 +104,18 @@ void forward_typed(const AttentionArgs& a) {
     }
 }
 
-// Per-thread buffers of the backward.
+// Per-thread buffers of the backward; dk_sum, dv_sum add up a kv head's gradient over its query heads.
 template <typename C>
 struct BackwardScratch {
-    Mat<C> q, k, v, o, dout, p, dp, dq, dk, dv;
+    Mat<C> q, k, v, o, dout, p, dp, dq, dk, dv, dk_sum, dv_sum;
     Eigen::Matrix<C, Eigen::Dynamic, 1> delta;
 };
 
+// Query head h of batch b against its kv head (already in w.k, w.v): writes dq, leaves dk, dv in w.
 template <typename T, typename C>
 void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScratch<C>& w) {
     const AttentionArgs& a = g.fwd;
     load_head<T>(w.q, a.q, b, h);
-    load_head<T>(w.k, a.k, b, h);
-    load_head<T>(w.v, a.v, b, h);
     load_head<T>(w.o, a.out, b, h);
     load_head<T>(w.dout, g.dout, b, h);
     const C scale = static_cast<C>(a.scale);
@@ -137,20 +139,39 @@ void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScr
     w.dq.noalias() = scale * (w.dp * w.k);                               // (T,HS)
     w.dk.noalias() = scale * (w.dp.transpose() * w.q);                   // (S,HS)
     if (g.dq.defined()) store_head<T>(g.dq, b, h, w.dq);
-    if (g.dk.defined()) store_head<T>(g.dk, b, h, w.dk);
-    if (g.dv.defined()) store_head<T>(g.dv, b, h, w.dv);
+}
+
+// Key/value head hk of batch b: its query heads in order, dk and dv summed over them (one head: as is).
+template <typename T, typename C>
+void backward_kv_head(const AttentionGradArgs& g, int64_t b, int64_t hk, BackwardScratch<C>& w) {
+    const AttentionArgs& a = g.fwd;
+    const int64_t group = a.q.size(1) / a.k.size(1);
+    load_head<T>(w.k, a.k, b, hk);
+    load_head<T>(w.v, a.v, b, hk);
+    for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        backward_head<T, C>(g, b, h, w);
+        if (h == hk * group) {
+            w.dk_sum = w.dk;
+            w.dv_sum = w.dv;
+        } else {
+            w.dk_sum += w.dk;
+            w.dv_sum += w.dv;
+        }
+    }
+    if (g.dk.defined()) store_head<T>(g.dk, b, hk, w.dk_sum);
+    if (g.dv.defined()) store_head<T>(g.dv, b, hk, w.dv_sum);
 }
 
 template <typename T>
 void backward_typed(const AttentionGradArgs& g) {
     using C = compute_t<T>;
-    const int64_t B = g.fwd.q.size(0), NH = g.fwd.q.size(1);
-    const int64_t n = B * NH;
+    const int64_t B = g.fwd.q.size(0), NKV = g.fwd.k.size(1);
+    const int64_t n = B * NKV;
 #pragma omp parallel if (n > 1)
     {
         BackwardScratch<C> w;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t i = 0; i < n; ++i) backward_head<T, C>(g, i / NH, i % NH, w);
+        for (int64_t i = 0; i < n; ++i) backward_kv_head<T, C>(g, i / NKV, i % NKV, w);
     }
 }
 
@@ -165,6 +186,9 @@ void check_args(const AttentionArgs& a) {
                       a.lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
                   "attention: lse is {}", a.lse.describe());
     AMPGRAD_CHECK(a.k.size(2) > 0, "attention: no keys in {}", a.k.describe());
+    AMPGRAD_CHECK(a.k.size(1) > 0 && q.size(1) % a.k.size(1) == 0 && a.v.size(1) == a.k.size(1),
+                  "attention: {} query heads cannot share {} key and {} value heads", q.size(1), a.k.size(1),
+                  a.v.size(1));
 }
 
 }  // namespace

@@ -14,6 +14,9 @@
 //     deterministic: dq with the forward's layout (warp per query row, looping over key tiles),
 //     and dk, dv with one block per tile of kRows keys, one warp per key, looping over tiles of
 //     32 query rows (lane i takes query i of the tile).
+// Grouped-query attention: k, v (and dk, dv) have NKV heads, NH a multiple of NKV; query head h reads
+// kv head h / (NH / NKV), and the dk, dv kernel's blocks take kv heads and loop over their query heads,
+// so K/V are never copied per head and the sums stay deterministic.
 // Head sizes up to kMaxHead; q, k, v, out, dout, dq, dk, dv may have any strides.
 #include <algorithm>
 #include <limits>
@@ -50,6 +53,8 @@ Heads<T> heads_of(const Tensor& t) {
 struct Dims {
     int64_t B, NH, T, S, HS, HSv;
     bool causal;
+    int64_t NKV;                                  // key/value heads; NH / NKV query heads share each
+    __device__ int64_t kv_head(int64_t h) const { return h / (NH / NKV); }
 };
 
 __device__ __forceinline__ float exp_c(float x) { return expf(x); }
@@ -113,8 +118,8 @@ __global__ void forward_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads
         C m = -inf, l = 0, o[kPerLane] = {};
         for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             __syncthreads();
-            load_rows<T>(ks, ldk, k, b, h, j0, kTile, d.S, d.HS);
-            load_rows<T>(vs, static_cast<int>(d.HSv), v, b, h, j0, kTile, d.S, d.HSv);
+            load_rows<T>(ks, ldk, k, b, d.kv_head(h), j0, kTile, d.S, d.HS);
+            load_rows<T>(vs, static_cast<int>(d.HSv), v, b, d.kv_head(h), j0, kTile, d.S, d.HSv);
             __syncthreads();
             const int64_t j = j0 + lane;
             const C s = j < visible ? scale * dot(qs + warp * d.HS, ks + lane * ldk, d.HS) : -inf;
@@ -194,8 +199,8 @@ __global__ void dq_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads<cons
         C acc[kPerLane] = {};
         for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
             __syncthreads();
-            load_rows<T>(ks, ldk, k, b, h, j0, kTile, d.S, d.HS);
-            load_rows<T>(vs, ldv, v, b, h, j0, kTile, d.S, d.HSv);
+            load_rows<T>(ks, ldk, k, b, d.kv_head(h), j0, kTile, d.S, d.HS);
+            load_rows<T>(vs, ldv, v, b, d.kv_head(h), j0, kTile, d.S, d.HSv);
             __syncthreads();
             const bool seen = j0 + lane < visible;
             const C s = seen ? scale * dot(qs + warp * d.HS, ks + lane * ldk, d.HS) : C(0);
@@ -213,7 +218,8 @@ __global__ void dq_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads<cons
     }
 }
 
-// dk, dv: one warp per key, tiles of query rows through shared memory; lane i takes query i0+i.
+// dk, dv: one warp per key, tiles of query rows through shared memory; lane i takes query i0+i. A block
+// owns kv head hk and sums over the query heads that share it.
 template <typename T>
 __global__ void dkv_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads<const T> v, Heads<const T> dout,
                            Heads<T> dk, Heads<T> dv, const device_compute_t<T>* lse, const device_compute_t<T>* delta,
@@ -229,13 +235,15 @@ __global__ void dkv_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads<con
     C* row_delta = row_lse + kTile;                                   // (kTile)
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
     for (int64_t blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
-        const int64_t head = blk / tiles, b = head / d.NH, h = head % d.NH, j0 = (blk % tiles) * kRows;
-        const int64_t j = j0 + warp;
+        const int64_t kv = blk / tiles, b = kv / d.NKV, hk = kv % d.NKV, j0 = (blk % tiles) * kRows;
+        const int64_t j = j0 + warp, group = d.NH / d.NKV;
         __syncthreads();
-        load_rows<T>(kr, static_cast<int>(d.HS), k, b, h, j0, kRows, d.S, d.HS);
-        load_rows<T>(vr, static_cast<int>(d.HSv), v, b, h, j0, kRows, d.S, d.HSv);
+        load_rows<T>(kr, static_cast<int>(d.HS), k, b, hk, j0, kRows, d.S, d.HS);
+        load_rows<T>(vr, static_cast<int>(d.HSv), v, b, hk, j0, kRows, d.S, d.HSv);
         C dk_acc[kPerLane] = {}, dv_acc[kPerLane] = {};
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h)          // the query heads sharing hk
         for (int64_t i0 = d.causal ? j0 : 0; i0 < d.T; i0 += kTile) {   // causal: rows before j0 see none of these keys
+            const int64_t head = b * d.NH + h;
             __syncthreads();
             load_rows<T>(qs, ldq, q, b, h, i0, kTile, d.T, d.HS);
             load_rows<T>(dos, ldo, dout, b, h, i0, kTile, d.T, d.HSv);
@@ -262,8 +270,8 @@ __global__ void dkv_kernel(Dims d, Heads<const T> q, Heads<const T> k, Heads<con
         if (j >= d.S) continue;
         for (int r = 0; r < kPerLane; ++r) {
             const int x = lane + r * kWarp;
-            if (dv.data && x < d.HSv) dv.at(b, h, j, x) = store_compute<T>(dv_acc[r]);
-            if (dk.data && x < d.HS) dk.at(b, h, j, x) = store_compute<T>(scale * dk_acc[r]);
+            if (dv.data && x < d.HSv) dv.at(b, hk, j, x) = store_compute<T>(dv_acc[r]);
+            if (dk.data && x < d.HS) dk.at(b, hk, j, x) = store_compute<T>(scale * dk_acc[r]);
         }
     }
 }
@@ -300,13 +308,15 @@ void check_args(const char* op, const Tensor& out, const Tensor& lse, const Tens
                       lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
                   "{}: lse is {}", op, lse.describe());
     AMPGRAD_CHECK(k.size(2) > 0, "{}: no keys in {}", op, k.describe());
+    AMPGRAD_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0 && v.size(1) == k.size(1),
+                  "{}: {} query heads cannot share {} key and {} value heads", op, q.size(1), k.size(1), v.size(1));
     if (q.size(3) > kMaxHead || v.size(3) > kMaxHead)
         throw NotImplementedError(fmt::format("cuda {}: head sizes {} (q, k) and {} (v) exceed the kernel's {}", op,
                                               q.size(3), v.size(3), kMaxHead));
 }
 
 Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
-    return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), causal};
+    return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3), causal, k.size(1)};
 }
 
 int64_t tiles_of(int64_t rows) { return (rows + kRows - 1) / kRows; }
@@ -357,7 +367,7 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
                       heads_of<const T>(k), heads_of<const T>(v), heads_of<const T>(dout), heads_of<T>(dq), lse_p,
                       static_cast<const C*>(delta_p), static_cast<C>(scale), tiles_of(d.T));
         if (has_elements(dk) || has_elements(dv))
-            launch<C>(dkv_kernel<T>, d.B * d.NH * tiles_of(d.S), backward_smem(d), d, heads_of<const T>(q),
+            launch<C>(dkv_kernel<T>, d.B * d.NKV * tiles_of(d.S), backward_smem(d), d, heads_of<const T>(q),
                       heads_of<const T>(k), heads_of<const T>(v), heads_of<const T>(dout), heads_or_null<T>(dk),
                       heads_or_null<T>(dv), lse_p, static_cast<const C*>(delta_p), static_cast<C>(scale),
                       tiles_of(d.S));

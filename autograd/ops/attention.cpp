@@ -1,4 +1,5 @@
-// attention.cpp: F.scaled_dot_product_attention. Two paths, one API:
+// attention.cpp: F.scaled_dot_product_attention. Two paths, one API (enable_gqa: query heads share
+// key/value heads; the fused kernels read them in place, the other paths repeat K/V first):
 //  - the fused path (no attn_mask, no dropout, 4-d q/k/v with equal (B,NH) and head size): one graph node whose
 //    forward and backward are batched GEMMs around the softmax kernels, storing the (T,S)
 //    probabilities (the "math" path, unlike flash attention). Under create_graph its backward is
@@ -27,8 +28,9 @@ namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
+// group > 1: k and v hold NH / group heads (dim -3) that the fused kernel shares among query heads
 void check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal,
-                          double dropout_p) {
+                          double dropout_p, int64_t group) {
     ops::check_defined(kOp, q, "query");
     ops::check_defined(kOp, k, "key");
     ops::check_defined(kOp, v, "value");
@@ -43,6 +45,10 @@ void check_attention_args(const Tensor& q, const Tensor& k, const Tensor& v, con
                                      "k (*,S,HS), v (*,S,HSv)", kOp, q.describe(), k.describe(), v.describe()));
     Shape qlead(q.sizes().begin(), q.sizes().end() - 2), klead(k.sizes().begin(), k.sizes().end() - 2),
         vlead(v.sizes().begin(), v.sizes().end() - 2);
+    if (group > 1) {                                            // as if k and v were repeated per query head
+        klead.back() *= group;
+        vlead.back() *= group;
+    }
     ops::broadcast_shapes(kOp, ops::broadcast_shapes(kOp, qlead, klead), vlead);
     if (mask.defined()) {
         if (is_causal)
@@ -222,21 +228,41 @@ Tensor empty_output(const Tensor& out, const Tensor& q, const Tensor& k, const T
     });
 }
 
+// enable_gqa: the number of query heads per key/value head (dim -3), 1 when the heads match. PyTorch's
+// rule: q, k, v need a head dim, k and v one head count, and q's a multiple of it.
+int64_t gqa_group(const Tensor& q, const Tensor& k, const Tensor& v) {
+    if (q.dim() < 3 || k.dim() < 3 || v.dim() < 3 || k.size(-3) != v.size(-3) || k.size(-3) == 0 ||
+        q.size(-3) % k.size(-3) != 0)
+        throw ShapeError(fmt::format("{}: enable_gqa needs q (*,NH,T,HS), k (*,NKV,S,HS), v (*,NKV,S,HSv) with NH a "
+                                     "multiple of NKV: q is {}, k is {}, v is {}", kOp, q.describe(), k.describe(),
+                                     v.describe()));
+    return q.size(-3) / k.size(-3);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                    const Tensor& attn_mask_in, double dropout_p, bool is_causal,
-                                   std::optional<double> scale_opt) {
+                                   std::optional<double> scale_opt, bool enable_gqa) {
     Tensor q = q_in, k = k_in, v = v_in, mask = attn_mask_in;
     if (mask.defined() && mask.dtype() != kBool) AMPGRAD_AUTOCAST(kOp, &q, &k, &v, &mask);
     else AMPGRAD_AUTOCAST(kOp, &q, &k, &v);
-    check_attention_args(q, k, v, mask, is_causal, dropout_p);
+    ops::check_defined(kOp, q, "query");
+    ops::check_defined(kOp, k, "key");
+    ops::check_defined(kOp, v, "value");
+    const int64_t group = enable_gqa ? gqa_group(q, k, v) : 1;
+    // the fused kernels read kv head h / group in place; the other paths repeat K/V, as PyTorch's math path
+    bool fused = !mask.defined() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
+                 k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) * group == q.size(1) &&
+                 v.size(1) == k.size(1) && v.size(3) == q.size(3) && q.numel() > 0 && k.numel() > 0;
+    if (group > 1 && !(fused && ops::fused_attention_supported(q, k))) {
+        k = repeat_interleave(k, group, -3);                                     // (*,NH,S,HS)
+        v = repeat_interleave(v, group, -3);                                     // (*,NH,S,HSv)
+    }
+    check_attention_args(q, k, v, mask, is_causal, dropout_p, group > 1 && k.size(-3) != q.size(-3) ? group : 1);
     const double scale = scale_opt ? *scale_opt : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     // the cases PyTorch's CPU flash kernel takes (4-d, one batch shape, one head size); the others go
     // to the general path, as PyTorch's go to its math path
-    bool fused = !mask.defined() && dropout_p == 0.0 && q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
-                 k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) &&
-                 v.size(1) == q.size(1) && v.size(3) == q.size(3) && q.numel() > 0 && k.numel() > 0;
     Tensor out;
     if (fused && ops::fused_attention_supported(q, k)) out = ops::fused_attention(q, k, v, is_causal, scale);
     else if (fused) out = attention_math(q, k, v, is_causal, scale);

@@ -28,9 +28,13 @@ Tensor empty_heads_last(int64_t B, int64_t NH, int64_t R, int64_t X, DType dtype
     return make_view(buf, {B, NH, R, X}, {R * NH * X, X, NH * X, 1}, 0);         // (B,NH,R,X)
 }
 
-// dq, dk, dv from differentiable ops (the create_graph path). g: (B,NH,T,HSv).
-tensor_list composed_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, bool causal,
+// dq, dk, dv from differentiable ops (the create_graph path). g: (B,NH,T,HSv). Grouped k, v (B,NKV,S,*)
+// are repeated to NH heads here, and their gradients summed back over each group.
+tensor_list composed_backward(const Tensor& q, const Tensor& k_in, const Tensor& v_in, const Tensor& g, bool causal,
                               double scale) {
+    const int64_t group = q.size(1) / k_in.size(1);
+    Tensor k = group == 1 ? k_in : repeat_interleave(k_in, group, 1);           // (B,NH,S,HS)
+    Tensor v = group == 1 ? v_in : repeat_interleave(v_in, group, 1);           // (B,NH,S,HSv)
     Tensor s = matmul(q, transpose(k, -2, -1)) * scale;                          // (B,NH,T,S)
     if (causal) {
         const int64_t T = q.size(2), S = k.size(2);
@@ -47,7 +51,12 @@ tensor_list composed_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     p = where(dead, zeros_like(p), p);
     Tensor dp = matmul(g, transpose(v, -2, -1));                                 // (B,NH,T,S)
     Tensor ds = p * (dp - sum(dp * p, {-1}, true));
-    return {matmul(ds, k) * scale, matmul(transpose(ds, -2, -1), q) * scale, matmul(transpose(p, -2, -1), g)};
+    Tensor dk = matmul(transpose(ds, -2, -1), q) * scale, dv = matmul(transpose(p, -2, -1), g);   // (B,NH,S,*)
+    if (group > 1) {                                                             // sum each group: (B,NKV,S,*)
+        dk = sum(reshape(dk, {k_in.size(0), k_in.size(1), group, k_in.size(2), k_in.size(3)}), {2});
+        dv = sum(reshape(dv, {v_in.size(0), v_in.size(1), group, v_in.size(2), v_in.size(3)}), {2});
+    }
+    return {matmul(ds, k) * scale, dk, dv};
 }
 
 }  // namespace
@@ -69,10 +78,10 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
         Tensor dout = g[0].dtype() == q.dtype() ? g[0] : g[0].to(q.dtype());      // (B,NH,T,HSv)
         if (GradMode::is_enabled()) return composed_backward(q, k, v, dout, causal, scale);
         tensor_list d(3);
-        const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), S = k.size(2);
+        const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), S = k.size(2), NKV = k.size(1);
         if (ctx.needs_input_grad(0)) d[0] = empty_heads_last(B, NH, T, q.size(3), q.dtype(), q.device());
-        if (ctx.needs_input_grad(1)) d[1] = empty_heads_last(B, NH, S, k.size(3), k.dtype(), k.device());
-        if (ctx.needs_input_grad(2)) d[2] = empty_heads_last(B, NH, S, v.size(3), v.dtype(), v.device());
+        if (ctx.needs_input_grad(1)) d[1] = empty_heads_last(B, NKV, S, k.size(3), k.dtype(), k.device());
+        if (ctx.needs_input_grad(2)) d[2] = empty_heads_last(B, NKV, S, v.size(3), v.dtype(), v.device());
         kernels::attention_backward(d[0], d[1], d[2], dout, ctx.saved(3), ctx.saved(4), q, k, v, scale, causal);
         return d;
     });

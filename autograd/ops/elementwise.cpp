@@ -15,31 +15,10 @@ namespace ampgrad {
 
 using autograd::BackwardContext;
 using autograd::record;
+using ops::binary_raw;
+using ops::unary_raw;
 
 namespace {
-
-// out = a (op) b with broadcasting and promotion; no autograd.
-Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b) {
-    ops::check_defined(name, a, "a");
-    ops::check_defined(name, b, "b");
-    ops::check_same_device(name, {&a, &b});
-    Shape shape = ops::broadcast_shapes(name, a, b);
-    DType compute = ops::result_type(a, b);
-    bool comparison = op >= BinaryOp::kEq;
-    if ((op == BinaryOp::kDiv || op == BinaryOp::kPow) && !is_floating(compute) && op == BinaryOp::kDiv)
-        compute = kFloat32;                                // true division, as in PyTorch
-    Tensor out = make_empty(shape, comparison ? kBool : compute, a.device());
-    kernels::binary(op, out, ops::expand_raw(ops::cast_raw(a, compute), shape),
-                    ops::expand_raw(ops::cast_raw(b, compute), shape));
-    return out;
-}
-
-Tensor unary_raw(UnaryOp op, const Tensor& x) {
-    ops::check_defined(op_name(op), x, "input");
-    Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
-    kernels::unary(op, out, x);
-    return out;
-}
 
 // tensor (op) scalar, or scalar (op) tensor, for a floating tensor: the scalar is kept in the
 // compute type (fp32 for f16/bf16) instead of being rounded to the tensor's dtype first, as

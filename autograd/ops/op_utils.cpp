@@ -114,4 +114,23 @@ Tensor wrapped_scalar(double value, const Tensor& like) {
     return s;
 }
 
+Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b) {
+    check_defined(name, a, "a");
+    check_defined(name, b, "b");
+    check_same_device(name, {&a, &b});
+    Shape shape = broadcast_shapes(name, a, b);
+    DType compute = result_type(a, b);
+    if (op == BinaryOp::kDiv && !is_floating(compute)) compute = kFloat32;   // true division, as in PyTorch
+    Tensor out = make_empty(shape, is_comparison(op) ? kBool : compute, a.device());
+    kernels::binary(op, out, expand_raw(cast_raw(a, compute), shape), expand_raw(cast_raw(b, compute), shape));
+    return out;
+}
+
+Tensor unary_raw(UnaryOp op, const Tensor& x) {
+    check_defined(op_name(op), x, "input");
+    Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
+    kernels::unary(op, out, x);
+    return out;
+}
+
 }  // namespace ampgrad::ops

@@ -30,6 +30,12 @@ Tensor cast_raw(const Tensor& t, DType dtype);
 // Output dtype for arithmetic between two tensors. 0-dim tensors only decide within a category
 // ("wrapped scalars", as in PyTorch): f16 tensor * f32 0-dim -> f16.
 DType result_type(const Tensor& a, const Tensor& b);
+// out = a (op) b with broadcasting and promotion, no autograd (comparisons write kBool; integer
+// division is true division in f32, as in PyTorch). `name` is the op named in errors.
+Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Tensor& b);
+// out = op(x) in x's dtype, no autograd.
+Tensor unary_raw(UnaryOp op, const Tensor& x);
+
 // A 0-dim tensor holding a Python-style scalar, typed to combine with `like` without promoting.
 Tensor wrapped_scalar(double value, const Tensor& like);
 

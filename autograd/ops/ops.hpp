@@ -91,6 +91,34 @@ Tensor operator>(const Tensor& a, double s);
 Tensor operator&(const Tensor& a, const Tensor& b);   // logical and of bool tensors
 Tensor operator|(const Tensor& a, const Tensor& b);   // logical or
 
+// ---- elementwise math (autograd/ops/math.cpp); integer inputs compute in f32 unless noted ----
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor exp2(const Tensor& a);                          // 2^a
+Tensor log1p(const Tensor& a);                         // log(1 + a), exact for small a
+Tensor expm1(const Tensor& a);                         // exp(a) - 1, exact for small a
+Tensor erf(const Tensor& a);
+// piecewise constant (gradient 0); integer inputs give a copy of themselves, sign keeps their dtype
+Tensor sign(const Tensor& a);
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);                         // half to even: round(2.5) = 2
+Tensor trunc(const Tensor& a);
+// remainders: fmod has a's sign (truncated division), remainder b's (floored, Python's %);
+// integer tensors keep their dtype and refuse a zero divisor (ValueError)
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
+Tensor atan2(const Tensor& a, const Tensor& b);        // the angle of (b, a)
+// start + weight (end - start); start, end (and a tensor weight) share one floating dtype
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+// logic on any dtypes (nonzero is true): not differentiable, return kBool
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+
 // ---- activations (autograd/ops/activation.cpp) ----
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
@@ -144,6 +172,20 @@ Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);   // differentiable copy
 
+// ---- masks, repeats and chunks (autograd/ops/mask.cpp) ----
+// torch.chunk: `chunks` pieces of ceil(size / chunks) along dim (views; the last may be smaller, and
+// there may be fewer); an empty dim gives `chunks` empty pieces
+tensor_list chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+// x (*,M,N): keep the elements on and below (tril) or above (triu) the diagonal-th diagonal, zero the
+// rest (diagonal 0 is the main one, > 0 above it, < 0 below)
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// x where mask (kBool) is false, value where it is true; x and mask broadcast; value is converted to
+// x's dtype. The gradient flows to x where mask is false.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// each element `repeats` times in a row along dim, or over the flattened x when dim is absent
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+
 // ---- linear algebra (autograd/ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting
 Tensor mm(const Tensor& a, const Tensor& b);         // (M,K) @ (K,N) -> (M,N)
@@ -179,6 +221,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// (autograd/ops/rms_norm.cpp) y = x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
+// dims; eps defaults to the machine epsilon of the compute type (f32 for f16/bf16), as PyTorch computes it
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
+// (autograd/ops/rotary.cpp) x (*,HS), cos and sin broadcastable to x: x cos + rotate_half(x) sin, with
+// Hugging Face's rotate_half(x) = cat(-x[..., HS/2:], x[..., :HS/2]); `interleaved` pairs (2i, 2i+1)
+// instead, as Meta's original Llama code. HS must be even; cos and sin hold HS values per position.
+Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 // (*) , (V,C) -> (*,C); the row at padding_idx (may be negative) gets no gradient
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 // logits (N,V) or (V); targets (N) int64; mean over non-ignored rows (the fused kernel path)
@@ -202,9 +252,11 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target);         
 // attn_mask (broadcastable to (*,T,S)) is bool (true = may attend) or additive in q's dtype;
 // is_causal is the top-left aligned lower-triangular mask and excludes attn_mask, as in PyTorch.
 // dropout_p > 0 always drops (F.scaled_dot_product_attention has no training flag).
+// enable_gqa: q (*,NH,T,HS) against k, v (*,NKV,S,HS) with NH a multiple of NKV; query head h uses
+// key/value head h / (NH / NKV) (grouped-query attention), without copying K/V per query head.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
                                    double dropout_p = 0.0, bool is_causal = false,
-                                   std::optional<double> scale = std::nullopt);
+                                   std::optional<double> scale = std::nullopt, bool enable_gqa = false);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);

@@ -49,6 +49,8 @@
 #include "nn/linear.hpp"
 #include "nn/module.hpp"
 #include "nn/module_list.hpp"
+#include "nn/rms_norm.hpp"
+#include "nn/rotary_embedding.hpp"
 #include "nn/sequential.hpp"
 #include "nn/utils/clip_grad.hpp"
 #include "optim/adam.hpp"

@@ -269,3 +269,22 @@ TEST_CASE("autocast: bad input gives typed errors") {
     CHECK(amp::autocast_nesting() == 0);                         // a failed guard leaves no state
     CHECK_FALSE(amp::is_autocast_enabled(kCPU));
 }
+
+TEST_CASE("autocast: input_dtype rows cast nothing, and every op of issue 25 has its row") {
+    for (const char* op : {"sin", "cos", "exp2", "erf", "sign", "floor", "ceil", "round", "trunc", "fmod", "remainder",
+                           "lerp", "logical_and", "logical_or", "logical_xor", "apply_rotary_emb"}) {
+        CAPTURE(op);
+        const amp::PolicyEntry* entry = amp::find_policy(op);
+        REQUIRE(entry != nullptr);
+        CHECK(entry->policy == amp::CastPolicy::kInputDtype);
+    }
+    for (const char* op : {"expm1", "log1p", "rms_norm"}) CHECK(amp::find_policy(op)->policy == amp::CastPolicy::kFp32);
+    CHECK(amp::find_policy("atan2")->policy == amp::CastPolicy::kPromote);
+    AutocastStates on{};
+    on[device_type_index(kCPU)] = AutocastState{true, kBFloat16};
+    std::vector<amp::CastInput> ins{{true, kFloat32, kCPU}, {true, kBFloat16, kCPU}};
+    for (const auto& cast : amp::decide_casts(amp::CastPolicy::kInputDtype, ins, on)) CHECK_FALSE(cast.has_value());
+    CHECK(amp::explain("sin", ins, on).find("policy input_dtype") != std::string::npos);
+    CHECK(amp::explain("sin", ins, on).find("runs in its inputs' dtype") != std::string::npos);
+    CHECK(amp::policy_table_text().find("input_dtype:") != std::string::npos);
+}

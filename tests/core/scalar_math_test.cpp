@@ -58,3 +58,32 @@ TEST_CASE("float formulas compute in float; integer-capable ops stay integers") 
     CHECK(formulas::clamp(5.0, 2.0, 1.0) == 1.0);                             // lo > hi: all hi, as PyTorch
     CHECK(std::isnan(formulas::clamp(double(NAN), 0.0, 1.0)));
 }
+
+TEST_CASE("issue 25's formulas: rounding, remainders, lerp, the rotary pair and its transpose") {
+    using namespace formulas;
+    CHECK(Round::value(2.5) == 2.0);                              // half to even
+    CHECK(Round::value(-3.5) == -4.0);
+    CHECK(Trunc::value(-2.7) == -2.0);
+    CHECK(Fmod::value(-7.0, 3.0) == -1.0);                        // the sign of a
+    CHECK(Remainder::value(-7.0, 3.0) == 2.0);                    // the sign of b
+    CHECK(Remainder::value(7.0, -3.0) == -2.0);
+    CHECK(Remainder::value(int64_t{-7}, int64_t{3}) == 2);
+    CHECK(Fmod::value(int32_t{-7}, int32_t{3}) == -1);
+    CHECK(Fmod::value(int64_t{5}, int64_t{0}) == 0);              // no trap: the op layer refuses it first
+    CHECK(Lerp::value(0.1, 1e8, 1.0) == 1e8);                     // exact at both ends
+    CHECK(Lerp::value(0.1, 1e8, 0.0) == 0.1);
+    CHECK(Lerp::value(1.0, 3.0, 0.25) == 1.5);
+    CHECK(Atan2::value(1.0, -1.0) == doctest::Approx(3 * M_PI / 4));
+    // the transpose is the adjoint: <g, forward(x)> = <transpose(g), x> for any c1, c2, s1, s2
+    const double x1 = 0.3, x2 = -1.2, g1 = 0.7, g2 = 2.1, c1 = 0.4, c2 = -0.9, s1 = 1.3, s2 = 0.2;
+    double o1, o2, t1, t2;
+    Rotary::forward(x1, x2, c1, c2, s1, s2, o1, o2);
+    Rotary::transpose(g1, g2, c1, c2, s1, s2, t1, t2);
+    CHECK(g1 * o1 + g2 * o2 == doctest::Approx(t1 * x1 + t2 * x2));
+    // rms_norm's dx is the derivative of sum_c g_c x_c rstd(x) for a row of two
+    auto loss = [](double a, double b) { return (0.5 * a - 2.0 * b) / std::sqrt((a * a + b * b) / 2 + 1e-3); };
+    const double a = 0.8, b = -0.3, h = 1e-6;
+    const double rstd = RmsNorm::rstd(a * a + b * b, 2.0, 1e-3);
+    const double mean_g_xhat = (0.5 * a * rstd - 2.0 * b * rstd) / 2;
+    CHECK(RmsNorm::dx(0.5, a * rstd, rstd, mean_g_xhat) == doctest::Approx((loss(a + h, b) - loss(a - h, b)) / (2 * h)));
+}

@@ -372,6 +372,10 @@ GENERATORS.update({"softmax": gen_softmax, "log_softmax": gen_softmax, "layer_no
                    "ce_fused": gen_cross_entropy, "mse_loss": gen_pair_loss, "bce_logits": gen_pair_loss,
                    "bce": gen_pair_loss, "sdpa": gen_sdpa, "inplace_program": gen_inplace})
 
+# the model writer's ops (issue 25) live in cases_model.py, which reuses the generators above
+from cases_model import register_model_ops  # noqa: E402
+register_model_ops(GENERATORS)
+
 
 def make_case(op, seed, limits=None):
     g = Gen(seed, limits)

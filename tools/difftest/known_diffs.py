@@ -179,6 +179,8 @@ def _sdpa_scores(case):
     causal or boolean mask hides a key"""
     a, kw = _args(case), _kw(case)
     q, k = _view(case, a[0]), _view(case, a[1])
+    if case["op"] == "sdpa_gqa" and k.dim() >= 3 and k.shape[-3] and q.shape[-3] % k.shape[-3] == 0:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)       # query head h sees kv head h / group
     scale = kw.get("scale") or 1.0 / math.sqrt(q.shape[-1])
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
     visible = torch.ones(s.shape[-2:], dtype=torch.bool)
@@ -248,6 +250,8 @@ KNOWN = [
     KnownDiff("gelu: +inf input gives +inf", ("gelu", "gelu_tanh"), ("outputs",), SECTION_SWEEP, _gelu_pos_inf),
     KnownDiff("layer_norm: inf in the input or the weight", ("layer_norm",), ("outputs", "grads", "grads2"),
               SECTION_SWEEP, _layer_norm_inf),
+    KnownDiff("rms_norm: inf in the input or the weight", ("rms_norm",), ("grads2",), SECTION_SWEEP,
+              _layer_norm_inf),
     KnownDiff("layer_norm: f16 double backward, rstd^3 overflows f16", ("layer_norm",), ("grads2",),
               SECTION_SWEEP, _layer_norm_f16_rstd_cubed),
     KnownDiff("prod: an f16/bf16 partial product out of range", ("prod_all", "prod_dim"),
@@ -256,16 +260,16 @@ KNOWN = [
               SECTION_SWEEP, _prod_zero_and_nonfinite),
     KnownDiff("norm: the 2-norm's second gradient at a zero vector", ("norm", "norm_all"), ("grads2",),
               SECTION_SWEEP, _norm2_zero_vector),
-    KnownDiff("sdpa: a row of NaN (and -inf) scores", ("sdpa",), ("outputs", "grads", "grads2"), SECTION_SWEEP,
+    KnownDiff("sdpa: a row of NaN (and -inf) scores", ("sdpa", "sdpa_gqa"), ("outputs", "grads", "grads2"), SECTION_SWEEP,
               _sdpa_all_nan_row),
-    KnownDiff("sdpa: is_causal with a NaN or +inf score at a masked position", ("sdpa",),
+    KnownDiff("sdpa: is_causal with a NaN or +inf score at a masked position", ("sdpa", "sdpa_gqa"),
               ("outputs", "grads", "grads2"), SECTION_SWEEP, _sdpa_causal_masked_nonfinite),
-    KnownDiff("sdpa: is_causal gradients at masked positions", ("sdpa",), ("grads", "grads2"), SECTION_SWEEP,
+    KnownDiff("sdpa: is_causal gradients at masked positions", ("sdpa", "sdpa_gqa"), ("grads", "grads2"), SECTION_SWEEP,
               _sdpa_masked_gradients),
-    KnownDiff("sdpa: second gradients through a dead row", ("sdpa",), ("grads2",), SECTION_SWEEP,
+    KnownDiff("sdpa: second gradients through a dead row", ("sdpa", "sdpa_gqa"), ("grads2",), SECTION_SWEEP,
               _sdpa_dead_row_second_gradient),
-    KnownDiff("sdpa: zero keys", ("sdpa",), ("outputs",), SECTION_SWEEP, _sdpa_zero_keys),
-    KnownDiff("sdpa: f16/bf16 overflow", ("sdpa",), ("grads", "grads2"), SECTION_SWEEP,
+    KnownDiff("sdpa: zero keys", ("sdpa", "sdpa_gqa"), ("outputs",), SECTION_SWEEP, _sdpa_zero_keys),
+    KnownDiff("sdpa: f16/bf16 overflow", ("sdpa", "sdpa_gqa"), ("grads", "grads2"), SECTION_SWEEP,
               _sdpa_low_precision_overflow),
 ]
 

@@ -56,6 +56,27 @@ const std::map<std::string, OpFn>& table() {
         UNARY("relu", relu(a[0])), UNARY("gelu", gelu(a[0], false)), UNARY("gelu_tanh", gelu(a[0], true)),
         UNARY("silu", silu(a[0])), UNARY("isfinite", isfinite(a[0])), UNARY("logical_not", logical_not(a[0])),
         {"clamp", [](tensor_list& a, const json& k) { return tensor_list{clamp(a[0], opt_double(k, "lo"), opt_double(k, "hi"))}; }},
+        UNARY("sin", sin(a[0])), UNARY("cos", cos(a[0])), UNARY("exp2", exp2(a[0])), UNARY("log1p", log1p(a[0])),
+        UNARY("expm1", expm1(a[0])), UNARY("erf", erf(a[0])), UNARY("sign", sign(a[0])), UNARY("floor", floor(a[0])),
+        UNARY("ceil", ceil(a[0])), UNARY("round", round(a[0])), UNARY("trunc", trunc(a[0])),
+        BINARY("fmod", fmod(a[0], a[1])), BINARY("remainder", remainder(a[0], a[1])), BINARY("atan2", atan2(a[0], a[1])),
+        BINARY("lerp", lerp(a[0], a[1], a[2])), BINARY("logical_xor", logical_xor(a[0], a[1])),
+        {"lerp_s", [](tensor_list& a, const json& k) { return tensor_list{lerp(a[0], a[1], num(k.at("s")))}; }},
+        {"rms_norm", [](tensor_list& a, const json& k) {
+             return tensor_list{F::rms_norm(a[0], k.at("shape").get<Shape>(), a.size() > 1 ? a[1] : Tensor(), opt_double(k, "eps"))}; }},
+        {"apply_rotary_emb", [](tensor_list& a, const json& k) {
+             return tensor_list{F::apply_rotary_emb(a[0], a[1], a[2], k.value("interleaved", false))}; }},
+        {"tril", [](tensor_list& a, const json& k) { return tensor_list{tril(a[0], k.at("diagonal").get<int64_t>())}; }},
+        {"triu", [](tensor_list& a, const json& k) { return tensor_list{triu(a[0], k.at("diagonal").get<int64_t>())}; }},
+        {"masked_fill", [](tensor_list& a, const json& k) { return tensor_list{masked_fill(a[0], a[1], num(k.at("s")))}; }},
+        {"repeat_interleave", [](tensor_list& a, const json& k) {
+             std::optional<int64_t> dim;
+             if (k.contains("dim") && !k.at("dim").is_null()) dim = k.at("dim").get<int64_t>();
+             return tensor_list{repeat_interleave(a[0], k.at("repeats").get<int64_t>(), dim)}; }},
+        {"chunk", [](tensor_list& a, const json& k) { return chunk(a[0], k.at("chunks").get<int64_t>(), k.at("dim").get<int64_t>()); }},
+        {"sdpa_gqa", [](tensor_list& a, const json& k) {
+             return tensor_list{F::scaled_dot_product_attention(a[0], a[1], a[2], a.size() > 3 ? a[3] : Tensor(), 0.0,
+                                                                k.value("is_causal", false), std::nullopt, true)}; }},
         {"add", [](tensor_list& a, const json& k) { return tensor_list{add(a[0], a[1], k.value("alpha", 1.0))}; }},
         {"sub", [](tensor_list& a, const json& k) { return tensor_list{sub(a[0], a[1], k.value("alpha", 1.0))}; }},
         BINARY("mul", mul(a[0], a[1])), BINARY("div", div(a[0], a[1])), BINARY("maximum", maximum(a[0], a[1])),

@@ -42,6 +42,23 @@ def _layer_norm(a, kw):
                          kw.get("eps", 1e-5))]
 
 
+def _rms_norm(a, kw):
+    return [F.rms_norm(a[0], kw["shape"], a[1] if len(a) > 1 else None, kw.get("eps"))]
+
+
+def _rotary(a, kw):
+    """x cos + R(x) sin from primitives: Hugging Face's rotate_half, or Meta's interleaved pairs"""
+    x, cos, sin = a
+    if x.dim() == 0 or x.shape[-1] % 2:
+        raise RuntimeError("apply_rotary_emb: HS must be even")
+    if kw.get("interleaved"):
+        rotated = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    else:
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return [x * cos + rotated * sin]
+
+
 def _max_dim(a, kw):
     v, i = torch.max(a[0], kw["dim"], keepdim=kw.get("keepdim", False))
     return [v, i]
@@ -63,6 +80,22 @@ OPS = {
     "gelu_tanh": lambda a, k: [F.gelu(a[0], approximate="tanh")], "silu": lambda a, k: [F.silu(a[0])],
     "isfinite": lambda a, k: [torch.isfinite(a[0])], "logical_not": lambda a, k: [torch.logical_not(a[0])],
     "clamp": lambda a, k: [torch.clamp(a[0], k.get("lo"), k.get("hi"))],
+    "sin": lambda a, k: [torch.sin(a[0])], "cos": lambda a, k: [torch.cos(a[0])],
+    "exp2": lambda a, k: [torch.exp2(a[0])], "log1p": lambda a, k: [torch.log1p(a[0])],
+    "expm1": lambda a, k: [torch.expm1(a[0])], "erf": lambda a, k: [torch.erf(a[0])],
+    "sign": lambda a, k: [torch.sign(a[0])], "floor": lambda a, k: [torch.floor(a[0])],
+    "ceil": lambda a, k: [torch.ceil(a[0])], "round": lambda a, k: [torch.round(a[0])],
+    "trunc": lambda a, k: [torch.trunc(a[0])], "fmod": lambda a, k: [torch.fmod(a[0], a[1])],
+    "remainder": lambda a, k: [torch.remainder(a[0], a[1])], "atan2": lambda a, k: [torch.atan2(a[0], a[1])],
+    "lerp": lambda a, k: [torch.lerp(a[0], a[1], a[2])], "lerp_s": lambda a, k: [torch.lerp(a[0], a[1], k["s"])],
+    "logical_xor": lambda a, k: [torch.logical_xor(a[0], a[1])],
+    "rms_norm": _rms_norm, "apply_rotary_emb": _rotary,
+    "tril": lambda a, k: [torch.tril(a[0], k["diagonal"])], "triu": lambda a, k: [torch.triu(a[0], k["diagonal"])],
+    "masked_fill": lambda a, k: [torch.masked_fill(a[0], a[1], k["s"])],
+    "repeat_interleave": lambda a, k: [torch.repeat_interleave(a[0], k["repeats"], dim=k.get("dim"))],
+    "chunk": lambda a, k: list(torch.chunk(a[0], k["chunks"], k["dim"])),
+    "sdpa_gqa": lambda a, k: [F.scaled_dot_product_attention(a[0], a[1], a[2], attn_mask=a[3] if len(a) > 3 else None,
+                                                             is_causal=k.get("is_causal", False), enable_gqa=True)],
     "add": lambda a, k: [torch.add(a[0], a[1], alpha=k.get("alpha", 1.0))],
     "sub": lambda a, k: [torch.sub(a[0], a[1], alpha=k.get("alpha", 1.0))],
     "mul": lambda a, k: [a[0] * a[1]], "div": lambda a, k: [a[0] / a[1]],

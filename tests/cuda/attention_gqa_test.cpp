@@ -1,0 +1,33 @@
+// attention_gqa_test.cpp: cuda/attention.cu's fused kernels with grouped key/value heads (k, v with
+// NKV heads, NH a multiple of NKV) against cpu/attention.cpp's: out, lse, dq, dk, dv in every float
+// dtype, plain and causal, with more query rows and keys than one tile. Skipped without a GPU.
+#include "tests/cuda/cuda_test_util.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+TEST_CASE("cuda attention: grouped K/V match the CPU kernels" * skip_without_gpu()) {
+    for (DType dtype : kFloatDTypes) {
+        for (bool causal : {false, true}) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(causal);
+            Tensor q = sample({2, 8, 37, 16}, dtype, 111), k = sample({2, 2, 45, 16}, dtype, 112);
+            Tensor v = sample({2, 2, 45, 16}, dtype, 113), dout = sample({2, 8, 37, 16}, dtype, 114);
+            DType stat = dtype == kFloat64 ? kFloat64 : kFloat32;
+            auto run = [&](Device device) {
+                Tensor qd = copy_to(q, device), kd = copy_to(k, device), vd = copy_to(v, device);
+                tensor_list r{make_empty(q.sizes(), dtype, device), make_empty({2, 8, 37}, stat, device),
+                              make_empty(q.sizes(), dtype, device), make_empty(k.sizes(), dtype, device),
+                              make_empty(v.sizes(), dtype, device)};
+                kernels::attention_forward(r[0], r[1], qd, kd, vd, 0.25, causal);
+                kernels::attention_backward(r[2], r[3], r[4], copy_to(dout, device), r[0], r[1], qd, kd, vd, 0.25, causal);
+                return r;
+            };
+            tensor_list cpu = run(kHost), gpu = run(kGpu);
+            for (size_t i = 0; i < cpu.size(); ++i) {
+                CAPTURE(i);
+                CHECK_GPU_CLOSE(gpu[i], cpu[i], tol_for(i == 1 ? stat : dtype, i >= 3 ? 16.0 : 4.0));
+            }
+        }
+    }
+}
