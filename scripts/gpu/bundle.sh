@@ -42,6 +42,9 @@ for exe in "$O/libampgrad.so" $(find "$O/tests" "$O/app" "$O/tools" "$O/bench" -
     done || true
 done
 strip --strip-unneeded "$O/libampgrad.so" "$O"/tests/* "$O"/app/* "$O"/tools/* "$O"/bench/bench_* 2>/dev/null || true
+# The libraries travel compressed (oneDNN's alone is about 40 MB, 8 MB packed): a lent GPU takes at most
+# 64 MiB of carried files. run.sh unpacks them on its first run.
+tar -C "$O" -czf "$O/deps.tar.gz" deps && rm -rf "$O/deps"
 cp "$HERE/run.sh" "$O/run.sh"
 { echo "built: $(date -u +%FT%TZ)"; echo "commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)$(git -C "$SRC" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')";
   echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"; } > "$O/BUILD_INFO"

@@ -22,8 +22,13 @@ T=${STEP_TIMEOUT:-240}
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(env cuda gpt2 memcheck)
 say() { echo "$*" | tee -a "$L/summary.txt"; }
 
+# The bundle's own libraries travel packed (bundle.sh); they are unpacked outside the bundle, so that a
+# rehearsal here leaves it small enough to carry.
+D=${TMPDIR:-/tmp}/ampgrad-bundle-deps-$(cksum < "$H/deps.tar.gz" | cut -d' ' -f1)
+[ -d "$D/deps" ] || { mkdir -p "$D" && tar -C "$D" -xzf "$H/deps.tar.gz"; }
+
 # The CUDA 13 and NCCL libraries: wherever this machine keeps them (toolkit, or pip's nvidia-* wheels).
-libdirs=$H/deps
+libdirs=$D/deps
 for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
     d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}' | xargs -r dirname)
     [ -n "$d" ] || d=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/lib /opt /usr/local/lib \
@@ -31,7 +36,8 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
     [ -n "$d" ] && case ":$libdirs:" in *":$d:"*) ;; *) libdirs=$libdirs:$d ;; esac
 done
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export AMPGRAD_FIXTURES=$H/tests/fixtures PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
+# AMPGRAD_BUILD_ROOT: where tests/dist spawns its workers from ($H/tests/dist_worker, $H/tools/ampgrad-run).
+export AMPGRAD_FIXTURES=$H/tests/fixtures AMPGRAD_BUILD_ROOT=$H PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
 status=0
 step() {   # step NAME COMMAND...: run with the time limit, log to NAME.log, one summary line
     local name=$1; shift; local t0=$SECONDS rc
