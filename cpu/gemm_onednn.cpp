@@ -154,10 +154,14 @@ void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int6
     stream.wait();
 }
 
+// Asked on every bf16 product (cpu_gemm_path), answered once: oneDNN fixes its ISA at its first use.
 bool onednn_has_bf16() {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return (isa & bf16) == bf16;
+    static const bool has_bf16 = [] {
+        const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+        const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+        return (isa & bf16) == bf16;
+    }();
+    return has_bf16;
 }
 
 }  // namespace ampgrad::cpu

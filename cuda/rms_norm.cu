@@ -84,22 +84,7 @@ __global__ void rms_norm_partials_kernel(device_compute_t<T>* partial_w, const T
     partial_w[blockIdx.y * C + c] = acc;
 }
 
-// out[c] = the sum of partial[k, c] over k in order; partial: (chunks, C)
-template <typename T>
-__global__ void sum_chunks_kernel(T* out, const device_compute_t<T>* partial, int64_t chunks, int64_t C) {
-    for (int64_t c = first_index(); c < C; c += grid_stride()) {
-        device_compute_t<T> total = 0;
-        for (int64_t k = 0; k < chunks; ++k) total += partial[k * C + c];
-        out[c] = store_compute<T>(total);
-    }
-}
-
 // ---- checks (as cpu/rms_norm.cpp's) ----
-
-template <typename T>
-const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
-
-DType stat_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
 void check_rstd(const char* kernel, const Tensor& x, const Tensor& rstd) {
     AMPGRAD_CHECK(rstd.is_contiguous() && rstd.numel() == x.size(0) && rstd.dtype() == stat_dtype(x),

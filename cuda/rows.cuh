@@ -1,7 +1,8 @@
 // rows.cuh: the GPU twin of cpu/rows.hpp: how the row kernels (reduce, softmax, layer_norm) give
 // each row of C values to one warp or one block, and the warp-shuffle / block reductions they use.
 // Every reduction here combines values in an order fixed by the thread ids and the launch shape,
-// so a result never depends on scheduling (no atomics). Not here: strided indexing (loops.cuh).
+// so a result never depends on scheduling (no atomics). Also the pieces the two norms share (the
+// weight gradients' in-order column sums, the statistics' dtype). Not here: strided indexing (loops.cuh).
 #pragma once
 #include <algorithm>
 
@@ -95,5 +96,24 @@ inline RowLaunch row_launch(int64_t rows, int64_t C, int64_t warp_limit = kWarpR
     return {false, static_cast<int>(std::clamp<int64_t>((rows + rows_per_block - 1) / rows_per_block, 1, kMaxBlocks)),
             kBlockSize};
 }
+
+// ---- shared by the norms (cuda/layer_norm.cu, cuda/rms_norm.cu) ----
+
+// The weight gradients' second pass: out[c] = the sum of partial[k, c] over k in order, so the
+// result does not depend on scheduling (no atomics); partial: (chunks, C).
+template <typename T>
+__global__ void sum_chunks_kernel(T* out, const device_compute_t<T>* partial, int64_t chunks, int64_t C) {
+    for (int64_t c = first_index(); c < C; c += grid_stride()) {
+        device_compute_t<T> total = 0;
+        for (int64_t k = 0; k < chunks; ++k) total += partial[k * C + c];
+        out[c] = store_compute<T>(total);
+    }
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
+
+// The dtype of a norm's saved statistics (mean, rstd): f64 for f64 input, else f32.
+inline DType stat_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
 }  // namespace ampgrad::cuda

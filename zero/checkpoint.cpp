@@ -96,6 +96,23 @@ void write_rank_file(ZeroEngine& engine, const std::string& path, const json& cl
                                    {"client", client_state.dump()}});
 }
 
+RankFileRecords write_rank_files(ZeroEngine& engine, const std::string& folder, const json& client_state,
+                                 std::string& error) {
+    dist::ProcessGroup& g = engine.group();
+    const int R = g.rank(), W = g.world_size();
+    int64_t bytes = 0;
+    uint64_t hash = 0;
+    attempt(error, [&] {
+        const std::string path = (fs::path(folder) / rank_file_name(R, W)).string();
+        write_rank_file(engine, path, client_state);
+        bytes = static_cast<int64_t>(fs::file_size(path));
+        hash = file_fnv1a64(path);
+    });
+    RankFileRecords out{gather_i64(g, {error.empty() ? 0 : 1, bytes, static_cast<int64_t>(hash)}), true};
+    for (int r = 0; r < W; ++r) out.all_written = out.all_written && out.records[static_cast<size_t>(3 * r)] == 0;
+    return out;
+}
+
 json make_manifest(ZeroEngine& engine, const std::vector<int64_t>& records, const json& shared_state) {
     const FlatLayout& l = engine.file_layout();
     const int W = l.world_size();
@@ -184,7 +201,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     // Stage 3: every parameter whole while saving (a collective; the files are the same as stages 1 and 2's).
     GatheredParameters whole(engine.stage3());
     dist::ProcessGroup& g = engine.group();
-    const int R = g.rank(), W = g.world_size();
+    const int R = g.rank();
     const fs::path final_dir = fs::path(root) / tag, tmp = fs::path(root) / ("." + tag + ".tmp");
     const std::string what = "save_checkpoint " + final_dir.string();
     std::string error;
@@ -195,18 +212,8 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     });
     agree(g, error, what);
     // 1. Every rank writes its file (atomically), then reports its size and checksum.
-    int64_t bytes = 0;
-    uint64_t hash = 0;
-    attempt(error, [&] {
-        check_folder_shared(tmp.string(), R);
-        const std::string path = (tmp / rank_file_name(R, W)).string();
-        write_rank_file(engine, path, o.client_state);
-        bytes = static_cast<int64_t>(fs::file_size(path));
-        hash = file_fnv1a64(path);
-    });
-    const std::vector<int64_t> records = gather_i64(g, {error.empty() ? 0 : 1, bytes, static_cast<int64_t>(hash)});
-    bool all_written = true;
-    for (int r = 0; r < W; ++r) all_written = all_written && records[static_cast<size_t>(3 * r)] == 0;
+    attempt(error, [&] { check_folder_shared(tmp.string(), R); });
+    const auto [records, all_written] = write_rank_files(engine, tmp.string(), o.client_state, error);
     // 2. Only then rank 0 names them in the manifest, moves the directory into place, and writes `latest`.
     if (R == 0) {
         if (!all_written) {

@@ -70,7 +70,7 @@ void finish_host_folder(ZeroEngine& engine, const fs::path& root, const fs::path
 std::string save_node_local(ZeroEngine& engine, const std::string& root, const std::string& tag, const SaveOptions& o) {
     GatheredParameters whole(engine.stage3());
     dist::ProcessGroup& g = engine.group();
-    const int R = g.rank(), W = g.world_size();
+    const int R = g.rank();
     const int leader = R - dist::local_rank();   // a host's ranks are consecutive (ampgrad-run, torchrun, srun)
     const fs::path final_dir = fs::path(root) / tag, tmp = fs::path(root) / ("." + tag + ".tmp");
     const std::string what = fmt::format("save_checkpoint {} (node-local)", final_dir.string());
@@ -78,17 +78,7 @@ std::string save_node_local(ZeroEngine& engine, const std::string& root, const s
     make_host_folder(g, root, tmp, leader, what);
     // 1. Every rank writes its file into its host's folder and reports its size and checksum.
     std::string error;
-    int64_t bytes = 0;
-    uint64_t hash = 0;
-    attempt(error, [&] {
-        const std::string path = (tmp / rank_file_name(R, W)).string();
-        write_rank_file(engine, path, o.client_state);
-        bytes = static_cast<int64_t>(fs::file_size(path));
-        hash = file_fnv1a64(path);
-    });
-    const std::vector<int64_t> records = gather_i64(g, {error.empty() ? 0 : 1, bytes, static_cast<int64_t>(hash)});
-    bool all_written = true;
-    for (int r = 0; r < W; ++r) all_written = all_written && records[static_cast<size_t>(3 * r)] == 0;
+    const auto [records, all_written] = write_rank_files(engine, tmp.string(), o.client_state, error);
     // 2. Each host's first rank puts its folder in place; 3. once every host has, `latest` on each.
     if (leader == R && all_written) attempt(error, [&] { finish_host_folder(engine, root, tmp, final_dir, records, leaders, o); });
     if (leader == R && (!all_written || !error.empty())) {

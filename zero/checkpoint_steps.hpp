@@ -31,6 +31,15 @@ std::vector<int64_t> gather_i64(dist::ProcessGroup& g, const std::vector<int64_t
 void agree(dist::ProcessGroup& g, const std::string& error, const std::string& what);
 Tensor flat_params(const ZeroEngine& engine, int64_t b, int64_t e);
 void write_rank_file(ZeroEngine& engine, const std::string& path, const nlohmann::json& client_state);
+// A save's first step, entered by every rank: this rank writes its file into `folder` (unless
+// `error` is already set; a failure goes to `error`), then every rank's (failed, bytes, checksum) is
+// gathered, rank-major, three per rank. all_written: no rank failed.
+struct RankFileRecords {
+    std::vector<int64_t> records;
+    bool all_written = false;
+};
+RankFileRecords write_rank_files(ZeroEngine& engine, const std::string& folder, const nlohmann::json& client_state,
+                                 std::string& error);
 nlohmann::json make_manifest(ZeroEngine& engine, const std::vector<int64_t>& records, const nlohmann::json& shared_state);
 void prune(const std::string& root, int keep, const std::string& current);
 

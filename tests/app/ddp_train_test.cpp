@@ -6,13 +6,10 @@
 // every rank's data position and RNG come back); `eval` reads the checkpoint with no launcher.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <netinet/in.h>
 #include <sstream>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -25,22 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
-
 // ampgrad-run --nproc-per-node 2 ampgrad train <tiny run> <extra>
 ProgramResult launch(const std::string& out, const std::vector<std::string>& extra) {
-    const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
-    std::vector<std::string> argv = {std::string(root ? root : "build") + "/tools/ampgrad-run", "--nproc-per-node", "2",
+    std::vector<std::string> argv = {ampgrad_run_program(), "--nproc-per-node", "2",
                                      "--master-port", std::to_string(free_port()), ampgrad_program(), "train",
                                      "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16",
                                      "--batch-size", "4", "--steps", "6", "--warmup", "2", "--eval-every", "0",

@@ -1,9 +1,12 @@
 // run_program.cpp: see run_program.hpp.
 #include "tests/app/run_program.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,9 +23,26 @@ namespace ampgrad::testing {
 
 namespace fs = std::filesystem;
 
-std::string ampgrad_program() {
+namespace {
+std::string build_root() {
     const char* root = std::getenv("AMPGRAD_BUILD_ROOT");
-    return std::string(root ? root : "build") + "/app/ampgrad";
+    return root ? root : "build";
+}
+}  // namespace
+
+std::string ampgrad_program() { return build_root() + "/app/ampgrad"; }
+std::string ampgrad_run_program() { return build_root() + "/tools/ampgrad-run"; }
+
+int free_port() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return ntohs(a.sin_port);
 }
 
 std::string make_temp_dir(const std::string& tag) {

@@ -13,8 +13,11 @@ struct ProgramResult {
     std::string output;        // stdout and stderr together
 };
 
-// build/app/ampgrad (from AMPGRAD_BUILD_ROOT).
+// build/app/ampgrad and build/tools/ampgrad-run (from AMPGRAD_BUILD_ROOT).
 std::string ampgrad_program();
+std::string ampgrad_run_program();
+// A loopback TCP port that was free a moment ago (the kernel's pick for port 0), for --master-port.
+int free_port();
 // Runs `argv` (argv[0] is the program path) with extra "KEY=VALUE" environment entries. With
 // kill_when_stopped, a child that stops itself is killed with SIGKILL at that point.
 ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
