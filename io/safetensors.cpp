@@ -226,6 +226,10 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, 
     });
 }
 
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    write_atomically(path, [&](int fd) { write_all(fd, bytes.data(), bytes.size(), path); });
+}
+
 Header read_safetensors_header(const std::string& path) {
     auto [fd, size] = open_for_read(path);
     return read_header(fd->fd, size, path);
@@ -246,6 +250,30 @@ SafetensorsFile load_safetensors(const std::string& path, Device device) {
             if (target == e.name) out.tensors.insert(alias, t);
     }
     return out;
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+    auto [fd, size] = open_for_read(path);
+    header_ = read_header(fd->fd, size, path);
+    fd_ = fd->fd;
+    fd->fd = -1;   // this reader closes it
+}
+
+SafetensorsReader::~SafetensorsReader() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+const TensorEntry* SafetensorsReader::find(const std::string& name) const {
+    for (const TensorEntry& e : header_.tensors)
+        if (e.name == name) return &e;
+    return nullptr;
+}
+
+Tensor SafetensorsReader::read(const std::string& name) const {
+    const TensorEntry* e = find(name);
+    if (e == nullptr) throw ValueError(fmt::format("SafetensorsReader: {}: no tensor \"{}\" in the file", path_, name));
+    NoGradGuard no_grad;
+    return read_tensor(fd_, header_, *e, path_);
 }
 
 void save_state_dict(const nn::Module& module, const std::string& path, const Metadata& metadata) {

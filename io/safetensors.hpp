@@ -34,6 +34,10 @@ inline constexpr const char* kTiedMetadataKey = "ampgrad.tied";
 // ValueError for an undefined tensor, the name "__metadata__" or the reserved metadata key.
 void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata = {});
 
+// Writes `bytes` to `path` the same atomic way (for the text files that travel with a safetensors
+// file, e.g. a Hugging Face folder's config.json).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
 struct SafetensorsFile {
     nn::NamedTensors tensors;                  // in file order; each alias right after its target
     Metadata metadata;                         // __metadata__ without the "ampgrad.tied" entry
@@ -46,6 +50,33 @@ SafetensorsFile load_safetensors(const std::string& path, Device device = Device
 
 // Only the validated header (names, dtypes, shapes, metadata): no tensor data is read.
 Header read_safetensors_header(const std::string& path);
+
+// One open safetensors file whose tensors are read one at a time, on demand: the header is read
+// and validated when it opens, and read(name) reads that tensor's bytes alone (one pread into a new
+// CPU tensor). A loader that copies each tensor into its destination before reading the next keeps
+// peak host memory near one copy of the model (models/pretrained.cpp reads sharded checkpoints so).
+//
+//   io::SafetensorsReader f("model-00001-of-00002.safetensors");
+//   for (const io::TensorEntry& e : f.header().tensors) use(e.name, f.read(e.name));
+class SafetensorsReader {
+public:
+    explicit SafetensorsReader(const std::string& path);   // IOError / FormatError naming the file
+    ~SafetensorsReader();
+    SafetensorsReader(const SafetensorsReader&) = delete;
+    SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+
+    const std::string& path() const { return path_; }
+    const Header& header() const { return header_; }
+    const TensorEntry* find(const std::string& name) const;   // null when the file has no such tensor
+    // The tensor's bytes as a new contiguous CPU tensor of the file's dtype; ValueError naming the
+    // file and the tensor when there is none.
+    Tensor read(const std::string& name) const;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    Header header_;
+};
 
 // A module's state_dict() to a file, and back (load_state_dict with its strict semantics).
 void save_state_dict(const nn::Module& module, const std::string& path, const Metadata& metadata = {});

@@ -46,6 +46,8 @@ void GPTConfig::validate() const {
         throw ValueError(fmt::format("GPTConfig: n_embd ({}) must be a multiple of n_head ({})", n_embd, n_head));
     if (!(dropout >= 0.0 && dropout < 1.0))
         throw ValueError(fmt::format("GPTConfig: dropout must be in [0, 1), but is {}", dropout));
+    if (!(layer_norm_epsilon > 0.0))
+        throw ValueError(fmt::format("GPTConfig: layer_norm_epsilon must be positive, but is {}", layer_norm_epsilon));
 }
 
 int64_t GPTConfig::num_parameters() const {
@@ -98,9 +100,9 @@ Tensor MLP::forward(const Tensor& x) const {
 }
 
 Block::Block(const GPTConfig& cfg) : Module("Block") {
-    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}));
+    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}, cfg.layer_norm_epsilon));
     attn = register_module("attn", std::make_shared<CausalSelfAttention>(cfg));
-    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}));
+    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}, cfg.layer_norm_epsilon));
     mlp = register_module("mlp", std::make_shared<MLP>(cfg));
 }
 
@@ -118,7 +120,8 @@ GPT::GPT(const GPTConfig& cfg) : Module("GPT"), cfg_(cfg) {
     wpe = transformer->register_module("wpe", std::make_shared<nn::Embedding>(cfg.block_size, cfg.n_embd));
     h = transformer->register_module("h", std::make_shared<nn::ModuleList>());
     for (int64_t i = 0; i < cfg.n_layer; ++i) h->push_back(std::make_shared<Block>(cfg));
-    ln_f = transformer->register_module("ln_f", std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}));
+    ln_f = transformer->register_module("ln_f",
+                                        std::make_shared<nn::LayerNorm>(Shape{cfg.n_embd}, cfg.layer_norm_epsilon));
     lm_head = register_module("lm_head", std::make_shared<nn::Module>("TiedLinear"));
     lm_head->register_parameter("weight", wte->weight);   // the same tensor: one parameter, two names
     if (!nn::init::skipping_init()) reset_parameters();   // nn::init::SkipInitGuard: deferred, loaded later

@@ -32,6 +32,7 @@ struct GPTConfig {
     int64_t n_head = 12;              // NH
     int64_t n_embd = 768;             // C (a multiple of n_head; HS = C / NH)
     double dropout = 0.0;             // on embeddings, attention probabilities and residual branches
+    double layer_norm_epsilon = 1e-5; // every LayerNorm's eps (Hugging Face's GPT-2 config names it so)
     bool checkpoint_blocks = false;   // recompute each block's activations in backward (saves memory)
 
     // "nano" (the CPU demo), "tiny", "small", "gpt2" (124M); ValueError naming the known presets.
@@ -42,7 +43,7 @@ struct GPTConfig {
     int64_t padded_vocab_size() const { return (vocab_size + 63) / 64 * 64; }
     int64_t head_size() const { return n_embd / n_head; }
     // ValueError naming the field unless every size is positive, n_embd % n_head == 0 and
-    // 0 <= dropout < 1.
+    // 0 <= dropout < 1 and layer_norm_epsilon > 0.
     void validate() const;
     // Parameters of the model (the tied head counted once, padded rows included).
     int64_t num_parameters() const;
@@ -95,6 +96,8 @@ public:
 
     Tensor forward(const Tensor& idx) const;                          // (B,T) int64 -> logits (B,T,V)
     Tensor forward(const Tensor& idx, const Tensor& targets) const;   // (B,T), (B,T) -> mean loss ()
+    // The final LayerNorm's output (Hugging Face GPT2Model's last_hidden_state).
+    Tensor hidden_states(const Tensor& idx) const;                    // (B,T) int64 -> (B,T,C)
 
     // Autoregressive sampling (no grad, eval mode for the duration): appends max_new_tokens tokens,
     // each drawn from softmax(logits / temperature) of the last position, cropped to the context,
@@ -120,7 +123,6 @@ public:
     std::shared_ptr<nn::Module> lm_head;       // one parameter, "weight": wte's tensor (tied)
 
 private:
-    Tensor hidden_states(const Tensor& idx) const;   // (B,T) -> (B,T,C), after ln_f
     Tensor logits_from(const Tensor& x) const;       // (B,T,C) -> (B,T,V)
 
     GPTConfig cfg_;

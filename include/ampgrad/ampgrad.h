@@ -42,6 +42,7 @@
 #include "io/safetensors.hpp"
 #include "models/gpt.hpp"
 #include "models/gpt_mfu.hpp"
+#include "models/pretrained.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"

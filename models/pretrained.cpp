@@ -1,0 +1,217 @@
+// pretrained.cpp: the architecture-independent half of Hugging Face folders (models/pretrained.hpp):
+// config.json, choosing the architecture, finding the weight files (one file or an index and its
+// shards), checking every header against the architecture's plan, then reading one file at a time.
+#include "models/pretrained.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.hpp"
+#include "core/error.hpp"
+#include "io/safetensors.hpp"
+#include "models/pretrained_registry.hpp"
+
+namespace ampgrad::models {
+
+namespace fs = std::filesystem;
+using detail::Architecture;
+using detail::WeightPlan;
+
+namespace detail {
+
+const std::vector<Architecture>& architectures() {
+    static const std::vector<Architecture> table = {gpt2_architecture()};
+    return table;
+}
+
+}  // namespace detail
+
+namespace {
+
+// A JSON object from a file: IOError when it cannot be read, FormatError when it is not JSON.
+nlohmann::json read_json_object(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IOError(fmt::format("from_pretrained: {}: cannot open: {}", path.string(), std::strerror(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::parse_error& e) {
+        throw FormatError(fmt::format("from_pretrained: {}: not valid JSON (corrupt or truncated?): {}", path.string(),
+                                      e.what()));
+    }
+    if (!j.is_object()) throw FormatError(fmt::format("from_pretrained: {}: not a JSON object", path.string()));
+    return j;
+}
+
+std::string known_architectures() {
+    std::vector<std::string> names;
+    for (const Architecture& a : detail::architectures())
+        names.push_back(fmt::format("{} (model_type \"{}\")", fmt::join(a.architectures, ", "), a.model_type));
+    return fmt::format("{}", fmt::join(names, "; "));
+}
+
+// The architecture config.json names: the first known entry of "architectures", else the first
+// architecture of "model_type". ValueError naming what it found and what is known.
+std::pair<const Architecture*, std::string> choose_architecture(const nlohmann::json& config, const std::string& path) {
+    const std::string model_type = config.contains("model_type") && config["model_type"].is_string()
+                                       ? config["model_type"].get<std::string>() : "";
+    std::vector<std::string> named;
+    if (config.contains("architectures") && config["architectures"].is_array())
+        for (const nlohmann::json& n : config["architectures"])
+            if (n.is_string()) named.push_back(n.get<std::string>());
+    for (const std::string& name : named)
+        for (const Architecture& a : detail::architectures())
+            if (std::find(a.architectures.begin(), a.architectures.end(), name) != a.architectures.end()) {
+                if (!model_type.empty() && model_type != a.model_type)
+                    throw ValueError(fmt::format("from_pretrained: {}: \"architectures\" names {}, a \"{}\" model, but "
+                                                 "\"model_type\" is \"{}\"", path, name, a.model_type, model_type));
+                return {&a, name};
+            }
+    if (!named.empty())
+        throw ValueError(fmt::format("from_pretrained: {}: unknown architecture {} (model_type \"{}\"); ampgrad builds {}",
+                                     path, fmt::join(named, ", "), model_type, known_architectures()));
+    for (const Architecture& a : detail::architectures())
+        if (a.model_type == model_type) return {&a, a.architectures.front()};
+    throw ValueError(fmt::format("from_pretrained: {}: unknown model_type \"{}\" and no \"architectures\"; ampgrad "
+                                 "builds {}", path, model_type, known_architectures()));
+}
+
+// The folder's weight files: model.safetensors, or the shards model.safetensors.index.json maps
+// tensors to (each must exist). `index` is empty for a single file.
+struct WeightFiles {
+    std::vector<std::string> files;
+    std::string index;
+    std::map<std::string, std::string> weight_map;   // tensor -> file path (sharded only)
+};
+
+WeightFiles find_weight_files(const fs::path& dir) {
+    WeightFiles w;
+    if (fs::exists(dir / "model.safetensors")) {
+        w.files.push_back((dir / "model.safetensors").string());
+        return w;
+    }
+    const fs::path index = dir / "model.safetensors.index.json";
+    if (!fs::exists(index))
+        throw IOError(fmt::format("from_pretrained: {}: no model.safetensors and no model.safetensors.index.json "
+                                  "(PyTorch .bin weights are not read: save them as safetensors first)", dir.string()));
+    w.index = index.string();
+    const nlohmann::json j = read_json_object(index);
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+        throw FormatError(fmt::format("from_pretrained: {}: no \"weight_map\" object", w.index));
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+        if (!file.is_string())
+            throw FormatError(fmt::format("from_pretrained: {}: \"weight_map\" maps \"{}\" to a non-string", w.index, tensor));
+        const fs::path shard = dir / file.get<std::string>();
+        if (!fs::exists(shard))
+            throw IOError(fmt::format("from_pretrained: {}: maps tensor \"{}\" to the shard {}, which does not exist",
+                                      w.index, tensor, shard.string()));
+        w.weight_map[tensor] = shard.string();
+        if (std::find(w.files.begin(), w.files.end(), shard.string()) == w.files.end()) w.files.push_back(shard.string());
+    }
+    return w;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) { return fmt::format("({})", fmt::join(s, ",")); }
+
+// Checks one file's header against the plan and records which canonical names it supplies.
+void check_file(const io::SafetensorsReader& file, const WeightFiles& w, const WeightPlan& plan,
+                const std::string& config_path, std::map<std::string, std::string>& found) {
+    for (const io::TensorEntry& e : file.header().tensors) {
+        if (!w.index.empty() && w.weight_map.count(e.name) && w.weight_map.at(e.name) != file.path())
+            throw ValueError(fmt::format("from_pretrained: {}: holds tensor \"{}\", which {} maps to {}", file.path(),
+                                         e.name, w.index, w.weight_map.at(e.name)));
+        const std::optional<std::string> name = plan.canonical(e.name);
+        if (!name) continue;                                           // a buffer, or a tied head
+        auto target = plan.targets.find(*name);
+        if (target == plan.targets.end())
+            throw ValueError(fmt::format("from_pretrained: {}: unexpected tensor \"{}\": {} ({}) has no such tensor",
+                                         file.path(), e.name, config_path, plan.config_facts));
+        if (found.count(*name))
+            throw ValueError(fmt::format("from_pretrained: {}: tensor \"{}\" is stored twice (also in {})", file.path(),
+                                         e.name, found.at(*name)));
+        if (e.dtype != "F32" && e.dtype != "F16" && e.dtype != "BF16" && e.dtype != "F64")
+            throw ValueError(fmt::format("from_pretrained: {}: tensor \"{}\" has dtype {}; weights must be F32, F16, "
+                                         "BF16 or F64", file.path(), e.name, e.dtype));
+        if (e.shape != target->second.stored_shape)
+            throw ShapeError(fmt::format("from_pretrained: {}: tensor \"{}\" has shape {}, but {} ({}) implies {}",
+                                         file.path(), e.name, shape_text(e.shape), config_path, plan.config_facts,
+                                         shape_text(target->second.stored_shape)));
+        found[*name] = file.path();
+    }
+}
+
+// Every header against the plan, before any tensor data is read: each tensor known, with its
+// shape, stored once; each planned tensor present; each index entry in its shard.
+void check_weights(const std::vector<std::unique_ptr<io::SafetensorsReader>>& files, const WeightFiles& w,
+                   const WeightPlan& plan, const std::string& config_path) {
+    std::map<std::string, std::string> found;                        // canonical name -> file
+    for (const auto& f : files) check_file(*f, w, plan, config_path, found);
+    for (const auto& [tensor, file] : w.weight_map) {
+        const auto& holder = *std::find_if(files.begin(), files.end(), [&](const auto& f) { return f->path() == file; });
+        if (holder->find(tensor) == nullptr)
+            throw ValueError(fmt::format("from_pretrained: {}: maps tensor \"{}\" to {}, which has no such tensor",
+                                         w.index, tensor, file));
+    }
+    const std::string where = w.index.empty() ? files.front()->path() : w.index;
+    for (const auto& [name, target] : plan.targets)
+        if (!found.count(name))
+            throw ValueError(fmt::format("from_pretrained: {}: missing tensor \"{}\" (shape {}), which {} ({}) implies",
+                                         where, name, shape_text(target.stored_shape), config_path, plan.config_facts));
+}
+
+}  // namespace
+
+std::shared_ptr<GPT> PretrainedModel::gpt() const {
+    auto g = std::dynamic_pointer_cast<GPT>(module);
+    if (!g) throw ValueError(fmt::format("PretrainedModel::gpt: the model is a {} (model_type \"{}\"), not a GPT-2",
+                                         architecture, model_type));
+    return g;
+}
+
+PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions& options) {
+    if (!is_floating(options.dtype))
+        throw ValueError(fmt::format("from_pretrained: {}: dtype {} is not a floating dtype", dir,
+                                     dtype_name(options.dtype)));
+    const std::string config_path = (fs::path(dir) / "config.json").string();
+    const nlohmann::json config = read_json_object(config_path);
+    const auto [arch, name] = choose_architecture(config, config_path);
+    detail::PlannedModel planned = arch->build(config, config_path, name, options);
+    const WeightFiles w = find_weight_files(dir);
+    std::vector<std::unique_ptr<io::SafetensorsReader>> files;      // headers read and validated on open
+    for (const std::string& f : w.files) files.push_back(std::make_unique<io::SafetensorsReader>(f));
+    check_weights(files, w, planned.plan, config_path);
+    NoGradGuard no_grad;
+    for (auto& f : files) {                                          // one file, one tensor at a time
+        for (const io::TensorEntry& e : f->header().tensors)
+            if (const std::optional<std::string> canonical = planned.plan.canonical(e.name))
+                planned.plan.targets.at(*canonical).assign(f->read(e.name));
+        f.reset();
+    }
+    if (options.device != Device(kCPU)) planned.model.module->to(options.device);
+    return planned.model;
+}
+
+void save_pretrained(const PretrainedModel& model, const std::string& dir) {
+    const auto& table = detail::architectures();
+    auto arch = std::find_if(table.begin(), table.end(), [&](const Architecture& a) { return a.saves(model); });
+    if (!model.module || arch == table.end())
+        throw ValueError(fmt::format("save_pretrained: {}: no Hugging Face layout for a {} (model_type \"{}\"); ampgrad "
+                                     "writes {}", dir, model.architecture, model.model_type, known_architectures()));
+    auto [config, tensors] = arch->to_hf(model);
+    fs::create_directories(dir);
+    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+    io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+    fs::remove(fs::path(dir) / "model.safetensors.index.json");     // an earlier sharded save's index would mislead
+}
+
+void save_pretrained(const std::shared_ptr<GPT>& model, const std::string& dir) {
+    save_pretrained(PretrainedModel{"GPT2LMHeadModel", "gpt2", model}, dir);
+}
+
+}  // namespace ampgrad::models

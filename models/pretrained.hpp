@@ -1,0 +1,67 @@
+// pretrained.hpp: Hugging Face model folders in and out: from_pretrained reads a folder that
+// transformers' save_pretrained wrote (or one downloaded from the Hub) and builds the matching
+// ampgrad model with its weights; save_pretrained writes one that transformers' from_pretrained
+// accepts. docs/pretrained.md walks through it (sample, fine-tune, export).
+//
+//   models::PretrainedModel m = models::from_pretrained("gpt2", {.dtype = kBFloat16});
+//   std::shared_ptr<models::GPT> gpt = m.gpt();                  // GPT2LMHeadModel / GPT2Model
+//   Tensor logits = gpt->forward(idx);                           // (B,T) -> (B,T,V), V = 50257
+//   models::save_pretrained(m, "out/gpt2-finetuned");            // config.json + model.safetensors
+//
+// A folder holds config.json ("architectures", "model_type" and the sizes) and the weights, in one
+// model.safetensors or in shards named by model.safetensors.index.json ("weight_map": tensor ->
+// file). The shards are read one file at a time and one tensor at a time, each copied into its
+// parameter before the next is read, so peak host memory stays near one copy of the model.
+//
+// Architectures are a table (models/pretrained_registry.hpp): GPT-2 ("gpt2": GPT2LMHeadModel,
+// GPT2Model) is in models/gpt2_pretrained.cpp; another family adds one entry.
+//
+// Errors name the file and the tensor: IOError for a missing file or shard, FormatError for a
+// corrupt JSON or safetensors file (a truncated shard), ValueError for an unknown architecture or
+// model_type, a config key ampgrad cannot honour, a missing, unexpected or duplicated tensor, and
+// ShapeError for a tensor whose shape contradicts config.json.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.hpp"
+#include "core/dtype.hpp"
+#include "models/gpt.hpp"
+
+namespace ampgrad::models {
+
+struct PretrainedOptions {
+    DType dtype = kFloat32;          // the parameters' dtype: the file's F32/F16/BF16 tensors are cast to it
+    Device device = Device(kCPU);    // where the parameters live (loaded on the host, then moved)
+    double dropout = 0.0;            // the model's dropout when training (the config's *_pdrop are not used)
+};
+
+// A model built from a Hugging Face folder, with the architecture it was saved as.
+struct PretrainedModel {
+    std::string architecture;               // "GPT2LMHeadModel", "GPT2Model", ...
+    std::string model_type;                 // config.json's "model_type": "gpt2", ...
+    std::shared_ptr<nn::Module> module;     // the model (for GPT-2 a models::GPT)
+
+    // The GPT-2 (GPT2LMHeadModel or GPT2Model: for the latter use hidden_states(idx), the
+    // last_hidden_state); ValueError naming the architecture when the model is not a GPT.
+    std::shared_ptr<GPT> gpt() const;
+};
+
+// Reads dir/config.json and dir's weights, builds the model config.json's "architectures" (else
+// its "model_type") names, and loads the weights, cast to options.dtype, onto options.device.
+PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions& options = {});
+
+// Writes dir/config.json and dir/model.safetensors in Hugging Face's layout and names, in the
+// model's dtype (each file atomically: temporary file, fsync, rename). Creates dir if needed and
+// removes a model.safetensors.index.json left there by an earlier sharded save.
+void save_pretrained(const PretrainedModel& model, const std::string& dir);
+// A GPT as GPT2LMHeadModel (e.g. one trained by `ampgrad train`).
+void save_pretrained(const std::shared_ptr<GPT>& model, const std::string& dir);
+
+// GPT-2's config.json as a GPTConfig (n_positions -> block_size, layer_norm_epsilon, ...): what
+// from_pretrained builds, without reading the weights. `source` names the file in errors.
+GPTConfig gpt2_config_from_json(const nlohmann::json& config, const std::string& source);
+
+}  // namespace ampgrad::models
