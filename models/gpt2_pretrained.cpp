@@ -230,6 +230,7 @@ Architecture gpt2_architecture() {
     a.saves = [](const PretrainedModel& m) {
         return std::dynamic_pointer_cast<GPT>(m.module) != nullptr && (m.model_type.empty() || m.model_type == "gpt2");
     };
+    a.plan = [](const PretrainedModel& m) { return gpt2_plan(*m.gpt()); };
     a.to_hf = gpt2_to_hf;
     return a;
 }

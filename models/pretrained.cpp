@@ -174,36 +174,72 @@ std::shared_ptr<GPT> PretrainedModel::gpt() const {
     return g;
 }
 
+namespace {
+
+const Architecture& architecture_of(const PretrainedModel& model, const std::string& op, const std::string& dir) {
+    const auto& table = detail::architectures();
+    auto arch = std::find_if(table.begin(), table.end(), [&](const Architecture& a) { return a.saves(model); });
+    if (!model.module || arch == table.end())
+        throw ValueError(fmt::format("{}: {}: no Hugging Face layout for a {} (model_type \"{}\"); ampgrad handles {}", op,
+                                     dir, model.architecture, model.model_type, known_architectures()));
+    return *arch;
+}
+
+// Checks every header of dir's weight files against `plan`, then reads them one file, one tensor at
+// a time into the model.
+void load_weights(detail::WeightPlan& plan, const std::string& dir, const std::string& config_path) {
+    const WeightFiles w = find_weight_files(dir);
+    std::vector<std::unique_ptr<io::SafetensorsReader>> files;      // headers read and validated on open
+    for (const std::string& f : w.files) files.push_back(std::make_unique<io::SafetensorsReader>(f));
+    check_weights(files, w, plan, config_path);
+    NoGradGuard no_grad;
+    for (auto& f : files) {
+        for (const io::TensorEntry& e : f->header().tensors)
+            if (const std::optional<std::string> canonical = plan.canonical(e.name))
+                plan.targets.at(*canonical).assign(f->read(e.name));
+        f.reset();                                                   // closed before the next is read
+    }
+}
+
+std::string config_path_of(const std::string& dir) { return (fs::path(dir) / "config.json").string(); }
+
+}  // namespace
+
 PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions& options) {
     if (!is_floating(options.dtype))
         throw ValueError(fmt::format("from_pretrained: {}: dtype {} is not a floating dtype", dir,
                                      dtype_name(options.dtype)));
-    const std::string config_path = (fs::path(dir) / "config.json").string();
+    const std::string config_path = config_path_of(dir);
     const nlohmann::json config = read_json_object(config_path);
     const auto [arch, name] = choose_architecture(config, config_path);
     detail::PlannedModel planned = arch->build(config, config_path, name, options);
-    const WeightFiles w = find_weight_files(dir);
-    std::vector<std::unique_ptr<io::SafetensorsReader>> files;      // headers read and validated on open
-    for (const std::string& f : w.files) files.push_back(std::make_unique<io::SafetensorsReader>(f));
-    check_weights(files, w, planned.plan, config_path);
-    NoGradGuard no_grad;
-    for (auto& f : files) {                                          // one file, one tensor at a time
-        for (const io::TensorEntry& e : f->header().tensors)
-            if (const std::optional<std::string> canonical = planned.plan.canonical(e.name))
-                planned.plan.targets.at(*canonical).assign(f->read(e.name));
-        f.reset();
-    }
+    load_weights(planned.plan, dir, config_path);
     if (options.device != Device(kCPU)) planned.model.module->to(options.device);
     return planned.model;
 }
 
+void load_pretrained_weights(const PretrainedModel& model, const std::string& dir) {
+    const std::string config_path = config_path_of(dir);
+    const auto [arch, name] = choose_architecture(read_json_object(config_path), config_path);
+    const Architecture& mine = architecture_of(model, "load_pretrained_weights", dir);
+    if (arch->model_type != mine.model_type)
+        throw ValueError(fmt::format("load_pretrained_weights: {} holds a {} (model_type \"{}\"), not a \"{}\" model",
+                                     dir, name, arch->model_type, mine.model_type));
+    detail::WeightPlan plan = mine.plan(model);
+    load_weights(plan, dir, config_path);
+}
+
+GPTConfig read_gpt2_config(const std::string& dir) {
+    const std::string config_path = config_path_of(dir);
+    const nlohmann::json config = read_json_object(config_path);
+    const auto [arch, name] = choose_architecture(config, config_path);
+    if (arch->model_type != "gpt2")
+        throw ValueError(fmt::format("{}: holds a {} (model_type \"{}\"), not a GPT-2", config_path, name, arch->model_type));
+    return gpt2_config_from_json(config, config_path);
+}
+
 void save_pretrained(const PretrainedModel& model, const std::string& dir) {
-    const auto& table = detail::architectures();
-    auto arch = std::find_if(table.begin(), table.end(), [&](const Architecture& a) { return a.saves(model); });
-    if (!model.module || arch == table.end())
-        throw ValueError(fmt::format("save_pretrained: {}: no Hugging Face layout for a {} (model_type \"{}\"); ampgrad "
-                                     "writes {}", dir, model.architecture, model.model_type, known_architectures()));
-    auto [config, tensors] = arch->to_hf(model);
+    auto [config, tensors] = architecture_of(model, "save_pretrained", dir).to_hf(model);
     fs::create_directories(dir);
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
     io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");

@@ -53,6 +53,16 @@ struct PretrainedModel {
 // its "model_type") names, and loads the weights, cast to options.dtype, onto options.device.
 PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions& options = {});
 
+// Loads dir's weights into `model`, an existing model of dir's architecture whose shapes match
+// them (e.g. a GPT built with other dropout, activation checkpointing, in another dtype): the same
+// checks and errors as from_pretrained, each tensor cast to the parameter's dtype. The model must
+// be on the host (move it afterwards).
+void load_pretrained_weights(const PretrainedModel& model, const std::string& dir);
+
+// dir/config.json's GPT-2 sizes as a GPTConfig, without reading the weights; ValueError when the
+// folder holds another architecture. (gpt2_config_from_json reads a config already parsed.)
+GPTConfig read_gpt2_config(const std::string& dir);
+
 // Writes dir/config.json and dir/model.safetensors in Hugging Face's layout and names, in the
 // model's dtype (each file atomically: temporary file, fsync, rename). Creates dir if needed and
 // removes a model.safetensors.index.json left there by an earlier sharded save.

@@ -49,7 +49,9 @@ struct Architecture {
     // host, in options.dtype) and its plan. config_path names config.json in errors.
     std::function<PlannedModel(const nlohmann::json& config, const std::string& config_path,
                                const std::string& architecture, const PretrainedOptions& options)> build;
-    // True when this architecture saves `model`.
+    // The plan that fills `model` (one this architecture built, or saves).
+    std::function<WeightPlan(const PretrainedModel& model)> plan;
+    // True when this architecture saves (and plans) `model`.
     std::function<bool(const PretrainedModel& model)> saves;
     // config.json's content and the tensors to store (Hugging Face names and layouts) for `model`.
     std::function<std::pair<nlohmann::json, nn::NamedTensors>(const PretrainedModel& model)> to_hf;

@@ -190,3 +190,19 @@ TEST_CASE("save_pretrained: a model trained from ampgrad's own initialisation ex
     CHECK(same_bytes(back->forward(idx), gpt->forward(idx)));
     fs::remove_all(out);
 }
+
+TEST_CASE("load_pretrained_weights: into a GPT built with other training options; shapes must match") {
+    models::GPTConfig cfg = models::read_gpt2_config(hf_fixture("lm"));
+    CHECK(cfg.n_embd == 8);
+    CHECK(cfg.n_layer == 2);
+    cfg.dropout = 0.1;
+    cfg.checkpoint_blocks = true;
+    auto gpt = std::make_shared<models::GPT>(cfg);
+    models::load_pretrained_weights(models::PretrainedModel{"GPT2LMHeadModel", "gpt2", gpt}, hf_fixture("sharded"));
+    check_same_parameters(*gpt, *models::from_pretrained(hf_fixture("lm")).gpt());
+    cfg.block_size = 16;                                                       // wpe is (32,8) in the file
+    auto shorter = std::make_shared<models::GPT>(cfg);
+    CHECK_THROWS_WITH_AS(models::load_pretrained_weights(models::PretrainedModel{"GPT2LMHeadModel", "gpt2", shorter},
+                                                         hf_fixture("lm")),
+                         doctest::Contains("\"transformer.wpe.weight\" has shape (32,8)"), ShapeError);
+}
