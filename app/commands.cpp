@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -21,6 +22,7 @@
 #include "core/philox.hpp"
 #include "dist/process_group.hpp"
 #include "models/gpt_mfu.hpp"
+#include "models/pretrained.hpp"
 #include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
@@ -54,6 +56,17 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
     const std::string dir = resolve_checkpoint(path);
     check_preset(preset, read_checkpoint_state(dir).at("run_config").at("preset").get<std::string>(), dir);
     return Trainer::resume(dir, std::nullopt, /*for_inference=*/true);
+}
+
+// The model to sample or evaluate: a checkpoint's run (--ckpt) or a Hugging Face folder (--hf).
+std::unique_ptr<Trainer> load_model_for_inference(const std::string& checkpoint, const std::string& hf,
+                                                  const RunConfig& hf_run, const std::optional<std::string>& preset) {
+    if (checkpoint.empty() == hf.empty()) throw ValueError("give one of --ckpt (an ampgrad checkpoint) and --hf (a Hugging "
+                                                           "Face GPT-2 folder)");
+    if (!checkpoint.empty()) return load_for_inference(checkpoint, preset);
+    RunConfig cfg = hf_run;
+    cfg.init_from = hf;
+    return Trainer::pretrained_for_inference(cfg);
 }
 
 // A checkpoint of the run so far: a ZeRO checkpoint from every rank with --zero (node-local with
@@ -138,6 +151,8 @@ int run_train(const TrainOptions& o) {
                 cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
+    if (!cfg.init_from.empty() && o.resume.empty())
+        std::printf("  init: the Hugging Face GPT-2 weights in %s\n", cfg.init_from.c_str());
     if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
@@ -198,7 +213,7 @@ int run_train(const TrainOptions& o) {
 }
 
 int run_sample(const SampleOptions& o) {
-    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, o.preset_given);
+    std::unique_ptr<Trainer> t = load_model_for_inference(o.checkpoint, o.hf, o.hf_run, o.preset_given);
     const int64_t T = t->model_config().block_size;
     std::vector<int32_t> ids = t->corpus().tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
     if (static_cast<int64_t>(ids.size()) > T)
@@ -219,12 +234,26 @@ int run_sample(const SampleOptions& o) {
 }
 
 int run_eval(const EvalOptions& o) {
-    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, o.preset_given);
+    std::unique_ptr<Trainer> t = load_model_for_inference(o.checkpoint, o.hf, o.hf_run, o.preset_given);
     if (o.eval_iters > 0) t->set_eval_iters(o.eval_iters);
     EvalStats e = t->evaluate();
-    nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss}};
+    nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss},
+                        {"val_perplexity", std::exp(e.val_loss)}};
     if (e.exact_match) j["exact_match"] = *e.exact_match;
     std::printf("%s\n", j.dump().c_str());
+    return 0;
+}
+
+int run_export(const ExportOptions& o) {
+    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, std::nullopt);
+    models::save_pretrained(t->shared_model(), o.hf_out);
+    const models::GPTConfig& c = t->model_config();
+    std::printf("exported %s (step %lld) to %s: GPT2LMHeadModel, V=%lld, T=%lld, L=%lld, NH=%lld, C=%lld, %s (%s "
+                "tokenizer: token ids are its ids)\n", resolve_checkpoint(o.checkpoint).c_str(),
+                static_cast<long long>(t->step()), o.hf_out.c_str(), static_cast<long long>(c.vocab_size),
+                static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
+                static_cast<long long>(c.n_embd), std::string(dtype_name(t->model().wte->weight.dtype())).c_str(),
+                t->corpus().tokenizer.kind_name());
     return 0;
 }
 

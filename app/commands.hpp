@@ -25,8 +25,11 @@ struct TrainOptions {
 };
 int run_train(const TrainOptions& o);
 
+// sample and eval read an ampgrad checkpoint (--ckpt) or a Hugging Face GPT-2 folder (--hf, with
+// the data and tokenizer of `hf_run`: --data, --tokenizer, --batch-size, --eval-iters, --prec).
 struct SampleOptions {
-    std::string checkpoint, prompt;
+    std::string checkpoint, hf, prompt;
+    RunConfig hf_run;
     int64_t tokens = 500;
     double temperature = 0.8;
     int64_t top_k = 40;                  // 0: no top-k
@@ -36,11 +39,18 @@ struct SampleOptions {
 int run_sample(const SampleOptions& o);
 
 struct EvalOptions {
-    std::string checkpoint;
+    std::string checkpoint, hf;
+    RunConfig hf_run;
     int64_t eval_iters = 0;              // 0: the run's own
     std::optional<std::string> preset_given;
 };
 int run_eval(const EvalOptions& o);
+
+// `ampgrad export --ckpt DIR --hf OUT`: a checkpoint's model as a Hugging Face GPT2LMHeadModel folder.
+struct ExportOptions {
+    std::string checkpoint, hf_out;
+};
+int run_export(const ExportOptions& o);
 
 struct BenchOptions {
     RunConfig run;

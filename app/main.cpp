@@ -1,4 +1,4 @@
-// main.cpp: the `ampgrad` command: train, sample, eval, bench and info for the bundled GPT
+// main.cpp: the `ampgrad` command: train, sample, eval, export, bench and info for the bundled GPT
 // (docs/gpt.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
 // naming the thing and the fact, and exit with status 1 (2 for a bad command line).
 #include <CLI/CLI.hpp>
@@ -14,6 +14,24 @@ using namespace ampgrad::app;
 
 namespace {
 
+// --tokenizer (train, bench, and sample/eval --hf): the kinds app/trainer.cpp's make_tokenizer builds.
+void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
+    cmd->add_option("--tokenizer", tokenizer, "char (the text's characters) or byte (V=256)")
+        ->check(CLI::IsMember({"char", "byte"}))->capture_default_str();
+}
+
+// sample/eval --hf DIR: a Hugging Face GPT-2 folder instead of a checkpoint, with the data and
+// tokenizer to use (a checkpoint carries its own).
+void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckpt) {
+    cmd->add_option("--hf", hf, "a Hugging Face GPT-2 folder (config.json + safetensors) instead of --ckpt")
+        ->excludes(ckpt);
+    cmd->add_option("--data", r.data_file, "--hf: the text (default: the bundled Tiny Shakespeare)");
+    add_tokenizer_flag(cmd, r.tokenizer);
+    cmd->add_option("--prec", r.prec, "--hf: fp32 | bf16 | fp16 (autocast)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
+    cmd->add_option("--device", r.device, "--hf: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+}
+
 // The flags that define a run (train and bench share them).
 void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--preset", r.preset, "model size: nano (CPU demo), tiny, small, gpt2")
@@ -27,8 +45,7 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
         ->check(CLI::IsMember({"text", "addition"}))->capture_default_str();
     cmd->add_option("--data", r.data_file, "a text file to train on (default: the bundled Tiny Shakespeare)");
-    cmd->add_option("--tokenizer", r.tokenizer, "char (the text's characters) or byte (V=256)")
-        ->check(CLI::IsMember({"char", "byte"}))->capture_default_str();
+    add_tokenizer_flag(cmd, r.tokenizer);
     cmd->add_option("--digits", r.digits, "addition task: digits per operand")->capture_default_str();
     cmd->add_option("--steps", r.steps, "optimiser steps (the LR schedule spans them)")->capture_default_str();
     cmd->add_option("--batch-size", r.batch_size, "sequences per step")->capture_default_str();
@@ -65,6 +82,8 @@ int main(int argc, char** argv) {
     add_run_flags(train_cmd, train.run);
     train_cmd->add_option("--out", train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
     train_cmd->add_option("--resume", train.resume, "continue the run saved in this checkpoint (or output) folder");
+    train_cmd->add_option("--init-from", train.run.init_from, "start from the weights of this Hugging Face GPT-2 folder "
+                                                             "(its sizes replace the preset's; docs/pretrained.md)");
     train_cmd->add_option("--plot", train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
     train_cmd->add_option("--until", train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");
@@ -85,7 +104,8 @@ int main(int argc, char** argv) {
 
     SampleOptions sample;
     CLI::App* sample_cmd = app.add_subcommand("sample", "stream text from a checkpoint");
-    sample_cmd->add_option("--ckpt", sample.checkpoint, "checkpoint (or training output) folder")->required();
+    CLI::Option* sample_ckpt = sample_cmd->add_option("--ckpt", sample.checkpoint, "checkpoint (or training output) folder");
+    add_hf_flags(sample_cmd, sample.hf, sample.hf_run, sample_ckpt);
     sample_cmd->add_option("--prompt", sample.prompt, "text to continue");
     sample_cmd->add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
     sample_cmd->add_option("--temperature", sample.temperature, "softmax temperature (0: greedy)")->capture_default_str();
@@ -96,9 +116,16 @@ int main(int argc, char** argv) {
 
     EvalOptions eval;
     CLI::App* eval_cmd = app.add_subcommand("eval", "loss on the train and validation splits (exact match for addition)");
-    eval_cmd->add_option("--ckpt", eval.checkpoint, "checkpoint (or training output) folder")->required();
+    CLI::Option* eval_ckpt = eval_cmd->add_option("--ckpt", eval.checkpoint, "checkpoint (or training output) folder");
+    add_hf_flags(eval_cmd, eval.hf, eval.hf_run, eval_ckpt);
+    eval_cmd->add_option("--batch-size", eval.hf_run.batch_size, "--hf: sequences per batch")->capture_default_str();
     eval_cmd->add_option("--eval-iters", eval.eval_iters, "batches per split (default: the run's)");
     CLI::Option* eval_preset_opt = eval_cmd->add_option("--preset", eval_preset, "expected preset (checked)");
+
+    ExportOptions export_opts;
+    CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face GPT-2 folder");
+    export_cmd->add_option("--ckpt", export_opts.checkpoint, "checkpoint (or training output) folder")->required();
+    export_cmd->add_option("--hf", export_opts.hf_out, "the folder to write (config.json, model.safetensors)")->required();
 
     BenchOptions bench;
     CLI::App* bench_cmd = app.add_subcommand("bench", "time training steps: ms/step, tokens/s, GFLOP/s");
@@ -127,6 +154,7 @@ int main(int argc, char** argv) {
             if (eval_preset_opt->count() > 0) eval.preset_given = eval_preset;
             return run_eval(eval);
         }
+        if (command == "export") return run_export(export_opts);
         if (command == "bench") return run_bench(bench);
         return run_info();
     } catch (const std::exception& e) {

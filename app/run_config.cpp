@@ -8,9 +8,10 @@
 
 namespace ampgrad::app {
 
-models::GPTConfig RunConfig::model_config(int64_t vocab_size) const {
+models::GPTConfig RunConfig::model_config(int64_t tokenizer_vocab) const {
     models::GPTConfig c = models::GPTConfig::preset(preset);
-    c.vocab_size = vocab_size;
+    c.vocab_size = vocab_size > 0 ? vocab_size : tokenizer_vocab;
+    if (layer_norm_epsilon > 0) c.layer_norm_epsilon = layer_norm_epsilon;
     if (n_layer > 0) c.n_layer = n_layer;
     if (n_head > 0) c.n_head = n_head;
     if (n_embd > 0) c.n_embd = n_embd;
@@ -57,6 +58,7 @@ void RunConfig::validate() const {
 nlohmann::json to_json(const RunConfig& c) {
     return {{"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
             {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
+            {"init_from", c.init_from}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", c.layer_norm_epsilon},
             {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
             {"steps", c.steps}, {"batch_size", c.batch_size}, {"lr", c.lr}, {"min_lr", c.min_lr},
             {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
@@ -84,6 +86,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     get("grad_clip", c.grad_clip), get("seed", c.seed), get("prec", c.prec), get("device", c.device);
     get("init_scale", c.init_scale), get("scale_window", c.scale_window), get("hysteresis", c.hysteresis);
     get("eval_every", c.eval_every), get("eval_iters", c.eval_iters);
+    if (j.contains("init_from")) {   // since issue 26 (--init-from); earlier runs started from random weights
+        get("init_from", c.init_from), get("vocab_size", c.vocab_size), get("layer_norm_epsilon", c.layer_norm_epsilon);
+    }
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
     // before --zero, nothing).
     if (j.contains("zero_stage")) {
@@ -97,10 +102,13 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json to_json(const models::GPTConfig& c) {
-    return {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
-            {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"dropout", c.dropout},
-            {"checkpoint_blocks", c.checkpoint_blocks}, {"padded_vocab_size", c.padded_vocab_size()},
-            {"num_parameters", c.num_parameters()}};
+    nlohmann::json j = {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
+                        {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"dropout", c.dropout},
+                        {"checkpoint_blocks", c.checkpoint_blocks}, {"padded_vocab_size", c.padded_vocab_size()},
+                        {"num_parameters", c.num_parameters()}};
+    if (c.layer_norm_epsilon != models::GPTConfig().layer_norm_epsilon)   // written only when not the default, so
+        j["layer_norm_epsilon"] = c.layer_norm_epsilon;                    // older checkpoints still compare equal
+    return j;
 }
 
 }  // namespace ampgrad::app

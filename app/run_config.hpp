@@ -17,10 +17,16 @@ struct RunConfig {
     int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
     double dropout = 0.0;
     bool checkpoint_blocks = false;
+    // --init-from DIR: start from a Hugging Face GPT-2 folder's weights (models/pretrained.hpp). The
+    // trainer copies the folder's sizes into the fields above and these two, so that a checkpoint
+    // rebuilds the model without the folder; vocab_size 0: the tokenizer's, eps 0: GPT-2's 1e-5.
+    std::string init_from;
+    int64_t vocab_size = 0;
+    double layer_norm_epsilon = 0.0;
     // data
     std::string task = "text";          // text | addition
     std::string data_file;              // empty: the bundled Tiny Shakespeare
-    std::string tokenizer = "char";     // char | byte (text task)
+    std::string tokenizer = "char";     // char | byte (text task); app/trainer.cpp's make_tokenizer reads it
     int64_t digits = 2;                 // addition task
     // optimisation: AdamW, linear warm-up then cosine decay to min_lr
     int64_t steps = 1500;
@@ -41,7 +47,8 @@ struct RunConfig {
     // evaluation
     int64_t eval_every = 250, eval_iters = 20;
 
-    models::GPTConfig model_config(int64_t vocab_size) const;   // the preset with the overrides applied
+    // The preset with the overrides applied; V is vocab_size when set, else the tokenizer's.
+    models::GPTConfig model_config(int64_t tokenizer_vocab) const;
     void validate() const;                                       // ValueError naming the flag and value
 };
 

@@ -13,6 +13,8 @@
 #include "core/philox.hpp"
 #include "data/text.hpp"
 #include "dist/process_group.hpp"
+#include "models/pretrained.hpp"
+#include "nn/init.hpp"
 
 namespace ampgrad::app {
 
@@ -26,12 +28,18 @@ Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& s
         text = data::read_text_file(cfg.data_file);
         c.source = cfg.data_file;
     }
-    c.tokenizer = saved ? *saved : cfg.tokenizer == "byte" ? data::Tokenizer::bytes() : data::Tokenizer::chars_of(text);
+    c.tokenizer = saved ? *saved : make_tokenizer(cfg.tokenizer, text);
     std::vector<int32_t> ids = c.tokenizer.encode(text);
     const size_t n_train = ids.size() * 9 / 10;
     c.train = std::make_shared<std::vector<int32_t>>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
     c.val = std::make_shared<std::vector<int32_t>>(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
     return c;
+}
+
+data::Tokenizer make_tokenizer(const std::string& spec, const std::string& text) {
+    if (spec == "byte") return data::Tokenizer::bytes();
+    if (spec == "char") return data::Tokenizer::chars_of(text);
+    throw ValueError(fmt::format("--tokenizer: unknown tokenizer \"{}\"; expected char or byte", spec));
 }
 
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
@@ -74,6 +82,25 @@ int launched_world_size() {
 
 Trainer::Trainer(const RunConfig& cfg) : Trainer(cfg, std::nullopt, /*training=*/true) {}
 
+std::unique_ptr<Trainer> Trainer::pretrained_for_inference(const RunConfig& cfg) {
+    if (cfg.init_from.empty()) throw ValueError("--hf: no Hugging Face folder given");
+    RunConfig c = cfg;
+    c.zero = -1;
+    return std::unique_ptr<Trainer>(new Trainer(c, std::nullopt, /*training=*/false));
+}
+
+// --init-from: the model takes the folder's sizes (n_positions becomes the context T), recorded in
+// the run config so that a checkpoint of this run rebuilds it without the folder.
+void Trainer::adopt_pretrained_sizes() {
+    const models::GPTConfig hf = models::read_gpt2_config(cfg_.init_from);
+    cfg_.vocab_size = hf.vocab_size;
+    cfg_.block_size = hf.block_size;
+    cfg_.n_layer = hf.n_layer;
+    cfg_.n_head = hf.n_head;
+    cfg_.n_embd = hf.n_embd;
+    cfg_.layer_norm_epsilon = hf.layer_norm_epsilon;
+}
+
 // Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
 // (seed + 1 + rank) and dropout masks, and takes batch_size / world_size sequences per step.
 void Trainer::join_process_group() {
@@ -88,6 +115,9 @@ void Trainer::join_process_group() {
 Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training)
     : cfg_(cfg), device_(checked_device(cfg.device)) {
     cfg_.validate();
+    // A fresh --init-from run (a resumed one has the sizes already, and its checkpoint's weights).
+    const bool load_pretrained = !cfg_.init_from.empty() && cfg_.vocab_size == 0;
+    if (load_pretrained) adopt_pretrained_sizes();
     const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
     if (cfg_.zero >= 0 || data_parallel) join_process_group();
     int64_t vocab = 0;
@@ -103,6 +133,9 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         vocab = corpus_.tokenizer.vocab_size();
     }
     models::GPTConfig mc = cfg_.model_config(vocab);
+    if (vocab > mc.vocab_size)
+        throw ValueError(fmt::format("--init-from {}: the {} tokenizer has {} tokens, more than the model's vocabulary of "
+                                     "{}", cfg_.init_from, cfg_.tokenizer, vocab, mc.vocab_size));
     if (addition_ && mc.block_size < addition_->sequence_length()) mc.block_size = addition_->sequence_length();
     const int64_t T = addition_ ? addition_->sequence_length() : mc.block_size;
     if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T)
@@ -110,7 +143,12 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
                                      "window of block_size {} + 1", corpus_.source,
                                      corpus_.train->size() + corpus_.val->size(), corpus_.val->size(), T));
     manual_seed(cfg_.seed);
-    model_ = std::make_shared<models::GPT>(mc);
+    {
+        std::optional<nn::init::SkipInitGuard> allocate_only;         // the weights are loaded next
+        if (load_pretrained) allocate_only.emplace();
+        model_ = std::make_shared<models::GPT>(mc);
+    }
+    if (load_pretrained) models::load_pretrained_weights({"GPT2LMHeadModel", "gpt2", model_}, cfg_.init_from);
     if (device_.is_cuda()) model_->to(device_);
     if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_);   // fp16-master may turn the weights to f16

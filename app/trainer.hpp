@@ -28,6 +28,11 @@ struct Corpus {
 // Reads --data (or the bundled text) and builds the tokenizer --tokenizer names, or the saved one.
 Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved = std::nullopt);
 
+// The one place a --tokenizer value becomes a tokenizer (train, sample, eval, --init-from): "char"
+// (the characters of `text`) or "byte". A new kind (e.g. GPT-2's BPE, "gpt2:DIR") is added here,
+// in RunConfig::validate's list and in app/main.cpp's --tokenizer check.
+data::Tokenizer make_tokenizer(const std::string& spec, const std::string& text);
+
 // The tokenizer of a run: char (from the text or as saved), byte, or the addition task's.
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t);
 data::Tokenizer tokenizer_from_json(const nlohmann::json& j);
@@ -65,6 +70,9 @@ public:
     // no engine: a ZeRO checkpoint's parameters are read consolidated (sample, eval).
     static std::unique_ptr<Trainer> resume(const std::string& dir, std::optional<int64_t> zero_stage = std::nullopt,
                                            bool for_inference = false);
+    // `ampgrad sample/eval --hf DIR`: one process, no engine, the model and weights of the Hugging Face
+    // folder cfg.init_from, the data and tokenizer cfg names (for eval's splits and the encoding).
+    static std::unique_ptr<Trainer> pretrained_for_inference(const RunConfig& cfg);
 
     TrainStats train_step();   // one optimiser step; step() counts them
     EvalStats evaluate();      // mean loss over eval_iters fixed batches of each split (eval mode)
@@ -84,6 +92,7 @@ public:
     const RunConfig& config() const { return cfg_; }
     const models::GPTConfig& model_config() const { return model_->config(); }
     models::GPT& model() { return *model_; }
+    std::shared_ptr<models::GPT> shared_model() const { return model_; }
     const Corpus& corpus() const { return corpus_; }
     Precision& precision() { return *precision_; }   // not with --zero
     ZeroTraining* zero() { return zero_.get(); }      // null without --zero
@@ -96,6 +105,7 @@ private:
     // training: false for sample and eval (one process, never distributed).
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
     void join_process_group();
+    void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's sizes
     void restore_rank_streams(const nlohmann::json& state);
     std::pair<Tensor, Tensor> next_batch();
     Tensor loss_on(const Tensor& x, const Tensor& y);
