@@ -43,7 +43,7 @@ TEST_CASE("info: build, devices, threads, presets with parameters and FLOPs, the
 }
 
 TEST_CASE("--help on each subcommand") {
-    for (const char* cmd : {"train", "sample", "eval", "bench", "info"}) {
+    for (const char* cmd : {"train", "sample", "eval", "export", "bench", "info"}) {
         ProgramResult r = run_ampgrad({cmd, "--help"});
         CAPTURE(r.output);
         CHECK(r.exit_code == 0);
