@@ -158,7 +158,9 @@ std::pair<nlohmann::json, nn::NamedTensors> gpt2_to_hf(const PretrainedModel& m)
     const std::string prefix = m.architecture == kBase ? "" : kPrefix;
     NoGradGuard no_grad;
     nn::NamedTensors out;
-    auto put = [&](const std::string& name, const Tensor& x) { out.insert(prefix + name, x.detach().contiguous()); };
+    // Views (the transposes, wte's first V rows): io::save_safetensors makes each contiguous in turn,
+    // so saving holds one tensor's copy at a time, not a second model.
+    auto put = [&](const std::string& name, const Tensor& x) { out.insert(prefix + name, x.detach()); };
     auto put_conv1d = [&](const std::string& name, const nn::Linear& linear) {
         put(name + ".weight", linear.weight.detach().t());                 // (out,in) -> (in,out)
         put(name + ".bias", linear.bias);
