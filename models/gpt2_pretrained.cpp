@@ -15,7 +15,8 @@
 // The attention and MLP projections are transformers' Conv1D, which stores its weight (in, out)
 // and computes x @ W + b; nn::Linear stores (out, in). GPT2Model's files name the same tensors
 // without the "transformer." prefix; both spellings load into both architectures.
-#include <cmath>
+#include <functional>
+#include <optional>
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"

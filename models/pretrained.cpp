@@ -3,11 +3,11 @@
 // shards), checking every header against the architecture's plan, then reading one file at a time.
 #include "models/pretrained.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.hpp"

@@ -225,3 +225,31 @@ TEST_CASE("the in-memory parser accepts what the writer writes and keeps shapes 
     CHECK(h.tensors[1].shape.empty());
     CHECK(h.metadata.at("k") == "v");
 }
+
+TEST_CASE("SafetensorsReader: one tensor at a time, by name; a missing name names the file") {
+    fs::path dir = scratch_dir();
+    const std::string path = (dir / "two.safetensors").string();
+    Tensor a = randn({3, 4}), b = arange(5, TensorOptions(kInt64));
+    nn::NamedTensors tensors;
+    tensors.insert("a", a);
+    tensors.insert("b", b);
+    io::save_safetensors(path, tensors);
+    io::SafetensorsReader f(path);
+    CHECK(f.path() == path);
+    REQUIRE(f.header().tensors.size() == 2);
+    REQUIRE(f.find("b") != nullptr);
+    CHECK(f.find("b")->dtype == "I64");
+    CHECK(f.find("c") == nullptr);
+    CHECK(equal(f.read("b"), b));
+    CHECK(equal(f.read("a"), a));
+    CHECK_THROWS_WITH_AS(f.read("c"), doctest::Contains(path.c_str()), ValueError);
+    // A truncated file fails when it opens, before any tensor is read.
+    fs::resize_file(path, fs::file_size(path) - 4);
+    CHECK_THROWS_AS(io::SafetensorsReader{path}, FormatError);
+    // write_file_atomic: the text, and no temporary file left beside it.
+    io::write_file_atomic((dir / "config.json").string(), "{\"a\": 1}\n");
+    std::ifstream in(dir / "config.json");
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "{\"a\": 1}\n");
+    CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 2);
+    fs::remove_all(dir);
+}
