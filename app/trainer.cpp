@@ -93,11 +93,17 @@ std::unique_ptr<Trainer> Trainer::pretrained_for_inference(const RunConfig& cfg)
 // the run config so that a checkpoint of this run rebuilds it without the folder.
 void Trainer::adopt_pretrained_sizes() {
     const models::GPTConfig hf = models::read_gpt2_config(cfg_.init_from);
+    auto adopt = [&](const char* flag, int64_t& field, int64_t value, const char* key) {
+        if (field > 0 && field != value)   // a size typed beside --init-from must agree with the folder
+            throw ValueError(fmt::format("{} {}: the weights in {} have {} {} (drop {})", flag, field, cfg_.init_from,
+                                         key, value, flag));
+        field = value;
+    };
+    adopt("--n-layer", cfg_.n_layer, hf.n_layer, "n_layer");
+    adopt("--n-head", cfg_.n_head, hf.n_head, "n_head");
+    adopt("--n-embd", cfg_.n_embd, hf.n_embd, "n_embd");
+    adopt("--block-size", cfg_.block_size, hf.block_size, "n_positions");
     cfg_.vocab_size = hf.vocab_size;
-    cfg_.block_size = hf.block_size;
-    cfg_.n_layer = hf.n_layer;
-    cfg_.n_head = hf.n_head;
-    cfg_.n_embd = hf.n_embd;
     cfg_.layer_norm_epsilon = hf.layer_norm_epsilon;
 }
 

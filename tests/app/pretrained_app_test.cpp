@@ -145,6 +145,10 @@ TEST_CASE("pretrained flags: bad folders and combinations are named, with a non-
     };
     const std::string out = make_temp_dir("hf_bad");
     check_fails(run_ampgrad(fine_tune(out + "/none", out, "1")), out + "/none/config.json");
+    std::vector<std::string> deeper = fine_tune(hf_fixture("lm"), out, "1");
+    deeper.push_back("--n-layer");
+    deeper.push_back("3");
+    check_fails(run_ampgrad(deeper), "--n-layer 3: the weights in " + hf_fixture("lm") + " have n_layer 2");
     check_fails(run_ampgrad({"sample", "--prompt", "a"}), "give one of --ckpt");
     check_fails(run_ampgrad({"sample", "--hf", hf_fixture("lm"), "--ckpt", out}), "excludes");
     check_fails(run_ampgrad({"export", "--ckpt", out}), "--hf is required");
