@@ -27,8 +27,9 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
         ->check(CLI::IsMember({"text", "addition"}))->capture_default_str();
     cmd->add_option("--data", r.data_file, "a text file to train on (default: the bundled Tiny Shakespeare)");
-    cmd->add_option("--tokenizer", r.tokenizer, "char (the text's characters) or byte (V=256)")
-        ->check(CLI::IsMember({"char", "byte"}))->capture_default_str();
+    cmd->add_option("--tokenizer", r.tokenizer, "char (the text's characters), byte (V=256), gpt2:DIR (a byte-level "
+                                                "BPE: DIR/vocab.json + DIR/merges.txt) or tiktoken:FILE (a rank file)")
+        ->capture_default_str();
     cmd->add_option("--digits", r.digits, "addition task: digits per operand")->capture_default_str();
     cmd->add_option("--steps", r.steps, "optimiser steps (the LR schedule spans them)")->capture_default_str();
     cmd->add_option("--batch-size", r.batch_size, "sequences per step")->capture_default_str();
@@ -108,6 +109,16 @@ int main(int argc, char** argv) {
 
     app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
 
+    TokenizerTrainOptions tok_train;
+    CLI::App* tok_cmd = app.add_subcommand("tokenizer", "byte-level BPE tokenizers (docs/tokenizers.md)");
+    tok_cmd->require_subcommand(1);
+    CLI::App* tok_train_cmd = tok_cmd->add_subcommand("train", "learn a byte-level BPE from a text; write vocab.json + "
+                                                               "merges.txt (load with --tokenizer gpt2:DIR, or in HF tokenizers)");
+    tok_train_cmd->add_option("--input", tok_train.input, "the text to learn from (UTF-8)")->required();
+    tok_train_cmd->add_option("--output", tok_train.output, "folder for vocab.json and merges.txt")->required();
+    tok_train_cmd->add_option("--vocab-size", tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
+        ->required()->check(CLI::Range(int64_t{257}, int64_t{INT32_MAX}));
+
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
@@ -128,6 +139,7 @@ int main(int argc, char** argv) {
             return run_eval(eval);
         }
         if (command == "bench") return run_bench(bench);
+        if (command == "tokenizer") return run_tokenizer_train(tok_train);
         return run_info();
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -20,7 +20,7 @@ struct RunConfig {
     // data
     std::string task = "text";          // text | addition
     std::string data_file;              // empty: the bundled Tiny Shakespeare
-    std::string tokenizer = "char";     // char | byte (text task)
+    std::string tokenizer = "char";     // char | byte | gpt2:DIR | tiktoken:FILE (text task; docs/tokenizers.md)
     int64_t digits = 2;                 // addition task
     // optimisation: AdamW, linear warm-up then cosine decay to min_lr
     int64_t steps = 1500;
