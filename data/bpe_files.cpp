@@ -136,12 +136,13 @@ BpeTokenizer BpeTokenizer::from_hf_files(const std::string& vocab_path, const st
     std::vector<std::string> tokens(vocab.size());
     std::vector<bool> seen(vocab.size(), false);
     for (const auto& [token, value] : vocab.items()) {
-        const size_t line = line_of(vocab_text, vocab_text.find(nlohmann::json(token).dump()));
+        // (the line is looked up only for an error: a search per token would be quadratic)
+        auto line = [&] { return line_of(vocab_text, vocab_text.find(nlohmann::json(token).dump())); };
         if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= static_cast<int64_t>(tokens.size()))
             throw FormatError(fmt::format("{}: line {}: the token \"{}\" has the id {}, not an integer in [0, {})",
-                                          vocab_path, line, token, value.dump(), tokens.size()));
+                                          vocab_path, line(), token, value.dump(), tokens.size()));
         const size_t id = value.get<size_t>();
-        if (seen[id]) throw FormatError(fmt::format("{}: line {}: the id {} is given twice", vocab_path, line, id));
+        if (seen[id]) throw FormatError(fmt::format("{}: line {}: the id {} is given twice", vocab_path, line(), id));
         seen[id] = true;
         tokens[id] = token;
     }
