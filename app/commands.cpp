@@ -282,8 +282,9 @@ int run_tokenizer_train(const TokenizerTrainOptions& o) {
     if (ec) throw IOError(fmt::format("tokenizer train: cannot create the folder \"{}\": {}", o.output, ec.message()));
     write_file_atomic((fs::path(o.output) / "vocab.json").string(), tok.vocab_json());
     write_file_atomic((fs::path(o.output) / "merges.txt").string(), tok.merges_txt());
+    write_file_atomic((fs::path(o.output) / "tokenizer.json").string(), tok.tokenizer_json());
     const size_t n_ids = tok.encode(text, /*allow_special=*/true).size();
-    std::printf("tokenizer train: %s (%zu bytes) -> %s/{vocab.json,merges.txt}: %lld tokens (%lld merges) in %.1f s; "
+    std::printf("tokenizer train: %s (%zu bytes) -> %s/{vocab.json,merges.txt,tokenizer.json}: %lld tokens (%lld merges) in %.1f s; "
                 "the text is %zu tokens, %.2f bytes per token\n", o.input.c_str(), text.size(), o.output.c_str(),
                 static_cast<long long>(tok.vocab_size()), static_cast<long long>(tok.merge_count()), seconds, n_ids,
                 n_ids > 0 ? static_cast<double>(text.size()) / static_cast<double>(n_ids) : 0.0);

@@ -249,4 +249,27 @@ std::string BpeTokenizer::merges_txt() const {
     return out;
 }
 
+// Hugging Face's one-file form: the same vocabulary and merges, plus the pipeline that makes it
+// GPT-2's (ByteLevel pre-tokenizer and decoder, no normalizer) and <|endoftext|> as a special token.
+std::string BpeTokenizer::tokenizer_json() const {
+    nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+    const std::vector<std::string> tokens = token_strings();
+    for (size_t id = 0; id < tokens.size(); ++id) vocab[tokens[id]] = id;
+    nlohmann::ordered_json merges = nlohmann::ordered_json::array();
+    for (const auto& [left, right] : merge_strings()) merges.push_back(left + " " + right);
+    nlohmann::ordered_json added = nlohmann::ordered_json::array();
+    if (eot_ >= 0)
+        added.push_back({{"id", eot_}, {"content", kEndOfText}, {"single_word", false}, {"lstrip", false},
+                         {"rstrip", false}, {"normalized", true}, {"special", true}});
+    const nlohmann::ordered_json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
+                                               {"trim_offsets", true}, {"use_regex", true}};
+    nlohmann::ordered_json j = {
+        {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+        {"normalizer", nullptr}, {"pre_tokenizer", byte_level}, {"post_processor", byte_level}, {"decoder", byte_level},
+        {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                   {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                   {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}}}};
+    return j.dump() + "\n";
+}
+
 }  // namespace ampgrad::data

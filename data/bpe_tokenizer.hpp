@@ -65,6 +65,8 @@ public:
     // The contents of vocab.json (ids in increasing order) and merges.txt, as Hugging Face writes them.
     std::string vocab_json() const;
     std::string merges_txt() const;
+    // The same as one Hugging Face tokenizer.json (loads with tokenizers.Tokenizer.from_file).
+    std::string tokenizer_json() const;
 
 private:
     struct Merge {

@@ -8,7 +8,8 @@ Writes into tests/fixtures/bpe/:
   gpt2_cases.json             hostile strings (as hex) with their ids, ordinary and with <|endoftext|> allowed
   gpt2_tinyshakespeare.json   the ids of data/tinyshakespeare.txt as FNV-1a hashes of 1024-id chunks
   trained_512_ids.json        the ids HF gives a sample with the vocabulary `ampgrad tokenizer train`
-                              wrote into trained_512/ (see that step in docs/tokenizers.md)
+                              wrote into trained_512/ (README.md there); its tokenizer.json must give
+                              the same ids
 GPT-2's vocabulary is tests/fixtures/bpe/gpt2.tiktoken (see README.md there); the HF tokenizer is
 built from it (vocab.json + merges.txt rebuilt from the ranks: the Hub is not reachable here).
 
@@ -178,6 +179,9 @@ def main():
     if (trained / "vocab.json").exists():
         tok = make_hf(models.BPE.from_file(str(trained / "vocab.json"), str(trained / "merges.txt")))
         sample = corpus[20000:23000] + "\nIt's 2026: naïve café, 東京, 👋 <|endoftext|> fin.\n"
+        one_file = Tokenizer.from_file(str(trained / "tokenizer.json"))
+        assert one_file.encode(sample).ids == tok.encode(sample).ids
+        assert one_file.decode(one_file.encode(sample).ids, skip_special_tokens=False) == sample
         write_json("trained_512_ids.json", {"versions": versions, "sample": sample,
                                             "ids_allow_special": tok.encode(sample).ids})
     print(f"wrote {len(cases)} cases, {len(ids)} Tiny Shakespeare ids")

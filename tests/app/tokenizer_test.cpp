@@ -63,6 +63,7 @@ TEST_CASE("tokenizer train -> train --tokenizer gpt2:DIR -> sample and eval from
     CHECK(r.output.find("300 tokens") != std::string::npos);
     CHECK(fs::exists(fs::path(tok_dir) / "vocab.json"));
     CHECK(fs::exists(fs::path(tok_dir) / "merges.txt"));
+    CHECK(fs::exists(fs::path(tok_dir) / "tokenizer.json"));
 
     r = run_ampgrad(tiny_bpe_run(out, "gpt2:" + tok_dir, text));
     check_ok(r);

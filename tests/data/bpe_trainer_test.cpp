@@ -1,6 +1,6 @@
 // bpe_trainer_test.cpp: data/bpe_trainer: training on a fixed text writes exactly the committed
 // vocab.json + merges.txt (tests/fixtures/bpe/trained_512/, made by `ampgrad tokenizer train`),
-// and Hugging Face tokenizers, loading those files, gives the same ids as ampgrad
+// and Hugging Face tokenizers, loading those files (and tokenizer.json), gives the same ids as ampgrad
 // (trained_512_ids.json, from tools/make_bpe_fixtures.py).
 #include <doctest/doctest.h>
 
@@ -22,6 +22,7 @@ TEST_CASE("training is deterministic and reproduces the committed files byte for
     CHECK(tok.eot_token() == 511);
     CHECK(tok.vocab_json() == read_bytes(bpe_fixture_path("trained_512/vocab.json")));
     CHECK(tok.merges_txt() == read_bytes(bpe_fixture_path("trained_512/merges.txt")));
+    CHECK(tok.tokenizer_json() == read_bytes(bpe_fixture_path("trained_512/tokenizer.json")));
     CHECK(data::train_bpe(training_text(), 512).merges_txt() == tok.merges_txt());
 }
 
