@@ -177,3 +177,17 @@ TEST_CASE("GPT-2 pre-tokenization: the regex's alternatives, in order") {
     CHECK(data::char_class(0x3000) == data::CharClass::kSpace);
     CHECK(data::char_class(0x1F600) == data::CharClass::kOther);   // emoji
 }
+
+TEST_CASE("data::Tokenizer holds a BPE: the command's tokenizer, <|endoftext|> allowed") {
+    const auto bpe = std::make_shared<data::BpeTokenizer>(gpt2_tokenizer());
+    const data::Tokenizer tok = data::Tokenizer::from_bpe(bpe);
+    CHECK(tok.kind() == data::Tokenizer::Kind::kBpe);
+    CHECK(std::string(tok.kind_name()) == "bpe");
+    CHECK(tok.vocab_size() == 50257);
+    CHECK(tok.bpe() == bpe.get());
+    CHECK(tok.encode("Hello world<|endoftext|>") == std::vector<int32_t>{15496, 995, 50256});
+    CHECK(tok.decode_one(995) == " world");
+    CHECK(tok.decode({15496, 995}) == "Hello world");
+    CHECK_THROWS_AS(tok.decode_one(50257), IndexError);
+    CHECK_THROWS_AS(data::Tokenizer::from_bpe(nullptr), ValueError);
+}
