@@ -113,9 +113,9 @@ int main(int argc, char** argv) {
     CLI::App* tok_cmd = app.add_subcommand("tokenizer", "byte-level BPE tokenizers (docs/tokenizers.md)");
     tok_cmd->require_subcommand(1);
     CLI::App* tok_train_cmd = tok_cmd->add_subcommand("train", "learn a byte-level BPE from a text; write vocab.json + "
-                                                               "merges.txt (load with --tokenizer gpt2:DIR, or in HF tokenizers)");
+                                                               "merges.txt + tokenizer.json (load with --tokenizer gpt2:DIR, or in HF tokenizers)");
     tok_train_cmd->add_option("--input", tok_train.input, "the text to learn from (UTF-8)")->required();
-    tok_train_cmd->add_option("--output", tok_train.output, "folder for vocab.json and merges.txt")->required();
+    tok_train_cmd->add_option("--output", tok_train.output, "folder for vocab.json, merges.txt and tokenizer.json")->required();
     tok_train_cmd->add_option("--vocab-size", tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
         ->required()->check(CLI::Range(int64_t{257}, int64_t{INT32_MAX}));
 
