@@ -20,6 +20,8 @@
 #include "core/error.hpp"
 #include "core/gemm_paths.hpp"
 #include "core/philox.hpp"
+#include "data/bpe_trainer.hpp"
+#include "data/text.hpp"
 #include "dist/process_group.hpp"
 #include "models/gpt_mfu.hpp"
 #include "models/pretrained.hpp"
@@ -296,6 +298,28 @@ int run_info() {
     }
     std::printf("  (FLOPs per token: training, forward + backward: 6N + 12 L C T)\n\n%s",
                 amp::policy_table_text().c_str());
+    return 0;
+}
+
+int run_tokenizer_train(const TokenizerTrainOptions& o) {
+    const std::string text = data::read_text_file(o.input);
+    const auto start = std::chrono::steady_clock::now();
+    const data::BpeTokenizer tok = data::train_bpe(text, o.vocab_size);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::error_code ec;
+    fs::create_directories(o.output, ec);
+    if (ec) throw IOError(fmt::format("tokenizer train: cannot create the folder \"{}\": {}", o.output, ec.message()));
+    write_file_atomic((fs::path(o.output) / "vocab.json").string(), tok.vocab_json());
+    write_file_atomic((fs::path(o.output) / "merges.txt").string(), tok.merges_txt());
+    write_file_atomic((fs::path(o.output) / "tokenizer.json").string(), tok.tokenizer_json());
+    const size_t n_ids = tok.encode(text, /*allow_special=*/true).size();
+    std::printf("tokenizer train: %s (%zu bytes) -> %s/{vocab.json,merges.txt,tokenizer.json}: %lld tokens (%lld merges) in %.1f s; "
+                "the text is %zu tokens, %.2f bytes per token\n", o.input.c_str(), text.size(), o.output.c_str(),
+                static_cast<long long>(tok.vocab_size()), static_cast<long long>(tok.merge_count()), seconds, n_ids,
+                n_ids > 0 ? static_cast<double>(text.size()) / static_cast<double>(n_ids) : 0.0);
+    if (tok.vocab_size() < o.vocab_size)
+        std::printf("  (fewer than --vocab-size %lld: no pair of tokens was left to merge)\n",
+                    static_cast<long long>(o.vocab_size));
     return 0;
 }
 

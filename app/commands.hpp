@@ -60,4 +60,13 @@ int run_bench(const BenchOptions& o);
 
 int run_info();
 
+// `ampgrad tokenizer train`: a byte-level BPE learnt from a text (data/bpe_trainer.hpp), written as
+// vocab.json + merges.txt (and the same as one tokenizer.json) into `output` (created if needed;
+// each file written atomically).
+struct TokenizerTrainOptions {
+    std::string input, output;
+    int64_t vocab_size = 0;
+};
+int run_tokenizer_train(const TokenizerTrainOptions& o);
+
 }  // namespace ampgrad::app

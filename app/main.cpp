@@ -16,8 +16,10 @@ namespace {
 
 // --tokenizer (train, bench, and sample/eval --hf): the kinds app/trainer.cpp's make_tokenizer builds.
 void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
-    cmd->add_option("--tokenizer", tokenizer, "char (the text's characters) or byte (V=256)")
-        ->check(CLI::IsMember({"char", "byte"}))->capture_default_str();
+    // Checked by RunConfig::validate (gpt2:DIR and tiktoken:FILE carry a path).
+    cmd->add_option("--tokenizer", tokenizer, "char (the text's characters), byte (V=256), gpt2:DIR (a byte-level "
+                                              "BPE: DIR/vocab.json + DIR/merges.txt) or tiktoken:FILE (a rank file)")
+        ->capture_default_str();
 }
 
 // sample/eval --hf DIR: a Hugging Face GPT-2 folder instead of a checkpoint, with the data and
@@ -135,6 +137,16 @@ int main(int argc, char** argv) {
 
     app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
 
+    TokenizerTrainOptions tok_train;
+    CLI::App* tok_cmd = app.add_subcommand("tokenizer", "byte-level BPE tokenizers (docs/tokenizers.md)");
+    tok_cmd->require_subcommand(1);
+    CLI::App* tok_train_cmd = tok_cmd->add_subcommand("train", "learn a byte-level BPE from a text; write vocab.json + "
+                                                               "merges.txt + tokenizer.json (load with --tokenizer gpt2:DIR, or in HF tokenizers)");
+    tok_train_cmd->add_option("--input", tok_train.input, "the text to learn from (UTF-8)")->required();
+    tok_train_cmd->add_option("--output", tok_train.output, "folder for vocab.json, merges.txt and tokenizer.json")->required();
+    tok_train_cmd->add_option("--vocab-size", tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
+        ->required()->check(CLI::Range(int64_t{257}, int64_t{INT32_MAX}));
+
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
@@ -156,6 +168,7 @@ int main(int argc, char** argv) {
         }
         if (command == "export") return run_export(export_opts);
         if (command == "bench") return run_bench(bench);
+        if (command == "tokenizer") return run_tokenizer_train(tok_train);
         return run_info();
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -38,7 +38,11 @@ void positive(const char* flag, double value) {
 void RunConfig::validate() const {
     one_of("--preset", preset, models::GPTConfig::preset_names());
     one_of("--task", task, {"text", "addition"});
-    one_of("--tokenizer", tokenizer, {"char", "byte"});
+    if (!tokenizer.starts_with("gpt2:") && !tokenizer.starts_with("tiktoken:"))
+        one_of("--tokenizer", tokenizer, {"char", "byte", "gpt2:DIR", "tiktoken:FILE"});
+    else if (tokenizer.ends_with(":"))
+        throw ValueError(fmt::format("--tokenizer: \"{}\" names no path (gpt2:DIR with vocab.json and merges.txt, or "
+                                     "tiktoken:FILE)", tokenizer));
     one_of("--prec", prec, {"fp32", "bf16", "fp16", "fp16-master"});
     one_of("--device", device, {"cpu", "cuda"});
     positive("--steps", static_cast<double>(steps));

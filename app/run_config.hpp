@@ -26,7 +26,7 @@ struct RunConfig {
     // data
     std::string task = "text";          // text | addition
     std::string data_file;              // empty: the bundled Tiny Shakespeare
-    std::string tokenizer = "char";     // char | byte (text task); app/trainer.cpp's make_tokenizer reads it
+    std::string tokenizer = "char";     // char | byte | gpt2:DIR | tiktoken:FILE (text task; app/trainer.cpp's make_tokenizer, docs/tokenizers.md)
     int64_t digits = 2;                 // addition task
     // optimisation: AdamW, linear warm-up then cosine decay to min_lr
     int64_t steps = 1500;

@@ -36,21 +36,43 @@ Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& s
     return c;
 }
 
-data::Tokenizer make_tokenizer(const std::string& spec, const std::string& text) {
+data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text) {
     if (spec == "byte") return data::Tokenizer::bytes();
     if (spec == "char") return data::Tokenizer::chars_of(text);
-    throw ValueError(fmt::format("--tokenizer: unknown tokenizer \"{}\"; expected char or byte", spec));
+    if (spec.starts_with("gpt2:"))
+        return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_hf_dir(spec.substr(5))));
+    if (spec.starts_with("tiktoken:"))
+        return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_tiktoken(spec.substr(9))));
+    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected char, byte, gpt2:DIR or tiktoken:FILE", spec));
 }
 
+// A BPE is saved whole (each id's byte-level spelling and the merges, as in vocab.json and
+// merges.txt), so that a checkpoint samples and evaluates without the files it was trained with.
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
     nlohmann::json j = {{"kind", t.kind_name()}, {"vocab_size", t.vocab_size()}};
     if (t.kind() == data::Tokenizer::Kind::kChar) j["code_points"] = t.code_points();
+    if (t.kind() == data::Tokenizer::Kind::kBpe) {
+        j["tokens"] = t.bpe()->token_strings();
+        std::vector<std::string> merges;
+        for (const auto& [left, right] : t.bpe()->merge_strings()) merges.push_back(left + " " + right);
+        j["merges"] = merges;
+    }
     return j;
 }
 
 data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
-    if (j.at("kind").get<std::string>() == "byte") return data::Tokenizer::bytes();
-    return data::Tokenizer::from_code_points(j.at("code_points").get<std::vector<uint32_t>>());
+    const std::string kind = j.at("kind").get<std::string>();
+    if (kind == "byte") return data::Tokenizer::bytes();
+    if (kind == "char") return data::Tokenizer::from_code_points(j.at("code_points").get<std::vector<uint32_t>>());
+    if (kind != "bpe") throw ValueError(fmt::format("checkpoint: unknown tokenizer kind \"{}\"", kind));
+    std::vector<std::pair<std::string, std::string>> merges;
+    for (const std::string& m : j.at("merges").get<std::vector<std::string>>()) {
+        const size_t space = m.find(' ');
+        if (space == std::string::npos) throw ValueError(fmt::format("checkpoint: the tokenizer merge \"{}\" has no space", m));
+        merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+    }
+    return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(
+        data::BpeTokenizer::from_tokens(j.at("tokens").get<std::vector<std::string>>(), merges, "checkpoint tokenizer")));
 }
 
 namespace {

@@ -28,12 +28,11 @@ struct Corpus {
 // Reads --data (or the bundled text) and builds the tokenizer --tokenizer names, or the saved one.
 Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved = std::nullopt);
 
-// The one place a --tokenizer value becomes a tokenizer (train, sample, eval, --init-from): "char"
-// (the characters of `text`) or "byte". A new kind (e.g. GPT-2's BPE, "gpt2:DIR") is added here,
-// in RunConfig::validate's list and in app/main.cpp's --tokenizer check.
-data::Tokenizer make_tokenizer(const std::string& spec, const std::string& text);
-
-// The tokenizer of a run: char (from the text or as saved), byte, or the addition task's.
+// The one place a --tokenizer value becomes a tokenizer (train, sample, eval, --init-from): byte,
+// char (the characters of `text`), gpt2:DIR (vocab.json + merges.txt) or tiktoken:FILE (a rank file).
+data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text);
+// The tokenizer of a run: char (from the text or as saved), byte, bpe (saved whole), or the
+// addition task's.
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t);
 data::Tokenizer tokenizer_from_json(const nlohmann::json& j);
 

@@ -66,7 +66,21 @@ Tokenizer Tokenizer::from_code_points(std::vector<uint32_t> code_points) {
     return t;
 }
 
+Tokenizer Tokenizer::from_bpe(std::shared_ptr<const BpeTokenizer> bpe) {
+    if (!bpe) throw ValueError("tokenizer: from_bpe needs a BpeTokenizer, got null");
+    Tokenizer t;
+    t.kind_ = Kind::kBpe;
+    t.bpe_ = std::move(bpe);
+    return t;
+}
+
+int64_t Tokenizer::vocab_size() const {
+    if (kind_ == Kind::kBpe) return bpe_->vocab_size();
+    return kind_ == Kind::kByte ? 256 : static_cast<int64_t>(code_points_.size());
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+    if (kind_ == Kind::kBpe) return bpe_->encode(text, /*allow_special=*/true);
     std::vector<int32_t> ids;
     if (kind_ == Kind::kByte) {
         for (char c : text) ids.push_back(static_cast<unsigned char>(c));
@@ -86,10 +100,12 @@ std::string Tokenizer::decode_one(int64_t id) const {
     if (id < 0 || id >= vocab_size())
         throw IndexError(fmt::format("tokenizer: token id {} is outside the vocabulary [0, {})", id, vocab_size()));
     if (kind_ == Kind::kByte) return std::string(1, static_cast<char>(id));
+    if (kind_ == Kind::kBpe) return std::string(bpe_->token_bytes(static_cast<int32_t>(id)));
     return utf8_encode(code_points_[static_cast<size_t>(id)]);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+    if (kind_ == Kind::kBpe) return bpe_->decode(ids);
     std::string out;
     for (int32_t id : ids) out += decode_one(id);
     return out;
