@@ -1,8 +1,8 @@
 // llama_test.cpp: models::Llama: presets and parameter counts, transformers' parameter names and
-// the tied head, config checks (ValueError naming the field) and the config.json round trip,
-// bf16/f16 autocast within dtype tolerances of f32, checkpointed layers giving the same gradients,
-// that a small model learns, sampling, and bad input. Parity with transformers is in
-// llama_parity_test.cpp.
+// the tied head, config checks (ValueError naming the field), bf16/f16 autocast within dtype
+// tolerances of f32, checkpointed layers giving the same gradients, that a small model learns,
+// sampling, and bad input. Parity with transformers is in llama_parity_test.cpp, config.json in
+// llama_json_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -107,32 +107,6 @@ TEST_CASE("bad configs: ValueError naming the field") {
     fails([](LlamaConfig& c) { c.rope_scaling = nn::Llama3RopeScaling{0.5, 1.0, 4.0, 8192}; }, "rope_scaling.factor");
     fails([](LlamaConfig& c) { c.rope_scaling = nn::Llama3RopeScaling{8.0, 4.0, 1.0, 8192}; }, "low_freq_factor");
     fails([](LlamaConfig& c) { c.max_position_embeddings = -2; }, "max_position_embeddings must be positive");
-}
-
-TEST_CASE("config.json: round trip, transformers 4.x and 5.x rope layouts, errors naming the key") {
-    LlamaConfig c = toy_config();
-    c.head_dim = 12, c.rope_theta = 500000.0, c.rope_scaling = nn::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
-    nlohmann::json j = models::to_hf_json(c);
-    CHECK(j.at("model_type") == "llama");
-    CHECK(models::llama_config_from_hf_json(j) == c);
-    nlohmann::json v5 = j;   // transformers 5.x: theta and scaling inside rope_parameters
-    v5.erase("rope_scaling");
-    v5.erase("rope_theta");
-    v5["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
-                             {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
-                             {"original_max_position_embeddings", 8192}};
-    CHECK(models::llama_config_from_hf_json(v5) == c);
-    nlohmann::json no_kv = j;
-    no_kv.erase("num_key_value_heads");
-    CHECK(models::llama_config_from_hf_json(no_kv).num_key_value_heads == 4);   // default: MHA
-    nlohmann::json bad = j;
-    bad.erase("hidden_size");
-    CHECK_THROWS_WITH_AS(models::llama_config_from_hf_json(bad), doctest::Contains("\"hidden_size\" is missing"),
-                         ValueError);
-    bad = j;
-    bad["rope_scaling"]["rope_type"] = "yarn";
-    CHECK_THROWS_WITH_AS(models::llama_config_from_hf_json(bad), doctest::Contains("\"yarn\" is not supported"),
-                         ValueError);
 }
 
 TEST_CASE("bf16 and f16 autocast: loss and gradients within dtype tolerances of f32") {
