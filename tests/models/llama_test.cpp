@@ -127,19 +127,24 @@ TEST_CASE("bf16 and f16 autocast: loss and gradients within dtype tolerances of 
             loss = model.forward(x, y);
         }
         CHECK(loss.dtype() == kFloat32);
-        // A dozen rounded stages between the input and the loss (2 layers of projections, norms, attention).
-        const testing::Tolerance tol = testing::tol_for(dt, 24.0);
+        // tol_for's budget of four roundings, relative: bf16 3.1%, f16 0.39% (measured on this model:
+        // gradients within 1.7% and 0.13% of their largest entry, the loss within 1e-5).
+        const testing::Tolerance tol = testing::tol_for(dt);
         CHECK(std::abs(loss.item<double>() - ref.item<double>()) <= tol.atol + tol.rtol * std::abs(ref.item<double>()));
         loss.backward();
         std::vector<Tensor> params = model.parameters();
+        double worst = 0.0;
         for (size_t i = 0; i < params.size(); ++i) {
             CAPTURE(i);
             REQUIRE(params[i].grad().dtype() == kFloat32);
-            // Gradients relative to the largest one: a few-percent error budget in bf16 (8-bit mantissa).
+            // Each gradient's worst error relative to its largest entry, within the same budget.
             const double scale = ref_grads[i].abs().max().item<double>();
             const double err = (params[i].grad() - ref_grads[i]).abs().max().item<double>();
-            CHECK(err <= 24.0 * tol.rtol * scale + tol.atol);
+            worst = std::max(worst, err / scale);
+            CHECK(err <= tol.rtol * scale + tol.atol);
         }
+        MESSAGE(dtype_name(dt) << ": loss " << loss.item<double>() << " vs f32 " << ref.item<double>()
+                               << "; worst gradient error " << worst << " of its largest entry (budget " << tol.rtol << ")");
     }
 }
 
