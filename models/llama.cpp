@@ -192,9 +192,11 @@ Tensor Llama::hidden_states(const Tensor& idx, const Tensor& position_ids) const
         throw ShapeError(fmt::format("Llama: a sequence of {} tokens is longer than the context "
                                      "(max_position_embeddings {})", T, cfg_.max_position_embeddings));
     Tensor pos = position_ids.defined() ? position_ids : arange(T, TensorOptions(kInt64).device(idx.device()));
-    if (pos.size(-1) != T || pos.dim() > 2 || is_floating(pos.dtype()))
-        throw ShapeError(fmt::format("Llama: position_ids must be (B,T) or (T) integers with T = {}, but are {}", T,
-                                     pos.describe()));
+    const bool fits = (pos.dim() == 1 || (pos.dim() == 2 && (pos.size(0) == 1 || pos.size(0) == idx.size(0)))) &&
+                      pos.size(-1) == T && !is_floating(pos.dtype());
+    if (!fits)
+        throw ShapeError(fmt::format("Llama: position_ids must be (B,T), (1,T) or (T) integers with B = {}, T = {}, "
+                                     "but are {}", idx.size(0), T, pos.describe()));
     if (pos.dim() == 1) pos = pos.unsqueeze(0);                                  // (1,T)
     auto [cos, sin] = rotary_emb->forward(pos, kFloat32);                        // (B|1,T,HS) each
     Tensor x = embed_tokens->forward(idx);                                       // (B,T,H)

@@ -215,8 +215,12 @@ TEST_CASE("bad input: ShapeError naming the problem") {
                          doctest::Contains("longer than the context (max_position_embeddings 16)"), ShapeError);
     CHECK_THROWS_WITH_AS(model.forward(x, zeros({2, 3}, TensorOptions(kInt64))), doctest::Contains("targets"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(model.forward(x, Tensor(), zeros({3}, TensorOptions(kInt64))),
-                         doctest::Contains("position_ids"), ShapeError);
+    for (const Tensor& bad : {zeros({3}, TensorOptions(kInt64)), zeros({3, 4}, TensorOptions(kInt64)),
+                              zeros({}, TensorOptions(kInt64)), zeros({2, 4})}) {
+        CAPTURE(bad.describe());
+        CHECK_THROWS_WITH_AS(model.forward(x, Tensor(), bad), doctest::Contains("position_ids must be (B,T)"),
+                             ShapeError);
+    }
     CHECK_THROWS_WITH_AS(model.generate(zeros({1, 0}, TensorOptions(kInt64)), 3), doctest::Contains("T0 >= 1"),
                          ShapeError);
 }
