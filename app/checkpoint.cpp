@@ -155,7 +155,7 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
 // ---- Trainer's side ----
 
 void Trainer::save(const std::string& dir) const {
-    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->state_dict(),
+    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->module()->state_dict(),
                          {{"format", "pt"}, {"step", std::to_string(step_)}});
     maybe_stop_for_test(step_);
     io::save_safetensors((fs::path(dir) / "optimizer.safetensors").string(), precision_->state_tensors());
@@ -180,7 +180,7 @@ nlohmann::json Trainer::state_json() const {
     const GeneratorState rng = get_rng_state();
     nlohmann::json state = {
         {"format", "ampgrad-gpt-checkpoint"}, {"version", 1}, {"step", step_},
-        {"run_config", to_json(cfg_)}, {"model_config", to_json(model_->config())},
+        {"run_config", to_json(cfg_)}, {"model_config", model_->config_json()},
         {"tokenizer", tokenizer_to_json(corpus_.tokenizer)},
         {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
         {"lr_schedule", {{"name", "warmup_cosine"}, {"lr", cfg_.lr}, {"min_lr", cfg_.min_lr},
@@ -206,13 +206,13 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
                                      *zero_stage, dir));
     else if (zero_stage) cfg.zero = *zero_stage;
     std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer")), !for_inference));
-    if (to_json(t->model_config()) != state.at("model_config"))
+    if (t->model_->config_json() != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
-                                     state.at("model_config").dump(), to_json(t->model_config()).dump()));
+                                     state.at("model_config").dump(), t->model_->config_json().dump()));
     if (saved_zero) {
         t->step_ = state.at("step").get<int64_t>();
         if (for_inference) {
-            zero::load_module_parameters(*t->model_, dir);
+            zero::load_module_parameters(*t->model_->module(), dir);
             return t;
         }
         const zero::LoadResult r = zero::load_checkpoint(t->zero_->engine(), dir);   // and this rank's RNG
@@ -224,7 +224,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
         return t;
     }
     io::SafetensorsFile model = io::load_safetensors((fs::path(dir) / "model.safetensors").string());
-    t->model_->load_state_dict(model.tensors);
+    t->model_->module()->load_state_dict(model.tensors);
     io::SafetensorsFile opt = io::load_safetensors((fs::path(dir) / "optimizer.safetensors").string());
     t->precision_->load_state(opt.tensors, state.at("precision"));
     t->step_ = state.at("step").get<int64_t>();

@@ -90,11 +90,11 @@ std::string zero_text(const TrainStats& s, int world_size) {
 
 // MFU per token/s of a run on `world` devices (llm.c's FLOPs per token over their summed peak),
 // or nullopt off the GPU or where the card's peak is unknown.
-std::optional<double> mfu_per_token_per_s(const models::GPTConfig& mc, const std::string& device, int world) {
+std::optional<double> mfu_per_token_per_s(const LanguageModel& lm, const std::string& device, int world) {
     if (device != "cuda") return std::nullopt;
     const std::optional<double> peak = peak_dense_bf16_flops(device_properties(Device(kCUDA, 0)).name);
     if (!peak) return std::nullopt;
-    return models::llmc_flops_per_token(mc) / (*peak * static_cast<double>(world));
+    return lm.llmc_flops_per_token() / (*peak * static_cast<double>(world));
 }
 
 // The line under the banner of a data-parallel run.
@@ -139,18 +139,16 @@ int run_train(const TrainOptions& o) {
     if (!lead && std::freopen("/dev/null", "w", stdout) == nullptr)
         throw IOError(fmt::format("rank {}: cannot silence its standard output", trainer->rank()));
     const RunConfig& cfg = trainer->config();
-    const models::GPTConfig& mc = trainer->model_config();
+    const LanguageModel& lm = trainer->model();
     fs::create_directories(o.out);
     const std::string metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
-    std::printf("ampgrad train: preset %s (L=%lld, NH=%lld, C=%lld, T=%lld, V=%lld; %.2fM parameters), %s, %s on %s, "
+    std::printf("ampgrad train: %s preset %s (%s; %.2fM parameters), %s, %s on %s, "
                 "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
-                cfg.preset.c_str(), static_cast<long long>(mc.n_layer), static_cast<long long>(mc.n_head),
-                static_cast<long long>(mc.n_embd), static_cast<long long>(mc.block_size),
-                static_cast<long long>(mc.vocab_size), static_cast<double>(mc.num_parameters()) / 1e6,
-                cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
+                lm.kind().c_str(), cfg.preset.c_str(), lm.shape_text().c_str(),
+                static_cast<double>(lm.num_parameters()) / 1e6, cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
     if (!cfg.init_from.empty() && o.resume.empty())
@@ -159,7 +157,7 @@ int run_train(const TrainOptions& o) {
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
-    const std::optional<double> mfu_factor = mfu_per_token_per_s(mc, cfg.device, world);
+    const std::optional<double> mfu_factor = mfu_per_token_per_s(lm, cfg.device, world);
     if (mfu_factor) progress.set_mfu_per_token_per_s(*mfu_factor);
     const auto start = std::chrono::steady_clock::now();
     int64_t tokens = 0;
@@ -216,7 +214,7 @@ int run_train(const TrainOptions& o) {
 
 int run_sample(const SampleOptions& o) {
     std::unique_ptr<Trainer> t = load_model_for_inference(o.checkpoint, o.hf, o.hf_run, o.preset_given);
-    const int64_t T = t->model_config().block_size;
+    const int64_t T = t->model().block_size();
     std::vector<int32_t> ids = t->corpus().tokenizer.encode(o.prompt.empty() ? "\n" : o.prompt);
     if (static_cast<int64_t>(ids.size()) > T)
         throw ValueError(fmt::format("--prompt: {} tokens is longer than the model's context of {} tokens",
@@ -225,7 +223,7 @@ int run_sample(const SampleOptions& o) {
     std::vector<int64_t> ids64(ids.begin(), ids.end());
     std::fputs(o.prompt.c_str(), stdout);
     const data::Tokenizer& tok = t->corpus().tokenizer;
-    const Device device = t->model().wte->weight.device();
+    const Device device = t->model().device();
     t->model().generate(tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device), o.tokens, o.temperature,
                         o.top_k > 0 ? std::optional<int64_t>(o.top_k) : std::nullopt, [&](int64_t id) {
                             std::fputs(tok.decode_one(id).c_str(), stdout);
@@ -248,13 +246,17 @@ int run_eval(const EvalOptions& o) {
 
 int run_export(const ExportOptions& o) {
     std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, std::nullopt);
-    models::save_pretrained(t->shared_model(), o.hf_out);
-    const models::GPTConfig& c = t->model_config();
+    const std::shared_ptr<models::GPT> gpt = t->model().gpt();
+    if (!gpt)
+        throw ValueError(fmt::format("export --hf: {} holds a {}; only GPT checkpoints are exported in this version",
+                                     resolve_checkpoint(o.checkpoint), t->model().kind()));
+    models::save_pretrained(gpt, o.hf_out);
+    const models::GPTConfig& c = gpt->config();
     std::printf("exported %s (step %lld) to %s: GPT2LMHeadModel, V=%lld, T=%lld, L=%lld, NH=%lld, C=%lld, %s (%s "
                 "tokenizer: token ids are its ids)\n", resolve_checkpoint(o.checkpoint).c_str(),
                 static_cast<long long>(t->step()), o.hf_out.c_str(), static_cast<long long>(c.vocab_size),
                 static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
-                static_cast<long long>(c.n_embd), std::string(dtype_name(t->model().wte->weight.dtype())).c_str(),
+                static_cast<long long>(c.n_embd), std::string(dtype_name(gpt->wte->weight.dtype())).c_str(),
                 t->corpus().tokenizer.kind_name());
     return 0;
 }
@@ -267,14 +269,14 @@ int run_bench(const BenchOptions& o) {
     for (int64_t i = 0; i < o.timed_steps; ++i) tokens += t.train_step().tokens;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tps = static_cast<double>(tokens) / s;
-    const models::GPTConfig& mc = t.model_config();
-    std::printf("bench: preset %s, %s on %s, batch %lld x %lld tokens, %d threads\n", o.run.preset.c_str(),
-                o.run.prec.c_str(), o.run.device.c_str(), static_cast<long long>(o.run.batch_size),
-                static_cast<long long>(mc.block_size), omp_get_max_threads());
+    const LanguageModel& lm = t.model();
+    std::printf("bench: %s preset %s, %s on %s, batch %lld x %lld tokens, %d threads\n", lm.kind().c_str(),
+                o.run.preset.c_str(), o.run.prec.c_str(), o.run.device.c_str(), static_cast<long long>(o.run.batch_size),
+                static_cast<long long>(lm.block_size()), omp_get_max_threads());
     std::printf("  %.1f ms/step, %.0f tokens/s, %.2f GFLOP/s (%.3g FLOPs per token, forward + backward)\n",
-                1e3 * s / static_cast<double>(o.timed_steps), tps, tps * mc.flops_per_token() / 1e9,
-                mc.flops_per_token());
-    if (const std::optional<double> mfu = mfu_per_token_per_s(mc, o.run.device, 1))
+                1e3 * s / static_cast<double>(o.timed_steps), tps, tps * lm.flops_per_token() / 1e9,
+                lm.flops_per_token());
+    if (const std::optional<double> mfu = mfu_per_token_per_s(lm, o.run.device, 1))
         std::printf("  MFU %.1f%% (llm.c's 6N + 6LCT FLOPs per token over %s's dense bf16 peak)\n", 100.0 * tps * *mfu,
                     device_properties(Device(kCUDA, 0)).name.c_str());
     return 0;
@@ -296,7 +298,20 @@ int run_info() {
                     static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
                     static_cast<long long>(c.n_embd), static_cast<long long>(c.num_parameters()), c.flops_per_token());
     }
-    std::printf("  (FLOPs per token: training, forward + backward: 6N + 12 L C T)\n\n%s",
+    std::printf("  (FLOPs per token: training, forward + backward: 6N + 12 L C T)\n\n");
+    std::printf("Llama presets (--model llama; H hidden, I MLP width, NH query heads, NKV key/value heads):\n");
+    std::printf("  %-10s %6s %5s %3s %3s %3s %5s %5s %12s %16s\n", "name", "V", "T", "L", "NH", "NKV", "H", "I",
+                "parameters", "FLOPs/token");
+    for (const std::string& name : models::LlamaConfig::preset_names()) {
+        models::LlamaConfig c = models::LlamaConfig::preset(name);
+        std::printf("  %-10s %6lld %5lld %3lld %3lld %3lld %5lld %5lld %12lld %16.4g\n", name.c_str(),
+                    static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
+                    static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.num_attention_heads),
+                    static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.hidden_size),
+                    static_cast<long long>(c.intermediate_size), static_cast<long long>(c.num_parameters()),
+                    c.flops_per_token());
+    }
+    std::printf("\n%s",
                 amp::policy_table_text().c_str());
     return 0;
 }

@@ -1,5 +1,5 @@
-// main.cpp: the `ampgrad` command: train, sample, eval, export, bench and info for the bundled GPT
-// (docs/gpt.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
+// main.cpp: the `ampgrad` command: train, sample, eval, export, bench, tokenizer and info for the
+// bundled GPT and Llama (docs/gpt.md, docs/llama.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
 // naming the thing and the fact, and exit with status 1 (2 for a bad command line).
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -36,8 +36,11 @@ void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckp
 
 // The flags that define a run (train and bench share them).
 void add_run_flags(CLI::App* cmd, RunConfig& r) {
-    cmd->add_option("--preset", r.preset, "model size: nano (CPU demo), tiny, small, gpt2")
-        ->check(CLI::IsMember(models::GPTConfig::preset_names()))->capture_default_str();
+    cmd->add_option("--model", r.model, "gpt (GPT-2) or llama (Llama 3: RMSNorm, RoPE, SwiGLU, GQA)")
+        ->check(CLI::IsMember({"gpt", "llama"}))->capture_default_str();
+    cmd->add_option("--preset", r.preset, "model size: nano (CPU demo), tiny, small, gpt2; with --model llama: "
+                                          "llama-nano (the default), llama-tiny, llama-124m")
+        ->check(CLI::IsMember(all_preset_names()))->capture_default_str();
     cmd->add_option("--n-layer", r.n_layer, "override the preset's number of blocks L");
     cmd->add_option("--n-head", r.n_head, "override the preset's number of heads NH");
     cmd->add_option("--n-embd", r.n_embd, "override the preset's width C");
@@ -80,7 +83,7 @@ int main(int argc, char** argv) {
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // a repeated flag: the last wins
 
     TrainOptions train;
-    CLI::App* train_cmd = app.add_subcommand("train", "train a GPT (progress line, metrics.jsonl, checkpoints)");
+    CLI::App* train_cmd = app.add_subcommand("train", "train a GPT or a Llama (progress line, metrics.jsonl, checkpoints)");
     add_run_flags(train_cmd, train.run);
     train_cmd->add_option("--out", train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
     train_cmd->add_option("--resume", train.resume, "continue the run saved in this checkpoint (or output) folder");
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     const std::string command = app.get_subcommands().front()->get_name();
     try {
         if (command == "train") {
+            train.run.settle_model(train_cmd->count("--model") > 0, train_cmd->count("--preset") > 0);
             if (train_cmd->count("--preset") > 0) train.preset_given = train.run.preset;
             if (train_cmd->count("--zero") > 0) train.zero_given = train.run.zero;
             for (const CLI::Option* opt : train_cmd->get_options())
@@ -167,7 +171,10 @@ int main(int argc, char** argv) {
             return run_eval(eval);
         }
         if (command == "export") return run_export(export_opts);
-        if (command == "bench") return run_bench(bench);
+        if (command == "bench") {
+            bench.run.settle_model(bench_cmd->count("--model") > 0, bench_cmd->count("--preset") > 0);
+            return run_bench(bench);
+        }
         if (command == "tokenizer") return run_tokenizer_train(tok_train);
         return run_info();
     } catch (const std::exception& e) {

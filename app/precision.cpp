@@ -13,8 +13,8 @@ namespace ampgrad::app {
 namespace {
 
 // nanoGPT's grouping: weight decay on matrices and embeddings (dim >= 2), none on biases and
-// LayerNorm parameters. Fills `names` and `params` in the groups' order.
-std::vector<optim::ParamGroup> decay_groups(const models::GPT& model, double weight_decay,
+// LayerNorm / RMSNorm parameters. Fills `names` and `params` in the groups' order.
+std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay,
                                             std::vector<std::string>& names, std::vector<Tensor>& params) {
     optim::ParamGroup decay, no_decay;
     decay.options["weight_decay"] = weight_decay;
@@ -45,7 +45,7 @@ double grad_norm_f32(const std::vector<Tensor>& params) {
 
 }  // namespace
 
-Precision::Precision(const RunConfig& cfg, models::GPT& model)
+Precision::Precision(const RunConfig& cfg, nn::Module& model)
     : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), model_(model) {
     optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
     std::vector<optim::ParamGroup> groups = decay_groups(model, cfg.weight_decay, param_names_, params_);

@@ -32,7 +32,7 @@ struct StepOutcome {
 
 class Precision {
 public:
-    Precision(const RunConfig& cfg, models::GPT& model);
+    Precision(const RunConfig& cfg, nn::Module& model);   // the GPT or the Llama
 
     // An autocast region for the forward pass (none for fp32).
     std::unique_ptr<amp::AutocastGuard> autocast() const;
@@ -55,7 +55,7 @@ private:
     std::string mode_;
     DeviceType device_;
     double grad_clip_;
-    models::GPT& model_;
+    nn::Module& model_;
     std::vector<std::string> param_names_;                 // the optimiser's parameter order
     std::vector<Tensor> params_;
     std::unique_ptr<optim::AdamW> adamw_;                  // fp32, bf16, fp16

@@ -22,6 +22,31 @@ models::GPTConfig RunConfig::model_config(int64_t tokenizer_vocab) const {
     return c;
 }
 
+models::LlamaConfig RunConfig::llama_config(int64_t vocab_size) const {
+    models::LlamaConfig c = models::LlamaConfig::preset(preset);
+    c.vocab_size = vocab_size;
+    if (n_layer > 0) c.num_hidden_layers = n_layer;
+    if (n_head > 0) c.num_attention_heads = n_head;
+    if (n_head > 0 && c.num_attention_heads % c.num_key_value_heads != 0) c.num_key_value_heads = n_head;
+    if (n_embd > 0) c.hidden_size = n_embd;
+    if (block_size > 0) c.max_position_embeddings = block_size;
+    c.checkpoint_blocks = checkpoint_blocks;
+    c.validate();
+    return c;
+}
+
+void RunConfig::settle_model(bool model_given, bool preset_given) {
+    const bool llama_preset = preset.rfind("llama-", 0) == 0;
+    if (model_given && model == "llama" && !preset_given) preset = "llama-nano";
+    if (!model_given && preset_given && llama_preset) model = "llama";
+}
+
+std::vector<std::string> all_preset_names() {
+    std::vector<std::string> names = models::GPTConfig::preset_names();
+    for (const std::string& n : models::LlamaConfig::preset_names()) names.push_back(n);
+    return names;
+}
+
 namespace {
 
 void one_of(const char* flag, const std::string& value, const std::vector<std::string>& allowed) {
@@ -36,7 +61,17 @@ void positive(const char* flag, double value) {
 }  // namespace
 
 void RunConfig::validate() const {
-    one_of("--preset", preset, models::GPTConfig::preset_names());
+    one_of("--model", model, {"gpt", "llama"});
+    one_of(model == "llama" ? "--preset (with --model llama)" : "--preset (with --model gpt)", preset,
+           model == "llama" ? models::LlamaConfig::preset_names() : models::GPTConfig::preset_names());
+    if (model == "llama" && dropout > 0)
+        throw ValueError(fmt::format("--dropout {}: the Llama has no dropout (transformers' attention_dropout is 0 "
+                                     "in every Llama release); drop --dropout", dropout));
+    if (model == "llama" && !init_from.empty())
+        throw ValueError(fmt::format("--init-from {}: reads Hugging Face GPT-2 folders only in this version; drop "
+                                     "--model llama", init_from));
+    if (model == "llama" && task == "addition")
+        throw ValueError("--task addition: trains the GPT only in this version; use --model gpt");
     one_of("--task", task, {"text", "addition"});
     if (!tokenizer.starts_with("gpt2:") && !tokenizer.starts_with("tiktoken:"))
         one_of("--tokenizer", tokenizer, {"char", "byte", "gpt2:DIR", "tiktoken:FILE"});
@@ -60,7 +95,7 @@ void RunConfig::validate() const {
 }
 
 nlohmann::json to_json(const RunConfig& c) {
-    return {{"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
+    return {{"model", c.model}, {"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
             {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
             {"init_from", c.init_from}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", c.layer_norm_epsilon},
             {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
@@ -82,6 +117,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
             throw ValueError(fmt::format("run config: the key \"{}\" has a bad value: {}", key, e.what()));
         }
     };
+    if (j.contains("model")) get("model", c.model);   // absent before --model: a GPT
     get("preset", c.preset), get("n_layer", c.n_layer), get("n_head", c.n_head), get("n_embd", c.n_embd);
     get("block_size", c.block_size), get("dropout", c.dropout), get("checkpoint_blocks", c.checkpoint_blocks);
     get("task", c.task), get("data_file", c.data_file), get("tokenizer", c.tokenizer), get("digits", c.digits);

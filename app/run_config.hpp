@@ -8,11 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "models/gpt.hpp"
+#include "models/llama.hpp"
 
 namespace ampgrad::app {
 
 struct RunConfig {
-    // model: a preset, then any overrides (0 / negative: keep the preset's value)
+    // model: gpt or llama, a preset of it, then any overrides (0 / negative: keep the preset's value;
+    // for a Llama, n_layer, n_head, n_embd and block_size override num_hidden_layers,
+    // num_attention_heads, hidden_size and max_position_embeddings)
+    std::string model = "gpt";          // gpt | llama
     std::string preset = "nano";
     int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
     double dropout = 0.0;
@@ -49,11 +53,17 @@ struct RunConfig {
 
     // The preset with the overrides applied; V is vocab_size when set, else the tokenizer's.
     models::GPTConfig model_config(int64_t tokenizer_vocab) const;
+    models::LlamaConfig llama_config(int64_t vocab_size) const; // the same, for --model llama
+    // --model and --preset as typed: --model llama alone takes preset "llama-nano"; a llama-* preset
+    // alone takes --model llama.
+    void settle_model(bool model_given, bool preset_given);
     void validate() const;                                       // ValueError naming the flag and value
 };
 
 nlohmann::json to_json(const RunConfig& c);
 RunConfig run_config_from_json(const nlohmann::json& j);   // ValueError naming a missing or bad key
+// Every preset --preset accepts: the GPT's, then the Llama's.
+std::vector<std::string> all_preset_names();
 nlohmann::json to_json(const models::GPTConfig& c);
 
 }  // namespace ampgrad::app

@@ -160,12 +160,12 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
         vocab = corpus_.tokenizer.vocab_size();
     }
-    models::GPTConfig mc = cfg_.model_config(vocab);
-    if (vocab > mc.vocab_size)
+    if (!cfg_.init_from.empty() && vocab > cfg_.model_config(vocab).vocab_size)
         throw ValueError(fmt::format("--init-from {}: the {} tokenizer has {} tokens, more than the model's vocabulary of "
-                                     "{}", cfg_.init_from, cfg_.tokenizer, vocab, mc.vocab_size));
-    if (addition_ && mc.block_size < addition_->sequence_length()) mc.block_size = addition_->sequence_length();
-    const int64_t T = addition_ ? addition_->sequence_length() : mc.block_size;
+                                     "{}", cfg_.init_from, cfg_.tokenizer, vocab, cfg_.model_config(vocab).vocab_size));
+    // The context (checks the model's config, ValueError naming the field, before any data check).
+    const int64_t T = cfg_.model == "llama" ? cfg_.llama_config(vocab).max_position_embeddings
+                                            : cfg_.model_config(vocab).block_size;
     if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T)
         throw ValueError(fmt::format("data {}: too short: its {} tokens leave {} for validation, fewer than one "
                                      "window of block_size {} + 1", corpus_.source,
@@ -174,23 +174,23 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     {
         std::optional<nn::init::SkipInitGuard> allocate_only;         // the weights are loaded next
         if (load_pretrained) allocate_only.emplace();
-        model_ = std::make_shared<models::GPT>(mc);
+        model_ = LanguageModel::make(cfg_, vocab, addition_ ? addition_->sequence_length() : 0);
     }
-    if (load_pretrained) models::load_pretrained_weights({"GPT2LMHeadModel", "gpt2", model_}, cfg_.init_from);
-    if (device_.is_cuda()) model_->to(device_);
+    if (load_pretrained) models::load_pretrained_weights({"GPT2LMHeadModel", "gpt2", model_->gpt()}, cfg_.init_from);
+    if (device_.is_cuda()) model_->module()->to(device_);
     if (cfg_.zero < 0) {
-        precision_ = std::make_unique<Precision>(cfg_, *model_);   // fp16-master may turn the weights to f16
+        precision_ = std::make_unique<Precision>(cfg_, *model_->module());   // fp16-master may turn the weights to f16
         if (!data_parallel) return;
         if (device_.is_cuda())
             throw ValueError("data parallel training (ampgrad-run without --zero) runs on the CPU over Gloo in this "
                              "build; use --device cpu");
-        ddp_ = std::make_unique<dist::DistributedDataParallel>(model_);   // broadcasts rank 0's weights
+        ddp_ = std::make_unique<dist::DistributedDataParallel>(model_->module());   // broadcasts rank 0's weights
         // Each rank's dropout stream starts here, so that every rank's RNG offset is the same at
         // every step and a checkpoint's offset serves them all (restore_rank_streams).
         manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
         return;
     }
-    zero_ = std::make_unique<ZeroTraining>(cfg_, model_);
+    zero_ = std::make_unique<ZeroTraining>(cfg_, model_->module());
     if (rank_ > 0) manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
 }
 
@@ -210,7 +210,7 @@ void Trainer::set_steps(int64_t steps) {
 
 std::pair<Tensor, Tensor> Trainer::next_batch() {
     const int64_t batch = cfg_.batch_size / world_size_;   // this rank's share (--zero, data parallel)
-    auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->config().block_size);
+    auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->block_size());
     if (device_.is_cuda()) return {x.to(device_), y.to(device_)};
     return {x, y};
 }
@@ -227,7 +227,7 @@ TrainStats Trainer::train_step() {
     if (zero_) zero_->set_lr(s.lr);
     else precision_->set_lr(s.lr);
     auto [x, y] = next_batch();
-    model_->train();
+    model_->module()->train();
     Tensor loss = loss_on(x, y);
     StepOutcome o = zero_ ? zero_->step(loss) : precision_->step(loss);
     s.loss = loss.item<double>();
@@ -255,7 +255,7 @@ EvalStats Trainer::evaluate() {
     EvalStats e;
     e.step = step_;
     NoGradGuard no_grad;
-    model_->eval();
+    model_->module()->eval();
     const GeneratorState rng = get_rng_state();   // evaluation must not move the training RNG
     auto mean_loss = [&](const std::vector<std::pair<Tensor, Tensor>>& batches) {
         double total = 0.0;
@@ -268,14 +268,14 @@ EvalStats Trainer::evaluate() {
         std::vector<std::pair<Tensor, Tensor>> train;
         for (int64_t i = 0; i < cfg_.eval_iters; ++i) train.push_back(addition_->batch(train_state, cfg_.batch_size));
         e.train_loss = e.val_loss = mean_loss(train);
-        e.exact_match = addition_->exact_match(*model_, 500);
+        e.exact_match = addition_->exact_match(*model_->gpt(), 500);   // --task addition is GPT only
     } else {
-        const int64_t T = model_->config().block_size;
+        const int64_t T = model_->block_size();
         e.train_loss = mean_loss(data::fixed_batches(corpus_.train, cfg_.eval_iters, cfg_.batch_size, T));
         e.val_loss = mean_loss(data::fixed_batches(corpus_.val, cfg_.eval_iters, cfg_.batch_size, T));
     }
     set_rng_state(rng);
-    model_->train();
+    model_->module()->train();
     return e;
 }
 

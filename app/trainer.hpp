@@ -1,5 +1,5 @@
 // trainer.hpp: one training run of `ampgrad train`: the data (a text and its tokenizer, or the
-// addition task), the batch sampler, the GPT, the precision recipe and the learning-rate schedule,
+// addition task), the batch sampler, the model (GPT or Llama), the precision recipe and the learning-rate schedule,
 // stepped one optimiser step at a time. The training loop's own state (step, sampler position,
 // RNG, scaler, optimiser) is exactly what a checkpoint saves (app/checkpoint.hpp).
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/language_model.hpp"
 #include "app/precision.hpp"
 #include "app/run_config.hpp"
 #include "app/zero_training.hpp"
@@ -89,9 +90,8 @@ public:
     int64_t step() const { return step_; }
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
     const RunConfig& config() const { return cfg_; }
-    const models::GPTConfig& model_config() const { return model_->config(); }
-    models::GPT& model() { return *model_; }
-    std::shared_ptr<models::GPT> shared_model() const { return model_; }
+    LanguageModel& model() { return *model_; }   // the GPT or the Llama (--model)
+    const LanguageModel& model() const { return *model_; }
     const Corpus& corpus() const { return corpus_; }
     Precision& precision() { return *precision_; }   // not with --zero
     ZeroTraining* zero() { return zero_.get(); }      // null without --zero
@@ -114,7 +114,7 @@ private:
     std::optional<data::AdditionTask> addition_;
     std::unique_ptr<data::BatchSampler> sampler_;   // text task
     data::SamplerState addition_state_;             // addition task
-    std::shared_ptr<models::GPT> model_;
+    std::shared_ptr<LanguageModel> model_;
     std::unique_ptr<Precision> precision_;          // without --zero
     std::unique_ptr<ZeroTraining> zero_;            // with --zero
     std::unique_ptr<dist::DistributedDataParallel> ddp_;   // data parallel (launched, no --zero)

@@ -70,7 +70,7 @@ void init_zero_process_group() {
     dist::init_process_group("gloo", o);
 }
 
-ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<models::GPT>& model) : mode_(cfg.prec) {
+ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model) : mode_(cfg.prec) {
     if (cfg.device != "cpu")
         throw ValueError("--zero: this build's ZeRO command runs on the CPU over Gloo; use --device cpu");
     init_zero_process_group();

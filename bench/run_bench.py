@@ -25,7 +25,15 @@ BENCHMARKS = [
 ] + [
     (f"gpt_{preset}_{dtype}", "bench_gpt_step", "torch_gpt_step.py", ["--preset", preset, "--dtype", dtype])
     for preset in ("tiny", "small") for dtype in ("f32", "bf16", "f16")
+] + [
+    (f"llama_{preset}_{dtype}", "bench_llama_step", "torch_llama_step.py", ["--preset", f"llama-{preset}", "--dtype", dtype])
+    for preset in ("nano", "tiny") for dtype in ("f32", "bf16")
+] + [
+    ("llama_ops", "bench_llama_ops", "torch_llama_ops.py", []),
 ]
+
+# Llama step target (issue 25): at most 0.9x transformers' LlamaForCausalLM step, in f32 and bf16 autocast.
+LLAMA_TARGET = 0.9
 
 # GPT step targets (issue 9, section 8): f32 at most 0.8x PyTorch's f32 step; bf16 and f16
 # autocast no slower than PyTorch's bf16 autocast step (the f16 row is compared with that too).
@@ -49,6 +57,19 @@ ROWS = [
         (f"gpt_{preset}_{dtype}", "step_ms", f"GPT {preset} {dtype}: step, wall", "ms", GPT_TARGET[dtype]),
         (f"gpt_{preset}_{dtype}", "step_cpu_ms", f"GPT {preset} {dtype}: step, CPU", "ms", GPT_TARGET[dtype]),
         (f"gpt_{preset}_{dtype}", "peak_rss_growth_mib", f"GPT {preset} {dtype}: peak RSS growth", "MiB", None))
+] + [
+    row for preset in ("nano", "tiny") for dtype in ("f32", "bf16") for row in (
+        (f"llama_{preset}_{dtype}", "step_ms", f"Llama {preset} {dtype}: step, wall", "ms", LLAMA_TARGET),
+        (f"llama_{preset}_{dtype}", "step_cpu_ms", f"Llama {preset} {dtype}: step, CPU", "ms", LLAMA_TARGET))
+] + [
+    # issue 25's op targets: fused at least as fast as PyTorch (ratio <= 1); the composed rows show
+    # what a model writer gets from primitives (the >= 2x fused-vs-composed target is read off the raw JSON)
+    ("llama_ops", "rms_norm_fused_us", "RMSNorm (8,256,512) fwd+bwd, fused (PyTorch: F.rms_norm)", "us", 1.0),
+    ("llama_ops", "rms_norm_composed_us", "RMSNorm fwd+bwd, composed from primitives", "us", None),
+    ("llama_ops", "rotary_fused_us", "RoPE (8,8,256,64) fwd+bwd, fused (PyTorch: rotate_half)", "us", 1.0),
+    ("llama_ops", "rotary_composed_us", "RoPE fwd+bwd, composed (rotate_half)", "us", None),
+    ("llama_ops", "sdpa_gqa_us", "causal SDPA fwd+bwd, GQA 8 q / 2 kv heads", "us", None),
+    ("llama_ops", "sdpa_mha_us", "causal SDPA fwd+bwd, MHA 8 heads", "us", None),
 ]
 # rows whose PyTorch side is another benchmark's: (benchmark, PyTorch benchmark)
 PEER_OVERRIDE = {f"gpt_{preset}_f16": f"gpt_{preset}_bf16" for preset in ("tiny", "small")}

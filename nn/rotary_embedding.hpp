@@ -22,6 +22,7 @@ struct Llama3RopeScaling {
     double low_freq_factor = 0.0;
     double high_freq_factor = 0.0;
     int64_t original_max_position_embeddings = 0;
+    bool operator==(const Llama3RopeScaling&) const = default;
 };
 
 class RotaryEmbedding : public Module {

@@ -46,6 +46,8 @@
 #include "io/safetensors.hpp"
 #include "models/gpt.hpp"
 #include "models/gpt_mfu.hpp"
+#include "models/llama.hpp"
+#include "models/llama_json.hpp"
 #include "models/pretrained.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"

@@ -38,7 +38,8 @@ TEST_CASE("info: build, devices, threads, presets with parameters and FLOPs, the
     ProgramResult r = run_ampgrad({"info"});
     CAPTURE(r.output);
     CHECK(r.exit_code == 0);
-    for (const char* s : {"build: CUDA", "OpenMP threads", "gpt2", "124475904", "FLOPs/token", "lower_precision", "linear"})
+    for (const char* s : {"build: CUDA", "OpenMP threads", "gpt2", "124475904", "FLOPs/token", "lower_precision", "linear",
+                          "Llama presets", "llama-124m", "121191936"})
         CHECK(r.output.find(s) != std::string::npos);
 }
 
@@ -54,7 +55,7 @@ TEST_CASE("--help on each subcommand") {
 
 TEST_CASE("bad flag values and data files are named, with a non-zero exit") {
     const std::string out = make_temp_dir("bad");
-    check_fails(run_ampgrad({"train", "--preset", "huge"}), "--preset: huge not in {nano,tiny,small,gpt2}");
+    check_fails(run_ampgrad({"train", "--preset", "huge"}), "--preset: huge not in {nano,tiny,small,gpt2,llama-nano,llama-tiny,llama-124m}");
     check_fails(run_ampgrad({"train", "--prec", "fp8"}), "--prec: fp8 not in");
     check_fails(run_ampgrad({"train", "--steps", "ten"}), "--steps");
     check_fails(run_ampgrad({"train", "--no-such-flag"}), "--no-such-flag");

@@ -28,7 +28,7 @@ TEST_CASE("nano on Tiny Shakespeare: the loss falls well below ln V in 50 steps"
     cfg.lr = 3e-3, cfg.min_lr = 3e-4;
     cfg.eval_iters = 4;
     app::Trainer t(cfg);
-    const double ln_v = std::log(static_cast<double>(t.model_config().vocab_size));   // 65 characters: 4.17
+    const double ln_v = std::log(static_cast<double>(t.model().vocab_size()));   // 65 characters: 4.17
     const auto start = std::chrono::steady_clock::now();
     double first = 0;
     while (t.step() < cfg.steps) {
