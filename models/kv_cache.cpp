@@ -43,8 +43,8 @@ Tensor KVCache::begin_step(const Tensor& valid, int64_t T) {
         for (int64_t t = 0; t < T; ++t) {
             const bool real = v[static_cast<size_t>(b * T + t)] != 0;
             valid_[static_cast<size_t>(b * max_length_ + length_ + t)] = real;
-            // transformers: position_ids = attention_mask.cumsum(-1) - 1, then 1 at padding
-            positions[static_cast<size_t>(b * T + t)] = real ? real_count_[static_cast<size_t>(b)]++ : 1;
+            // transformers: position_ids = attention_mask.cumsum(-1) - 1, then 0 at padding
+            positions[static_cast<size_t>(b * T + t)] = real ? real_count_[static_cast<size_t>(b)]++ : 0;
             any_padding_ = any_padding_ || !real;
         }
     }

@@ -3,7 +3,7 @@
 // preallocated once at the longest length, (B,NKV,Tmax,HS), and the keys of new tokens are written
 // in place at the current position: one decoding step costs the same at position 5 as at 500
 // (apart from attention's reads), with no concatenation or reallocation. docs/generation.md
-// explains it; transformers' StaticCache (src/transformers/cache_utils.py) is the same idea.
+// explains it; transformers' StaticLayer (src/transformers/cache_utils.py) is the same idea.
 //
 //   KVCache cache(n_layer, B, NKV, Tmax, HS, weight.options());
 //   Tensor pos = cache.begin_step(valid);        // (B,T) bool, 1 = real token -> position ids (B,T)
@@ -12,7 +12,7 @@
 //
 // Padding: rows of a batch may be left-padded (valid false). Padding keys are masked out of every
 // query, and position ids count only a row's real tokens (transformers' rule with left padding:
-// position = cumsum(attention_mask) - 1, padding positions 1).
+// position = cumsum(attention_mask) - 1, padding positions 0).
 #pragma once
 #include <cstdint>
 #include <vector>

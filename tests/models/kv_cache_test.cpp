@@ -91,11 +91,11 @@ TEST_CASE("left padding: a padded row's real positions give the logits of the ro
                 tol_for(kFloat32, 32));
 }
 
-TEST_CASE("position ids count a row's real tokens (transformers' rule: padding at position 1)") {
+TEST_CASE("position ids count a row's real tokens (transformers' rule: padding at position 0)") {
     KVCache cache(1, 2, 1, 6, 2, TensorOptions(kFloat32));
-    Tensor valid = tensor(std::vector<int32_t>{0, 0, 1, 1, 1, 1}, {2, 3}).to(kBool);
+    Tensor valid = tensor(std::vector<int32_t>{0, 0, 1, 1, 1, 1}, {2, 3}).to(kBool);   // row 0: two pads
     Tensor pos = cache.begin_step(valid, 3);
-    CHECK(pos.to_vector<int64_t>() == std::vector<int64_t>{1, 1, 0, 0, 1, 2});
+    CHECK(pos.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 0, 1, 2});
     cache.end_step();
     CHECK(cache.begin_step(Tensor(), 1).to_vector<int64_t>() == std::vector<int64_t>{1, 3});
 }
