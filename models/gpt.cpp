@@ -100,9 +100,11 @@ MLP::MLP(const GPTConfig& cfg) : Module("MLP") {
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) const {
+Tensor MLP::forward(const Tensor& x) const { return dropout->forward(project(x)); }
+
+Tensor MLP::project(const Tensor& x) const {
     Tensor h = gelu(c_fc->forward(x), /*tanh_approximation=*/true);   // (B,T,4C)
-    return dropout->forward(c_proj->forward(h));                      // (B,T,C)
+    return c_proj->forward(h);                                        // (B,T,C)
 }
 
 Block::Block(const GPTConfig& cfg) : Module("Block") {
@@ -119,7 +121,7 @@ Tensor Block::forward(const Tensor& x) const {
 
 Tensor Block::forward(const Tensor& x, KVCache& cache, int64_t layer) const {
     Tensor h = x + attn->forward(ln_1->forward(x), cache, layer);   // (B,T,C); dropout is off in inference
-    return h + mlp->c_proj->forward(gelu(mlp->c_fc->forward(ln_2->forward(h)), /*tanh_approximation=*/true));
+    return h + mlp->project(ln_2->forward(h));
 }
 
 // ---- the model ----

@@ -73,6 +73,7 @@ class MLP : public nn::Module {
 public:
     explicit MLP(const GPTConfig& cfg);
     Tensor forward(const Tensor& x) const;   // (B,T,C) -> (B,T,C)
+    Tensor project(const Tensor& x) const;   // forward without the dropout (inference over a KV cache)
 
     std::shared_ptr<nn::Linear> c_fc;        // weight (4C,C)
     std::shared_ptr<nn::Linear> c_proj;      // weight (C,4C): a residual projection
