@@ -206,8 +206,14 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache, const Tensor& vali
                                      "cache's batch), but is {}", cache.batch(), idx.describe()));
     NoGradGuard no_grad;
     Tensor pos = cache.begin_step(valid, idx.size(1));                           // (B,T)
-    Tensor x = wte->forward(idx) + wpe->forward(pos);                            // (B,T,C)
-    for (size_t i = 0; i < num_blocks(); ++i) x = block(i)->forward(x, cache, static_cast<int64_t>(i));
+    Tensor x;
+    try {
+        x = wte->forward(idx) + wpe->forward(pos);                               // (B,T,C)
+        for (size_t i = 0; i < num_blocks(); ++i) x = block(i)->forward(x, cache, static_cast<int64_t>(i));
+    } catch (...) {
+        cache.abort_step();                                                      // e.g. a token id out of range
+        throw;
+    }
     cache.end_step();
     return logits_from(ln_f->forward(x));                                        // (B,T,V)
 }

@@ -39,6 +39,8 @@ Tensor KVCache::begin_step(const Tensor& valid, int64_t T) {
     std::vector<int32_t> v = valid.defined() ? valid.to(kInt32).to_vector<int32_t>()
                                              : std::vector<int32_t>(static_cast<size_t>(batch_ * T), 1);
     std::vector<int64_t> positions(v.size());
+    real_count_before_ = real_count_;
+    any_padding_before_ = any_padding_;
     for (int64_t b = 0; b < batch_; ++b) {
         for (int64_t t = 0; t < T; ++t) {
             const bool real = v[static_cast<size_t>(b * T + t)] != 0;
@@ -101,6 +103,14 @@ Tensor KVCache::attend(int64_t layer, const Tensor& q, const Tensor& k, const Te
 void KVCache::end_step() {
     if (step_ == 0) throw ValueError("KVCache::end_step: no open step");
     length_ += step_;
+    step_ = 0;
+    mask_ = Tensor();
+}
+
+void KVCache::abort_step() {
+    if (step_ == 0) return;
+    real_count_ = real_count_before_;
+    any_padding_ = any_padding_before_;
     step_ = 0;
     mask_ = Tensor();
 }

@@ -37,6 +37,8 @@ public:
     Tensor attend(int64_t layer, const Tensor& q, const Tensor& k, const Tensor& v);
     // Closes the step: the T tokens become part of the cached context.
     void end_step();
+    // Drops the open step (e.g. a layer threw): the cache is as before begin_step.
+    void abort_step();
     // Forgets every token (the storage is kept).
     void reset();
 
@@ -54,6 +56,8 @@ private:
     std::vector<Tensor> keys_, values_;                  // per layer (B,NKV,Tmax,HS)
     std::vector<uint8_t> valid_;                         // (B,Tmax) on the host: 1 = a real token
     std::vector<int64_t> real_count_;                    // (B) real tokens cached per row
+    std::vector<int64_t> real_count_before_;             // (B) real_count_ when the open step began
+    bool any_padding_before_ = false;
     int64_t batch_, max_length_, length_ = 0;
     int64_t step_ = 0;                                   // T of the open step, 0 when none
     bool any_padding_ = false;

@@ -131,6 +131,10 @@ TEST_CASE("overflows and bad calls raise typed errors") {
     CHECK_THROWS_WITH_AS(model.forward_cached(tensor(std::vector<int64_t>{1, 2}, {2, 1}), cache),
                          doctest::Contains("the cache's batch"), ShapeError);
     CHECK_THROWS_AS(KVCache(0, 1, 1, 1, 1, TensorOptions()), ValueError);
+    CHECK_THROWS_AS(model.forward_cached(ids({100}), cache), IndexError);           // past the 64 rows of wte
+    CHECK(cache.length() == 3);                                                        // the step was dropped
+    Tensor next = model.forward_cached(ids({4}), cache);                               // and the cache still works
+    CHECK_CLOSE(next.select(1, 0), model.forward(ids({1, 2, 3, 4})).select(1, 3), tol_for(kFloat32, 32));
     KVCache raw(1, 1, 1, 4, 2, TensorOptions(kFloat32));
     CHECK_THROWS_WITH_AS(raw.attend(0, zeros({1, 1, 1, 2}), zeros({1, 1, 1, 2}), zeros({1, 1, 1, 2})),
                          doctest::Contains("no open step"), ValueError);
