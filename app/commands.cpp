@@ -23,6 +23,7 @@
 #include "data/bpe_trainer.hpp"
 #include "data/text.hpp"
 #include "dist/process_group.hpp"
+#include "models/generation.hpp"
 #include "models/gpt_mfu.hpp"
 #include "models/pretrained.hpp"
 #include "zero/checkpoint.hpp"
@@ -219,16 +220,27 @@ int run_sample(const SampleOptions& o) {
     if (static_cast<int64_t>(ids.size()) > T)
         throw ValueError(fmt::format("--prompt: {} tokens is longer than the model's context of {} tokens",
                                      ids.size(), T));
-    manual_seed(o.seed);
+    if (!(o.temperature >= 0.0))
+        throw ValueError(fmt::format("--temperature: must be >= 0 (0: greedy), but is {}", o.temperature));
     std::vector<int64_t> ids64(ids.begin(), ids.end());
     std::fputs(o.prompt.c_str(), stdout);
     const data::Tokenizer& tok = t->corpus().tokenizer;
     const Device device = t->model().device();
-    t->model().generate(tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device), o.tokens, o.temperature,
-                        o.top_k > 0 ? std::optional<int64_t>(o.top_k) : std::nullopt, [&](int64_t id) {
-                            std::fputs(tok.decode_one(id).c_str(), stdout);
-                            std::fflush(stdout);
-                        });
+    models::GenerationConfig g;
+    g.max_new_tokens = o.tokens;
+    g.do_sample = o.temperature > 0.0;
+    g.temperature = g.do_sample ? o.temperature : 1.0;
+    if (o.top_k > 0) g.top_k = o.top_k;
+    if (o.top_p < 1.0) g.top_p = o.top_p;
+    g.repetition_penalty = o.repetition_penalty;
+    g.seed = o.seed;
+    g.use_cache = !o.no_cache;
+    t->model().module()->eval();
+    models::generate(t->model().causal_lm(), tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device), Tensor(),
+                     g, [&](const std::vector<int64_t>& next) {
+                         std::fputs(tok.decode_one(next[0]).c_str(), stdout);
+                         std::fflush(stdout);
+                     });
     std::fputs("\n", stdout);
     return 0;
 }

@@ -30,9 +30,12 @@ int run_train(const TrainOptions& o);
 struct SampleOptions {
     std::string checkpoint, hf, prompt;
     RunConfig hf_run;
-    int64_t tokens = 500;
-    double temperature = 0.8;
+    int64_t tokens = 500;                // --tokens or --max-new-tokens
+    double temperature = 0.8;            // 0: greedy
     int64_t top_k = 40;                  // 0: no top-k
+    double top_p = 1.0;                  // 1: no nucleus filter
+    double repetition_penalty = 1.0;     // 1: none
+    bool no_cache = false;               // rerun the whole context per token (the pre-KV-cache loop)
     uint64_t seed = 1;
     std::optional<std::string> preset_given;
 };

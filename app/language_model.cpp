@@ -28,6 +28,11 @@ std::shared_ptr<nn::Module> LanguageModel::module() const {
     return gpt_;
 }
 
+const models::CausalLM& LanguageModel::causal_lm() const {
+    if (llama_) return *llama_;
+    return *gpt_;
+}
+
 Tensor LanguageModel::forward(const Tensor& idx, const Tensor& targets) const {
     return llama_ ? llama_->forward(idx, targets) : gpt_->forward(idx, targets);
 }

@@ -41,6 +41,7 @@ public:
     Device device() const;                              // where the parameters are
     std::string shape_text() const;                     // "L=3, NH=4, C=96, T=64, V=65" (GQA: "NKV=2" too)
     nlohmann::json config_json() const;                 // state.json's "model_config"
+    const models::CausalLM& causal_lm() const;          // for models::generate (the KV-cache loop)
     std::shared_ptr<models::GPT> gpt() const { return gpt_; }       // null for a Llama
     std::shared_ptr<models::Llama> llama() const { return llama_; } // null for a GPT
 

@@ -112,9 +112,17 @@ int main(int argc, char** argv) {
     CLI::Option* sample_ckpt = sample_cmd->add_option("--ckpt", sample.checkpoint, "checkpoint (or training output) folder");
     add_hf_flags(sample_cmd, sample.hf, sample.hf_run, sample_ckpt);
     sample_cmd->add_option("--prompt", sample.prompt, "text to continue");
-    sample_cmd->add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
+    sample_cmd->add_option("--tokens,--max-new-tokens", sample.tokens, "tokens to generate")->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     sample_cmd->add_option("--temperature", sample.temperature, "softmax temperature (0: greedy)")->capture_default_str();
     sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
+    sample_cmd->add_option("--top-p", sample.top_p, "nucleus sampling: the most likely tokens of this total "
+                                                     "probability (1: all)")->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
+    sample_cmd->add_option("--repetition-penalty", sample.repetition_penalty,
+                           "divide (multiply if negative) the logits of tokens already present (1: off)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    sample_cmd->add_flag("--no-cache", sample.no_cache, "recompute the whole context for every token (no KV cache)");
     sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
     std::string sample_preset, eval_preset;
     CLI::Option* sample_preset_opt = sample_cmd->add_option("--preset", sample_preset, "expected preset (checked)");

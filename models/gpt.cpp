@@ -88,15 +88,25 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
     return resid_dropout->forward(c_proj->forward(y));
 }
 
+Tensor CausalSelfAttention::forward(const Tensor& x, KVCache& cache, int64_t layer) const {
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), HS = C / n_head;
+    tensor_list qkv = c_attn->forward(x).split(C, 2);                         // 3 x (B,T,C)
+    auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, HS}).transpose(1, 2); };
+    Tensor y = cache.attend(layer, heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));   // (B,NH,T,HS)
+    return c_proj->forward(y.transpose(1, 2).reshape({B, T, C}));             // (B,T,C)
+}
+
 MLP::MLP(const GPTConfig& cfg) : Module("MLP") {
     c_fc = register_module("c_fc", std::make_shared<nn::Linear>(cfg.n_embd, 4 * cfg.n_embd));
     c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * cfg.n_embd, cfg.n_embd));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) const {
+Tensor MLP::forward(const Tensor& x) const { return dropout->forward(project(x)); }
+
+Tensor MLP::project(const Tensor& x) const {
     Tensor h = gelu(c_fc->forward(x), /*tanh_approximation=*/true);   // (B,T,4C)
-    return dropout->forward(c_proj->forward(h));                      // (B,T,C)
+    return c_proj->forward(h);                                        // (B,T,C)
 }
 
 Block::Block(const GPTConfig& cfg) : Module("Block") {
@@ -109,6 +119,11 @@ Block::Block(const GPTConfig& cfg) : Module("Block") {
 Tensor Block::forward(const Tensor& x) const {
     Tensor h = x + attn->forward(ln_1->forward(x));   // (B,T,C)
     return h + mlp->forward(ln_2->forward(h));
+}
+
+Tensor Block::forward(const Tensor& x, KVCache& cache, int64_t layer) const {
+    Tensor h = x + attn->forward(ln_1->forward(x), cache, layer);   // (B,T,C); dropout is off in inference
+    return h + mlp->project(ln_2->forward(h));
 }
 
 // ---- the model ----
@@ -178,6 +193,33 @@ Tensor GPT::logits_from(const Tensor& x) const {
 }
 
 Tensor GPT::forward(const Tensor& idx) const { return logits_from(hidden_states(idx)); }
+
+KVCache GPT::make_cache(int64_t batch, int64_t max_length) const {
+    if (max_length > cfg_.block_size)
+        throw ValueError(fmt::format("GPT::make_cache: max_length {} is longer than the context (block_size {})",
+                                     max_length, cfg_.block_size));
+    return KVCache(cfg_.n_layer, batch, cfg_.n_head, max_length, cfg_.head_size(), wte->weight.options());
+}
+
+// The same blocks as hidden_states, each reading and extending its layer of the cache; the token
+// positions come from the cache (the row's real tokens so far), not from 0..T-1.
+Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache, const Tensor& valid) const {
+    if (idx.dim() != 2 || is_floating(idx.dtype()) || idx.size(0) != cache.batch())
+        throw ShapeError(fmt::format("GPT::forward_cached: idx must be (B,T) integer token ids with B = {} (the "
+                                     "cache's batch), but is {}", cache.batch(), idx.describe()));
+    NoGradGuard no_grad;
+    Tensor pos = cache.begin_step(valid, idx.size(1));                           // (B,T)
+    Tensor x;
+    try {
+        x = wte->forward(idx) + wpe->forward(pos);                               // (B,T,C)
+        for (size_t i = 0; i < num_blocks(); ++i) x = block(i)->forward(x, cache, static_cast<int64_t>(i));
+    } catch (...) {
+        cache.abort_step();                                                      // e.g. a token id out of range
+        throw;
+    }
+    cache.end_step();
+    return logits_from(ln_f->forward(x));                                        // (B,T,V)
+}
 
 Tensor GPT::forward(const Tensor& idx, const Tensor& targets) const {
     if (!targets.defined() || targets.sizes() != idx.sizes())

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/layer_norm.hpp"
@@ -58,6 +59,8 @@ class CausalSelfAttention : public nn::Module {
 public:
     explicit CausalSelfAttention(const GPTConfig& cfg);
     Tensor forward(const Tensor& x) const;   // (B,T,C) -> (B,T,C)
+    // The new tokens' x (B,T,C) attending over the cached keys of layer `layer` (and appending theirs).
+    Tensor forward(const Tensor& x, KVCache& cache, int64_t layer) const;
 
     std::shared_ptr<nn::Linear> c_attn;      // weight (3C,C): q, k, v stacked
     std::shared_ptr<nn::Linear> c_proj;      // weight (C,C): a residual projection
@@ -71,6 +74,7 @@ class MLP : public nn::Module {
 public:
     explicit MLP(const GPTConfig& cfg);
     Tensor forward(const Tensor& x) const;   // (B,T,C) -> (B,T,C)
+    Tensor project(const Tensor& x) const;   // forward without the dropout (inference over a KV cache)
 
     std::shared_ptr<nn::Linear> c_fc;        // weight (4C,C)
     std::shared_ptr<nn::Linear> c_proj;      // weight (C,4C): a residual projection
@@ -82,13 +86,14 @@ class Block : public nn::Module {
 public:
     explicit Block(const GPTConfig& cfg);
     Tensor forward(const Tensor& x) const;   // (B,T,C) -> (B,T,C)
+    Tensor forward(const Tensor& x, KVCache& cache, int64_t layer) const;   // inference over a KV cache
 
     std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
     std::shared_ptr<CausalSelfAttention> attn;
     std::shared_ptr<MLP> mlp;
 };
 
-class GPT : public nn::Module {
+class GPT : public nn::Module, public CausalLM {
 public:
     // Builds the model and draws GPT-2's initial weights from the default generator
     // (manual_seed reproduces them); under nn::init::SkipInitGuard, allocates them only (to be loaded).
@@ -106,6 +111,14 @@ public:
     Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
                     std::optional<int64_t> top_k = std::nullopt,
                     const std::function<void(int64_t)>& on_token = {});
+
+    // Incremental decoding (models/kv_cache.hpp, models/generation.hpp): a cache of up to
+    // max_length <= block_size tokens, and the logits (B,T,V) of new tokens idx (B,T) over it
+    // (valid (B,T) bool marks real tokens: left padding; positions count real tokens only).
+    int64_t max_positions() const override { return cfg_.block_size; }
+    int64_t vocab_size() const override { return cfg_.vocab_size; }
+    KVCache make_cache(int64_t batch, int64_t max_length) const override;
+    Tensor forward_cached(const Tensor& idx, KVCache& cache, const Tensor& valid = {}) const override;
 
     // GPT-2 initialisation: every Linear and Embedding weight ~ N(0, 0.02), biases 0, LayerNorms
     // 1 and 0, and the residual projections (attn.c_proj, mlp.c_proj) ~ N(0, 0.02 / sqrt(2 L)).

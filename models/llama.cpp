@@ -109,7 +109,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& cfg)
     o_proj = register_module("o_proj", std::make_shared<nn::Linear>(num_heads * head_dim, H, bias));
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+// q (B,NH,T,HS), k and v (B,NKV,T,HS) of x (B,T,H), with RoPE applied to q and k.
+tensor_list LlamaAttention::rotated_heads(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
     const int64_t B = x.size(0), T = x.size(1);
     auto heads = [&](const Tensor& t, int64_t n) { return t.reshape({B, T, n, head_dim}).transpose(1, 2); };
     Tensor q = heads(q_proj->forward(x), num_heads);        // (B,NH,T,HS)
@@ -117,12 +118,29 @@ Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor&
     Tensor v = heads(v_proj->forward(x), num_kv_heads);     // (B,NKV,T,HS)
     // The tables in the projections' dtype (bf16 under autocast), one per head: (B,1,T,HS).
     Tensor c = cos.to(q.dtype()).unsqueeze(1), s = sin.to(q.dtype()).unsqueeze(1);
-    q = F::apply_rotary_emb(q, c, s);
-    k = F::apply_rotary_emb(k, c, s);
-    Tensor y = F::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
-                                               /*scale=*/std::nullopt, /*enable_gqa=*/num_kv_heads != num_heads);
-    y = y.transpose(1, 2).reshape({B, T, num_heads * head_dim});   // (B,T,NH*HS)
-    return o_proj->forward(y);                                      // (B,T,H)
+    return {F::apply_rotary_emb(q, c, s), F::apply_rotary_emb(k, c, s), v};
+}
+
+// y (B,NH,T,HS) -> (B,T,H)
+Tensor LlamaAttention::project_out(const Tensor& y) const {
+    const int64_t B = y.size(0), T = y.size(2);
+    return o_proj->forward(y.transpose(1, 2).reshape({B, T, num_heads * head_dim}));
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+    tensor_list qkv = rotated_heads(x, cos, sin);
+    Tensor y = F::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                               /*is_causal=*/true, /*scale=*/std::nullopt,
+                                               /*enable_gqa=*/num_kv_heads != num_heads);   // (B,NH,T,HS)
+    return project_out(y);                                                                 // (B,T,H)
+}
+
+// The cache stores the rotated keys (as transformers' DynamicCache does), so a step rotates only
+// its own tokens.
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache& cache,
+                               int64_t layer) const {
+    tensor_list qkv = rotated_heads(x, cos, sin);
+    return project_out(cache.attend(layer, qkv[0], qkv[1], qkv[2]));                     // (B,T,H)
 }
 
 LlamaMLP::LlamaMLP(const LlamaConfig& cfg) : Module("LlamaMLP") {
@@ -148,6 +166,12 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& cfg) : Module("LlamaDeco
 
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
     Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin);   // (B,T,H)
+    return h + mlp->forward(post_attention_layernorm->forward(h));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache& cache,
+                                  int64_t layer) const {
+    Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin, cache, layer);   // (B,T,H)
     return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 
@@ -218,6 +242,35 @@ Tensor Llama::hidden_states(const Tensor& idx, const Tensor& position_ids) const
 Tensor Llama::logits_from(const Tensor& x) const {
     if (lm_head) return lm_head->forward(x);                                     // (B,T,V)
     return embed_tokens->with_forward_hooks(x, [&](const Tensor& in) { return linear(in, embed_tokens->weight); });
+}
+
+KVCache Llama::make_cache(int64_t batch, int64_t max_length) const {
+    if (max_length > cfg_.max_position_embeddings)
+        throw ValueError(fmt::format("Llama::make_cache: max_length {} is longer than the context "
+                                     "(max_position_embeddings {})", max_length, cfg_.max_position_embeddings));
+    return KVCache(cfg_.num_hidden_layers, batch, cfg_.num_key_value_heads, max_length, cfg_.head_size(),
+                   embed_tokens->weight.options());
+}
+
+// As hidden_states, each layer reading and extending its layer of the cache; the RoPE positions
+// come from the cache (each row's real tokens so far), not from 0..T-1.
+Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const Tensor& valid) const {
+    if (idx.dim() != 2 || is_floating(idx.dtype()) || idx.size(0) != cache.batch())
+        throw ShapeError(fmt::format("Llama::forward_cached: idx must be (B,T) integer token ids with B = {} (the "
+                                     "cache's batch), but is {}", cache.batch(), idx.describe()));
+    NoGradGuard no_grad;
+    Tensor pos = cache.begin_step(valid, idx.size(1));                           // (B,T)
+    Tensor x;
+    try {
+        auto [cos, sin] = rotary_emb->forward(pos, kFloat32);                    // (B,T,HS) each
+        x = embed_tokens->forward(idx);                                          // (B,T,H)
+        for (size_t i = 0; i < num_layers(); ++i) x = layer(i)->forward(x, cos, sin, cache, static_cast<int64_t>(i));
+    } catch (...) {
+        cache.abort_step();                                                      // e.g. a token id out of range
+        throw;
+    }
+    cache.end_step();
+    return logits_from(norm->forward(x));                                        // (B,T,V)
 }
 
 Tensor Llama::forward(const Tensor& idx) const { return forward(idx, Tensor(), Tensor()); }

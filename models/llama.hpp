@@ -20,6 +20,7 @@
 
 #include "nn/embedding.hpp"
 #include "nn/linear.hpp"
+#include "models/causal_lm.hpp"
 #include "nn/module.hpp"
 #include "nn/module_list.hpp"
 #include "nn/rms_norm.hpp"
@@ -73,12 +74,18 @@ public:
     explicit LlamaAttention(const LlamaConfig& cfg);
     // x (B,T,H), cos and sin (B,T,HS) -> (B,T,H)
     Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+    // The same over new tokens, reading and extending layer `layer` of the cache (inference).
+    Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache& cache, int64_t layer) const;
 
     std::shared_ptr<nn::Linear> q_proj;    // weight (NH*HS, H)
     std::shared_ptr<nn::Linear> k_proj;    // weight (NKV*HS, H)
     std::shared_ptr<nn::Linear> v_proj;    // weight (NKV*HS, H)
     std::shared_ptr<nn::Linear> o_proj;    // weight (H, NH*HS)
     int64_t num_heads, num_kv_heads, head_dim;
+
+private:
+    tensor_list rotated_heads(const Tensor& x, const Tensor& cos, const Tensor& sin) const;   // q, k, v
+    Tensor project_out(const Tensor& y) const;                                               // (B,NH,T,HS) -> (B,T,H)
 };
 
 // SwiGLU (Shazeer 2020): down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -97,13 +104,14 @@ public:
     explicit LlamaDecoderLayer(const LlamaConfig& cfg);
     // x (B,T,H), cos and sin (B,T,HS) -> (B,T,H)
     Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+    Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache& cache, int64_t layer) const;
 
     std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;   // weight (H)
     std::shared_ptr<LlamaAttention> self_attn;
     std::shared_ptr<LlamaMLP> mlp;
 };
 
-class Llama : public nn::Module {
+class Llama : public nn::Module, public CausalLM {
 public:
     // Builds the model and draws transformers' initial weights from the default generator
     // (manual_seed reproduces them); under nn::init::SkipInitGuard, allocates them only (to be loaded).
@@ -121,6 +129,13 @@ public:
     Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
                     std::optional<int64_t> top_k = std::nullopt,
                     const std::function<void(int64_t)>& on_token = {});
+
+    // Incremental decoding (models/generation.hpp): a cache of NKV key/value heads per layer, and a
+    // forward over new tokens whose RoPE positions come from the cache (left padding skipped).
+    int64_t max_positions() const override { return cfg_.max_position_embeddings; }
+    int64_t vocab_size() const override { return cfg_.vocab_size; }
+    KVCache make_cache(int64_t batch, int64_t max_length) const override;
+    Tensor forward_cached(const Tensor& idx, KVCache& cache, const Tensor& valid = {}) const override;
 
     // transformers' _init_weights: Linear and Embedding weights ~ N(0, initializer_range), biases 0,
     // RMSNorm weights 1.

@@ -83,3 +83,26 @@ TEST_CASE("bad flag values and data files are named, with a non-zero exit") {
     CHECK(!fs::exists(out + "/checkpoints"));                       // nothing half-written
     fs::remove_all(out);
 }
+
+TEST_CASE("sample: the KV cache by default, --no-cache gives the same greedy text; the sampling flags") {
+    const std::string out = make_temp_dir("sample");
+    REQUIRE(run_ampgrad(tiny_run(out, 2)).exit_code == 0);
+    auto sample = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a{"sample", "--ckpt", out, "--prompt", "To", "--max-new-tokens", "12"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return run_ampgrad(a);
+    };
+    ProgramResult cached = sample({"--temperature", "0"}), plain = sample({"--temperature", "0", "--no-cache"});
+    CAPTURE(cached.output);
+    CHECK(cached.exit_code == 0);
+    CHECK(plain.exit_code == 0);
+    CHECK(cached.output == plain.output);                        // block 16: no sliding, the same tokens
+    ProgramResult a = sample({"--top-p", "0.9", "--repetition-penalty", "1.3", "--seed", "5"});
+    ProgramResult b = sample({"--top-p", "0.9", "--repetition-penalty", "1.3", "--seed", "5"});
+    CHECK(a.exit_code == 0);
+    CHECK(a.output == b.output);                                 // the seed reproduces the sample
+    CHECK(run_ampgrad({"sample", "--ckpt", out, "--tokens", "40"}).exit_code == 0);   // longer than the context
+    check_fails(sample({"--top-p", "1.5"}), "--top-p");
+    check_fails(sample({"--repetition-penalty", "0"}), "--repetition-penalty");
+    check_fails(sample({"--temperature", "-1"}), "--temperature: must be >= 0");
+}
