@@ -24,8 +24,9 @@ void check_cross_entropy_args(const Tensor& logits, const Tensor& targets) {
     ops::check_floating("cross_entropy", logits);
     ops::check_same_device("cross_entropy", {&logits, &targets});
     if (targets.dtype() != kInt64)
-        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices (or floating class probabilities) but got {} "
-                                     "(logits are {})", targets.describe(), logits.describe()));
+        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices (or floating class "
+                                     "probabilities shaped like the logits) but got {} (logits are {})",
+                                     targets.describe(), logits.describe()));
     bool batched = logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0);
     bool single = logits.dim() == 1 && targets.dim() == 0;
     if (!batched && !single)
