@@ -1,10 +1,14 @@
 // sort.cpp: sort, argsort and topk along a dim, and the row gather/scatter (along_dim.hpp) they and
 // flip/cumsum share. Each op moves its dim last, runs the stable row kernel kernels::sort on (R,N),
-// and moves the result back. The order is core/scalar_math.hpp's SortBefore: NaN counts as the
-// largest value, and equal values keep their index order (every sort here is stable, so
-// `stable = false` gets the stable order too; PyTorch only promises some order then).
-// Backward of the values scatters the gradient back through the indices (put_along_last), whose own
-// backward is the gather (take_along_last): double backward works. Derivations: docs/ops/sort.md.
+// and moves the result back; topk on the CPU selects with a host partial sort instead (O(N log k)).
+// The order is core/scalar_math.hpp's SortBefore: NaN counts as the largest value, and equal values
+// keep their index order (every sort here is stable, so `stable = false` gets the stable order too;
+// PyTorch only promises some order then). Backward of the values scatters the gradient back through
+// the indices (put_along_last), whose own backward is the gather (take_along_last): double backward
+// works. Derivations: docs/ops/sort.md.
+#include <algorithm>
+#include <numeric>
+
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/along_dim.hpp"
 #include "autograd/ops/autocast_hook.hpp"
@@ -12,6 +16,7 @@
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
 #include "core/kernels.hpp"
+#include "core/scalar_math.hpp"
 
 namespace ampgrad {
 
@@ -93,15 +98,53 @@ Tensor argsort(const Tensor& x, int64_t dim, bool descending, bool stable) {
     return sort(x, dim, descending, stable).second;
 }
 
+namespace {
+
+// The first k positions of each host row (R,N) in the sort's order (SortBefore, ties by index): a
+// partial sort, O(N log k) per row, which gives the same k as the stable sort.
+template <typename T>
+std::vector<int64_t> first_k_rows(const std::vector<T>& v, int64_t R, int64_t N, int64_t k, bool descending) {
+    std::vector<int64_t> out(static_cast<size_t>(R * k)), order(static_cast<size_t>(N));
+    for (int64_t r = 0; r < R; ++r) {
+        const T* row = v.data() + r * N;
+        std::iota(order.begin(), order.end(), int64_t{0});
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+            if (formulas::SortBefore::value(row[a], row[b], descending)) return true;
+            return !formulas::SortBefore::value(row[b], row[a], descending) && a < b;
+        });
+        std::copy(order.begin(), order.begin() + k, out.begin() + r * k);
+    }
+    return out;
+}
+
+// topk's CPU path for k < N: select on the host (a vocabulary row is long and k small), then gather
+// the values through take_along_last, whose backward is the same scatter as sort's.
+std::pair<Tensor, Tensor> topk_cpu(const Tensor& x, int64_t k, int64_t dim, bool largest) {
+    ops::RowLayout layout;
+    Tensor rows = ops::to_rows(x, dim, layout);                                     // (R,N)
+    const int64_t R = rows.size(0), N = rows.size(1);
+    Tensor host = rows.detach().contiguous();
+    std::vector<int64_t> picked = x.dtype() == kInt64                              // int64 does not fit a double
+                                      ? first_k_rows(host.to_vector<int64_t>(), R, N, k, largest)
+                                      : first_k_rows(host.to_vector<double>(), R, N, k, largest);
+    Tensor indices = tensor(picked, {R, k}, TensorOptions(kInt64));                 // (R,K)
+    return {ops::from_rows(ops::take_along_last(rows, indices), layout), ops::from_rows(indices, layout)};
+}
+
+}  // namespace
+
 // The first k of a stable sort, descending for the largest: NaN ranks above every number, and
 // equal values keep their index order. `sorted = false` still returns them sorted (allowed).
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, bool sorted) {
+std::pair<Tensor, Tensor> topk(const Tensor& x_in, int64_t k, int64_t dim_in, bool largest, bool sorted) {
     (void)sorted;
+    Tensor x = x_in;
     ops::check_defined("topk", x, "input");
+    AMPGRAD_AUTOCAST("sort", &x);
     const int64_t dim = ops::wrap_dim("topk", dim_in, x.dim());
     const int64_t n = x.dim() == 0 ? 1 : x.size(dim);
     if (k < 0 || k > n)
         throw IndexError(fmt::format("topk: k = {} is out of range for dim {} of size {} ({})", k, dim, n, x.describe()));
+    if (x.device().is_cpu() && x.dim() > 0 && k < n) return topk_cpu(x, k, dim, largest);
     auto [values, indices] = sort(x, dim, largest, true);
     if (x.dim() == 0) return {values, indices};
     return {narrow(values, dim, 0, k), narrow(indices, dim, 0, k)};
