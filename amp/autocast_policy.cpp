@@ -68,6 +68,11 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"triu",                              kInputDtype, "selects elements: exact in any dtype"},
     PolicyEntry{"masked_fill",                       kInputDtype, "selects elements; the value takes x's dtype"},
     PolicyEntry{"repeat_interleave",                 kInputDtype, "copies elements: exact in any dtype"},
+    PolicyEntry{"repeat",                            kInputDtype, "copies elements: exact in any dtype"},
+    PolicyEntry{"flip",                              kInputDtype, "moves elements: exact in any dtype"},
+    PolicyEntry{"roll",                              kInputDtype, "moves elements: exact in any dtype"},
+    PolicyEntry{"sort",                              kInputDtype, "moves elements (also argsort, topk): exact in any dtype"},
+    PolicyEntry{"cumsum",                            kFp32OutputDtype, "long running sums lose f16 precision; f32 result (PyTorch: dtype=f32)"},
     // ---- banned ----
     PolicyEntry{"binary_cross_entropy",              kBanned, "log(p) of probabilities rounded to f16 is unsafe"},
 };

@@ -203,6 +203,20 @@ extern constinit Kernel<void(const Tensor& loss, const Tensor& lse, const Tensor
 extern constinit Kernel<void(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
                              const Tensor& targets, int64_t ignore_index)> cross_entropy_backward;
 
+// ---- sorting and scans along the last dim (rows (R,N), contiguous; docs/ops/sort.md) ----
+// values (R,N) = each row of `in` sorted by core/scalar_math.hpp's SortBefore (NaN largest), indices
+// (R,N) int64 = where each value came from. Stable: equal values keep their index order.
+extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending)> sort;
+// out (R,N) = running sums of each row of `in` (same dtype, not bool), accumulated in the compute
+// type (fp32 for f16/bf16, as PyTorch's CPU cumsum)
+extern constinit Kernel<void(const Tensor& out, const Tensor& in)> cumsum;
+// out (R,K) = in (R,N) at index (R,K) or (1,K) (one row of int64 indices shared by every row):
+// out[r][j] = in[r][index[r][j]]. Throws IndexError for an index outside [0, N).
+extern constinit Kernel<void(const Tensor& out, const Tensor& in, const Tensor& index)> take_along_last;
+// out (R,N), zeroed by the caller: out[r][index[r][j]] = src[r][j] for src (R,K), index (R,K) or (1,K),
+// whose indices within a row are distinct (a permutation, or the first K of one), so nothing accumulates
+extern constinit Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index)> put_along_last;
+
 // ---- random (Philox 4x32-10, counter-based: same seed+offset gives the same numbers anywhere) ----
 extern constinit Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)>
     random_uniform;
@@ -226,7 +240,8 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(activation_backward) X(reduce) X(max_with_indices) X(gemm) X(softmax) X(softmax_backward)         \
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
-    X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding)
+    X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding) X(sort) X(cumsum)       \
+    X(take_along_last) X(put_along_last)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

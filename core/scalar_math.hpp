@@ -310,6 +310,20 @@ struct Lerp {
     }
 };
 
+// ---- sorting (sort, argsort, topk; docs/ops/sort.md) ----
+// Whether a goes strictly before b: ascending a < b, descending a > b. NaN counts as larger than every
+// number, as in PyTorch: it sorts last ascending and first descending; two NaNs are equal. Kernels keep
+// equal values in index order (a stable sort), whatever `stable` the caller asked for.
+struct SortBefore {
+    template <class T> AMPGRAD_HOST_DEVICE static bool value(T a, T b, bool descending) {
+        if constexpr (std::is_floating_point_v<T>) {
+            const bool a_nan = a != a, b_nan = b != b;
+            if (a_nan || b_nan) return descending ? (a_nan && !b_nan) : (!a_nan && b_nan);
+        }
+        return descending ? b < a : a < b;
+    }
+};
+
 // ---- rotary embeddings: one pair (x1, x2) of a row turned by its angle (docs/ops/rotary.md) ----
 // out = x cos + R(x) sin, where R maps a pair (x1, x2) to (-x2, x1). The pair is (j, j + HS/2) in the
 // half-split (rotate_half) layout and (2i, 2i+1) in the interleaved one; c1, s1 are cos and sin at

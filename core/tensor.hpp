@@ -164,6 +164,17 @@ public:
     Tensor select(int64_t dim, int64_t index) const;
     tensor_list split(int64_t split_size, int64_t dim = 0) const;
     Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+    Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+                 std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+
+    // ---- reordering copies and sorting ----
+    Tensor repeat(const Shape& repeats) const;
+    Tensor flip(const Shape& dims) const;
+    Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
+    Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+    std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+    Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+    std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
 
     // ---- math (broadcasting) ----
     Tensor pow(double exponent) const;
@@ -182,6 +193,28 @@ public:
     Tensor clamp(std::optional<double> lo, std::optional<double> hi) const;
     Tensor maximum(const Tensor& o) const;
     Tensor minimum(const Tensor& o) const;
+    Tensor sin() const;
+    Tensor cos() const;
+    Tensor exp2() const;
+    Tensor log1p() const;
+    Tensor expm1() const;
+    Tensor erf() const;
+    Tensor sign() const;
+    Tensor floor() const;
+    Tensor ceil() const;
+    Tensor round() const;
+    Tensor trunc() const;
+    Tensor fmod(const Tensor& o) const;
+    Tensor fmod(double o) const;
+    Tensor remainder(const Tensor& o) const;
+    Tensor remainder(double o) const;
+    Tensor atan2(const Tensor& o) const;
+    Tensor lerp(const Tensor& end, const Tensor& weight) const;
+    Tensor lerp(const Tensor& end, double weight) const;
+    Tensor logical_and(const Tensor& o) const;
+    Tensor logical_or(const Tensor& o) const;
+    Tensor logical_xor(const Tensor& o) const;
+    Tensor logical_not() const;
 
     // ---- reductions ----
     Tensor sum() const;

@@ -288,31 +288,51 @@ void Module::check_state_shapes(const std::map<std::string, Shape>& shapes, bool
 
 // ---- forward hooks ----
 
-autograd::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+autograd::RemovableHandle Module::register_forward_pre_hook(ForwardPreHookInputs hook) {
     if (!hook) throw ValueError(fmt::format("{}.register_forward_pre_hook: the hook is empty", type_name_));
     return autograd::add_hook(pre_hooks_, std::move(hook));
 }
 
-autograd::RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+autograd::RemovableHandle Module::register_forward_hook(ForwardHookInputs hook) {
     if (!hook) throw ValueError(fmt::format("{}.register_forward_hook: the hook is empty", type_name_));
     return autograd::add_hook(post_hooks_, std::move(hook));
 }
 
-// Hooks get the module itself (non-const, as in PyTorch, where a hook may change it).
-Tensor Module::run_forward_pre_hooks(const Tensor& input) const {
-    Tensor in = input;
-    auto& self = const_cast<Module&>(*this);
-    pre_hooks_->for_each([&](const auto& entry) {
-        Tensor replaced = (*entry.fn)(self, in);
-        if (replaced.defined()) in = replaced;
-    });
-    return in;
+// The one-tensor forms see (and may replace) the first input.
+autograd::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+    if (!hook) throw ValueError(fmt::format("{}.register_forward_pre_hook: the hook is empty", type_name_));
+    return register_forward_pre_hook(ForwardPreHookInputs(
+        [hook = std::move(hook)](Module& m, const std::vector<Tensor>& inputs) -> std::vector<Tensor> {
+            Tensor replaced = hook(m, inputs.empty() ? Tensor() : inputs[0]);
+            if (!replaced.defined() || inputs.empty()) return {};
+            std::vector<Tensor> out = inputs;
+            out[0] = replaced;
+            return out;
+        }));
 }
 
-Tensor Module::run_forward_hooks(const Tensor& input, Tensor output) const {
+autograd::RemovableHandle Module::register_forward_hook(ForwardHook hook) {
+    if (!hook) throw ValueError(fmt::format("{}.register_forward_hook: the hook is empty", type_name_));
+    return register_forward_hook(ForwardHookInputs(
+        [hook = std::move(hook)](Module& m, const std::vector<Tensor>& inputs, const Tensor& output) {
+            return hook(m, inputs.empty() ? Tensor() : inputs[0], output);
+        }));
+}
+
+// Hooks get the module itself (non-const, as in PyTorch, where a hook may change it).
+std::vector<Tensor> Module::run_forward_pre_hooks(std::vector<Tensor> inputs) const {
+    auto& self = const_cast<Module&>(*this);
+    pre_hooks_->for_each([&](const auto& entry) {
+        std::vector<Tensor> replaced = (*entry.fn)(self, inputs);
+        if (!replaced.empty()) inputs = std::move(replaced);
+    });
+    return inputs;
+}
+
+Tensor Module::run_forward_hooks(const std::vector<Tensor>& inputs, Tensor output) const {
     auto& self = const_cast<Module&>(*this);
     post_hooks_->for_each([&](const auto& entry) {
-        Tensor replaced = (*entry.fn)(self, input, output);
+        Tensor replaced = (*entry.fn)(self, inputs, output);
         if (replaced.defined()) output = replaced;
     });
     return output;

@@ -53,12 +53,19 @@ private:
 using StateDict = NamedTensors;
 
 class Module;
-// Forward hooks, as PyTorch's Module.register_forward_pre_hook / register_forward_hook, for layers
-// with one tensor input. A pre-hook runs before forward and may replace the input (return a
-// defined Tensor); a post-hook runs after it with the input and output and may replace the output.
+// Forward hooks, as PyTorch's Module.register_forward_pre_hook / register_forward_hook. PyTorch hands
+// a hook the tuple of forward's arguments; here a hook takes either all of the module's tensor
+// inputs (`const std::vector<Tensor>& inputs`: an attention block's x, cos and sin) or, the
+// one-tensor form, the first input alone. Both kinds share one list and run in registration order.
+// A pre-hook runs before forward and may replace the inputs (return a non-empty vector, or a defined
+// Tensor for the first input); a post-hook runs after it with the inputs and the output and may
+// replace the output (return a defined Tensor).
 // ZeRO stage 3 gathers a module's parameters in the pre-hook and releases them in the post-hook.
 using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
 using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+using ForwardPreHookInputs = std::function<std::vector<Tensor>(Module& module, const std::vector<Tensor>& inputs)>;
+using ForwardHookInputs =
+    std::function<Tensor(Module& module, const std::vector<Tensor>& inputs, const Tensor& output)>;
 
 class Module : public std::enable_shared_from_this<Module> {
 public:
@@ -97,15 +104,25 @@ public:
 
     // ---- forward hooks (registration order; handle.remove() takes one out) ----
     autograd::RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+    autograd::RemovableHandle register_forward_pre_hook(ForwardPreHookInputs hook);
     autograd::RemovableHandle register_forward_hook(ForwardHook hook);
+    autograd::RemovableHandle register_forward_hook(ForwardHookInputs hook);
     bool has_forward_hooks() const { return !pre_hooks_->empty() || !post_hooks_->empty(); }
     // What PyTorch's Module.__call__ does around forward: pre-hooks, body(input), post-hooks.
     // Layers wrap their forward in it: `return with_forward_hooks(x, [&](const Tensor& in) {...});`
     template <typename Body>
     Tensor with_forward_hooks(const Tensor& input, Body&& body) const {
         if (!has_forward_hooks()) return body(input);
-        Tensor in = run_forward_pre_hooks(input);
-        return run_forward_hooks(in, body(in));
+        std::vector<Tensor> in = run_forward_pre_hooks({input});
+        return run_forward_hooks(in, body(in[0]));
+    }
+    // The same for a forward of several tensors: body gets the (possibly replaced) inputs.
+    //   return with_forward_hooks({x, cos, sin}, [&](const std::vector<Tensor>& in) {...});
+    template <typename Body>
+    Tensor with_forward_hooks(std::vector<Tensor> inputs, Body&& body) const {
+        if (!has_forward_hooks()) return body(inputs);
+        inputs = run_forward_pre_hooks(std::move(inputs));
+        return run_forward_hooks(inputs, body(inputs));
     }
 
     // ---- mode, placement, gradients ----
@@ -144,8 +161,8 @@ private:
                          std::vector<const Module*>& seen) const;
     void rename_parameters(const std::string& prefix);
     void check_new_name(const std::string& kind, const std::string& name) const;
-    Tensor run_forward_pre_hooks(const Tensor& input) const;
-    Tensor run_forward_hooks(const Tensor& input, Tensor output) const;
+    std::vector<Tensor> run_forward_pre_hooks(std::vector<Tensor> inputs) const;
+    Tensor run_forward_hooks(const std::vector<Tensor>& inputs, Tensor output) const;
 
     std::string type_name_;
     std::string path_prefix_;          // this module's dotted path from the root plus ".", or ""
@@ -153,8 +170,11 @@ private:
     std::vector<std::pair<std::string, Tensor>> params_;
     std::vector<std::pair<std::string, Tensor>> buffers_;
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-    std::shared_ptr<autograd::HookList<ForwardPreHook>> pre_hooks_ = std::make_shared<autograd::HookList<ForwardPreHook>>();
-    std::shared_ptr<autograd::HookList<ForwardHook>> post_hooks_ = std::make_shared<autograd::HookList<ForwardHook>>();
+    // one-tensor hooks are stored wrapped in the inputs form
+    std::shared_ptr<autograd::HookList<ForwardPreHookInputs>> pre_hooks_ =
+        std::make_shared<autograd::HookList<ForwardPreHookInputs>>();
+    std::shared_ptr<autograd::HookList<ForwardHookInputs>> post_hooks_ =
+        std::make_shared<autograd::HookList<ForwardHookInputs>>();
 };
 
 }  // namespace ampgrad::nn

@@ -90,14 +90,17 @@ Stage3::Stage3(nn::Module& root, const std::vector<Tensor>& trainable, const Fla
         }
         if (info.params.empty()) continue;
         const size_t m = modules_.size();
-        info.pre = module->register_forward_pre_hook([this, m](nn::Module&, const Tensor&) {
-            before_forward(m);
-            return Tensor();
-        });
-        info.post = module->register_forward_hook([this, m](nn::Module&, const Tensor&, const Tensor& out) {
-            after_forward(m, out);
-            return Tensor();
-        });
+        // The inputs form: the hooks fire for a module whose forward takes several tensors too.
+        info.pre = module->register_forward_pre_hook(
+            nn::ForwardPreHookInputs([this, m](nn::Module&, const std::vector<Tensor>&) {
+                before_forward(m);
+                return std::vector<Tensor>();
+            }));
+        info.post = module->register_forward_hook(
+            nn::ForwardHookInputs([this, m](nn::Module&, const std::vector<Tensor>&, const Tensor& out) {
+                after_forward(m, out);
+                return Tensor();
+            }));
         modules_.push_back(std::move(info));
     }
 }

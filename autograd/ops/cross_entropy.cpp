@@ -1,7 +1,7 @@
 // cross_entropy.cpp: F.cross_entropy with all of PyTorch's options: class weights, label
 // smoothing, reduction none/sum/mean, (N,C,*) inputs, and class-probability targets. The plain
-// case (index targets, no weight, no smoothing, mean, (N,C) or (C)) goes to the fused kernel in
-// loss.cpp; everything else is composed of differentiable ops (log_softmax, where, sum), so
+// case (index targets, no weight, no smoothing, mean) goes to the fused kernel in loss.cpp, with
+// (N,C,d1,..) logits moved to rows (N*d1*..,C) first; everything else is composed of differentiable ops (log_softmax, where, sum), so
 // double backward works. Semantics follow PyTorch's LossNLL.cpp (cross_entropy_loss_label_smoothing,
 // cross_entropy_loss_prob_target):
 //   index targets:  nll_i = -w[t_i] logp[i, t_i],  smooth_i = -sum_c w_c logp[i, c]  (0 where t_i ignored)
@@ -40,6 +40,22 @@ void check_options(const Tensor& logits, const CrossEntropyOptions& o, int64_t C
     if (o.weight.dtype() != logits.dtype())
         throw DTypeError(fmt::format("{}: weight must have the input's dtype: weight is {}, input is {}", kOp,
                                      o.weight.describe(), logits.describe()));
+}
+
+// (N,C,d1,..) -> (N,d1,..): the shape index targets must have
+Shape spatial_shape(const Tensor& logits) {
+    Shape s = logits.sizes();
+    s.erase(s.begin() + 1);
+    return s;
+}
+
+// x with dim moved to the end, the others in order: (N,C,d1,..) -> (N,d1,..,C)
+Tensor movedim_last(const Tensor& x, int64_t dim) {
+    Shape order;
+    for (int64_t d = 0; d < x.dim(); ++d)
+        if (d != dim) order.push_back(d);
+    order.push_back(dim);
+    return permute(x, order);
 }
 
 Tensor reduce_loss(const Tensor& per_item, Reduction r, const Tensor& denom) {
@@ -119,9 +135,12 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets_in, const Cr
     ops::check_defined(kOp, logits, "input");
     ops::check_defined(kOp, targets, "target");
     bool fused = !o.weight.defined() && o.label_smoothing == 0.0 && o.reduction == Reduction::kMean &&
-                 targets.dtype() == kInt64 && (logits.dim() == 2 || logits.dim() == 1) &&
-                 targets.sizes() != logits.sizes();
-    if (fused) return cross_entropy(logits, targets, o.ignore_index);
+                 targets.dtype() == kInt64 && targets.sizes() != logits.sizes();
+    if (fused && (logits.dim() == 2 || logits.dim() == 1)) return cross_entropy(logits, targets, o.ignore_index);
+    if (fused && logits.dim() > 2 && targets.sizes() == spatial_shape(logits)) {
+        Tensor rows = reshape(movedim_last(logits, 1), {-1, logits.size(1)});                 // (N*d1*..,C)
+        return cross_entropy(rows, reshape(targets, {-1}), o.ignore_index);                    // mean over the rows
+    }
     if (is_floating(targets.dtype())) AMPGRAD_AUTOCAST("cross_entropy", &logits, &targets, &o.weight);
     else AMPGRAD_AUTOCAST("cross_entropy", &logits, &o.weight);
     ops::check_floating(kOp, logits);

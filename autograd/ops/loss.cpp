@@ -24,8 +24,9 @@ void check_cross_entropy_args(const Tensor& logits, const Tensor& targets) {
     ops::check_floating("cross_entropy", logits);
     ops::check_same_device("cross_entropy", {&logits, &targets});
     if (targets.dtype() != kInt64)
-        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices but got {} (logits are {}); "
-                                     "probability targets are not supported", targets.describe(), logits.describe()));
+        throw DTypeError(fmt::format("cross_entropy: targets must be int64 class indices (or floating class "
+                                     "probabilities shaped like the logits) but got {} (logits are {})",
+                                     targets.describe(), logits.describe()));
     bool batched = logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0);
     bool single = logits.dim() == 1 && targets.dim() == 0;
     if (!batched && !single)
@@ -58,8 +59,12 @@ Tensor cross_entropy_backward_composite(const Tensor& logits, const Tensor& targ
 }  // namespace
 
 // logits (N,V) or (V); targets (N) or () int64 -> mean over rows whose target != ignore_index.
-// All rows ignored gives 0/0 = nan, as in PyTorch.
+// All rows ignored gives 0/0 = nan, as in PyTorch. Other forms, (N,C,d1,..) logits or probability
+// targets, go through the options form (cross_entropy.cpp), which brings (N,C,d1,..) back here as rows.
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index) {
+    if (logits_in.defined() && targets.defined() &&
+        (logits_in.dim() > 2 || is_floating(targets.dtype()) || targets.sizes() == logits_in.sizes()))
+        return cross_entropy(logits_in, targets, CrossEntropyOptions{.ignore_index = ignore_index});
     Tensor logits = logits_in;
     AMPGRAD_AUTOCAST("cross_entropy", &logits);
     check_cross_entropy_args(logits, targets);

@@ -171,6 +171,10 @@ Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);   // differentiable copy
+// x[start:end:step] along dim, a view (Python slicing: a negative start/end counts from the end, and
+// out-of-range bounds clamp; an absent one means the whole side). step must be positive (ValueError).
+Tensor slice(const Tensor& x, int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+             std::optional<int64_t> end = std::nullopt, int64_t step = 1);
 
 // ---- masks, repeats and chunks (autograd/ops/mask.cpp) ----
 // torch.chunk: `chunks` pieces of ceil(size / chunks) along dim (views; the last may be smaller, and
@@ -185,6 +189,29 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // each element `repeats` times in a row along dim, or over the flattened x when dim is absent
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+
+// ---- reordering copies (autograd/ops/reorder.cpp); each returns a new tensor, never a view ----
+// Tensor.repeat: x tiled repeats[i] times along dim i; repeats may have more dims than x (x gets
+// leading 1s). (S0,S1) with repeats (a,b,c) -> (a, b*S0, c*S1)
+Tensor repeat(const Tensor& x, const Shape& repeats);
+// x with the order of the elements reversed along each of dims (no dim twice)
+Tensor flip(const Tensor& x, const Shape& dims);
+// elements moved shifts[i] places along dims[i], wrapping around; with dims empty, along the
+// flattened x (then one shift). torch.roll
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+// running sums along dim; integer and bool inputs sum in int64 unless dtype says otherwise (x is
+// cast to dtype first, as torch.cumsum(x, dim, dtype=...))
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
+// ---- sorting (autograd/ops/sort.cpp); NaN counts as the largest value ----
+// values and int64 indices of x sorted along dim. Always stable: equal values keep their index
+// order (PyTorch promises that only for stable = true). Values are differentiable.
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (or smallest) entries along dim, best first: (values, int64 indices), each with
+// size k at dim. Values are differentiable. NaN ranks above every number; ties keep index order.
+// sorted = false returns them sorted too.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 
 // ---- linear algebra (autograd/ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting
@@ -205,10 +232,7 @@ Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi)
 // ---- RNG (core/generator.cpp) ----
 void manual_seed(uint64_t seed);
 
-// ---- selection and sampling (sampling.cpp; computed on the host) ----
-// The k largest (or smallest) entries along dim, best first: (values, int64 indices), each with
-// size k at dim. Values are differentiable. NaN ranks above every number; ties keep index order.
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// ---- sampling (sampling.cpp; computed on the host) ----
 // Draws category indices from each row of non-negative weights probs (V) or (B,V) -> int64
 // (num_samples) or (B,num_samples), from the default generator (manual_seed reproduces it).
 // ValueError for a negative / non-finite weight, a zero row sum, or too few non-zero categories

@@ -1,4 +1,4 @@
-// sampling.cpp: topk, multinomial and sampling from logits (what GPT generation needs).
+// sampling.cpp: multinomial and sampling from logits (what GPT generation needs; topk is in sort.cpp).
 // These run on the host: the input is copied to the CPU, rows are selected there, and the
 // results are copied back to the input's device. Rows are short (a vocabulary) and sampling
 // happens once per generated token, so the copy is not the cost that matters.
@@ -14,97 +14,6 @@
 #include "autograd/record.hpp"
 
 namespace ampgrad {
-
-using autograd::BackwardContext;
-using autograd::record;
-
-namespace {
-
-// Row-wise top-k on host values laid out (rows, n): the k positions of the largest (or
-// smallest) values, best first; NaN counts as larger than every number, as in PyTorch; equal
-// values keep their original order.
-template <typename T>
-std::vector<int64_t> topk_rows(const std::vector<T>& v, int64_t rows, int64_t n, int64_t k, bool largest) {
-    auto better = [largest](T a, T b) {
-        if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(a) || std::isnan(b)) return largest ? (std::isnan(a) && !std::isnan(b))
-                                                               : (!std::isnan(a) && std::isnan(b));
-        }
-        return largest ? a > b : a < b;
-    };
-    std::vector<int64_t> out(static_cast<size_t>(rows * k));
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t r = 0; r < rows; ++r) {
-        const T* row = v.data() + r * n;
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
-            return better(row[a], row[b]) || (!better(row[b], row[a]) && a < b);
-        });
-        std::copy(order.begin(), order.begin() + k, out.begin() + r * k);
-    }
-    return out;
-}
-
-// The values at `idx` (rows, k) of the host rows `v` (rows, n), as a tensor like x.
-template <typename T>
-Tensor gather_rows(const std::vector<T>& v, const std::vector<int64_t>& idx, int64_t n, int64_t k,
-                   const Shape& shape, const Tensor& like) {
-    std::vector<T> picked(idx.size());
-    for (size_t i = 0; i < idx.size(); ++i) picked[i] = v[(i / static_cast<size_t>(k)) * n + idx[i]];
-    return tensor(picked, shape, like.options());
-}
-
-// d topk / d x: scatter g (..,k,..) into zeros like x (..,n,..) at `indices`, as a one-hot
-// comparison (..,k,n,..) summed over k; built from differentiable ops, so double backward works.
-Tensor topk_backward(const Tensor& g, const Tensor& indices, int64_t dim, const Shape& in_shape) {
-    Tensor idx = unsqueeze(indices, dim + 1);                               // (..,k,1,..)
-    Shape pos_shape(in_shape.size() + 1, 1);
-    pos_shape[static_cast<size_t>(dim + 1)] = in_shape[static_cast<size_t>(dim)];
-    Tensor positions = arange(in_shape[static_cast<size_t>(dim)], TensorOptions(kInt64).device(g.device()))
-                           .view(pos_shape);                                // (1,..,n,..)
-    Tensor onehot = eq(positions, idx);                                     // (..,k,n,..)
-    Tensor gk = expand(unsqueeze(g, dim + 1), onehot.sizes());
-    return sum(where(onehot, gk, 0.0), {dim});                              // (..,n,..)
-}
-
-}  // namespace
-
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim_in, bool largest, bool sorted) {
-    ops::check_defined("topk", x, "input");
-    if (x.dim() == 0) throw ShapeError(fmt::format("topk: expected at least a 1-d input but got {}", x.describe()));
-    const int64_t dim = ops::wrap_dim("topk", dim_in, x.dim());
-    const int64_t n = x.size(dim);
-    if (k < 0 || k > n)
-        throw IndexError(fmt::format("topk: k = {} is out of range for dim {} of size {} ({})", k, dim, n, x.describe()));
-    Tensor values, indices;
-    {
-        NoGradGuard no_grad;
-        Tensor rows_view = transpose(x.detach(), dim, -1).contiguous();     // (.., n)
-        Shape out_shape = rows_view.sizes();
-        out_shape.back() = k;                                               // (.., k)
-        const int64_t rows = n == 0 ? 0 : x.numel() / n;
-        std::vector<int64_t> idx;
-        if (x.dtype() == kInt64) {                      // int64 does not fit a double exactly
-            auto v = rows_view.to_vector<int64_t>();
-            idx = topk_rows(v, rows, n, k, largest);
-            values = gather_rows(v, idx, n, k, out_shape, x);
-        } else {
-            auto v = rows_view.to_vector<double>();     // exact for every other dtype
-            idx = topk_rows(v, rows, n, k, largest);
-            values = gather_rows(v, idx, n, k, out_shape, x);
-        }
-        indices = tensor(idx, out_shape, TensorOptions(kInt64).device(x.device()));
-        values = transpose(values, dim, -1).contiguous();
-        indices = transpose(indices, dim, -1).contiguous();
-    }
-    (void)sorted;                                       // results are always sorted (allowed by PyTorch)
-    Shape in_shape = x.sizes();
-    if (is_floating(x.dtype()))
-        values = record("topk", values, {x}, {indices}, [dim, in_shape](BackwardContext& ctx, const tensor_list& g) {
-            return tensor_list{topk_backward(g[0], ctx.saved(0), dim, in_shape)};
-        });
-    return {values, indices};
-}
 
 namespace {
 

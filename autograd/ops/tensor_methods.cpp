@@ -37,6 +37,19 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
     return reshape(out);
 }
 
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+    return ampgrad::slice(*this, d, start, end, step);
+}
+Tensor Tensor::repeat(const Shape& r) const { return ampgrad::repeat(*this, r); }
+Tensor Tensor::flip(const Shape& d) const { return ampgrad::flip(*this, d); }
+Tensor Tensor::roll(const Shape& s, const Shape& d) const { return ampgrad::roll(*this, s, d); }
+Tensor Tensor::cumsum(int64_t d, std::optional<DType> dtype) const { return ampgrad::cumsum(*this, d, dtype); }
+std::pair<Tensor, Tensor> Tensor::sort(int64_t d, bool desc, bool stable) const { return ampgrad::sort(*this, d, desc, stable); }
+Tensor Tensor::argsort(int64_t d, bool desc, bool stable) const { return ampgrad::argsort(*this, d, desc, stable); }
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t d, bool largest, bool sorted) const {
+    return ampgrad::topk(*this, k, d, largest, sorted);
+}
+
 Tensor Tensor::pow(double e) const { return ampgrad::pow(*this, e); }
 Tensor Tensor::pow(const Tensor& e) const { return ampgrad::pow(*this, e); }
 Tensor Tensor::exp() const { return ampgrad::exp(*this); }
@@ -53,6 +66,28 @@ Tensor Tensor::neg() const { return ampgrad::neg(*this); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return ampgrad::clamp(*this, lo, hi); }
 Tensor Tensor::maximum(const Tensor& o) const { return ampgrad::maximum(*this, o); }
 Tensor Tensor::minimum(const Tensor& o) const { return ampgrad::minimum(*this, o); }
+Tensor Tensor::sin() const { return ampgrad::sin(*this); }
+Tensor Tensor::cos() const { return ampgrad::cos(*this); }
+Tensor Tensor::exp2() const { return ampgrad::exp2(*this); }
+Tensor Tensor::log1p() const { return ampgrad::log1p(*this); }
+Tensor Tensor::expm1() const { return ampgrad::expm1(*this); }
+Tensor Tensor::erf() const { return ampgrad::erf(*this); }
+Tensor Tensor::sign() const { return ampgrad::sign(*this); }
+Tensor Tensor::floor() const { return ampgrad::floor(*this); }
+Tensor Tensor::ceil() const { return ampgrad::ceil(*this); }
+Tensor Tensor::round() const { return ampgrad::round(*this); }
+Tensor Tensor::trunc() const { return ampgrad::trunc(*this); }
+Tensor Tensor::fmod(const Tensor& o) const { return ampgrad::fmod(*this, o); }
+Tensor Tensor::fmod(double o) const { return ampgrad::fmod(*this, o); }
+Tensor Tensor::remainder(const Tensor& o) const { return ampgrad::remainder(*this, o); }
+Tensor Tensor::remainder(double o) const { return ampgrad::remainder(*this, o); }
+Tensor Tensor::atan2(const Tensor& o) const { return ampgrad::atan2(*this, o); }
+Tensor Tensor::lerp(const Tensor& end, const Tensor& w) const { return ampgrad::lerp(*this, end, w); }
+Tensor Tensor::lerp(const Tensor& end, double w) const { return ampgrad::lerp(*this, end, w); }
+Tensor Tensor::logical_and(const Tensor& o) const { return ampgrad::logical_and(*this, o); }
+Tensor Tensor::logical_or(const Tensor& o) const { return ampgrad::logical_or(*this, o); }
+Tensor Tensor::logical_xor(const Tensor& o) const { return ampgrad::logical_xor(*this, o); }
+Tensor Tensor::logical_not() const { return ampgrad::logical_not(*this); }
 
 Tensor Tensor::sum() const { return ampgrad::sum(*this); }
 Tensor Tensor::sum(const Shape& d, bool k) const { return ampgrad::sum(*this, d, k); }

@@ -1,10 +1,11 @@
 // view.cpp: views (share storage and the version counter) and shape ops: view, reshape,
-// transpose, permute, (un)squeeze, expand, narrow, select, split, cat, stack, plus contiguous,
+// transpose, permute, (un)squeeze, expand, narrow, slice, select, split, cat, stack, plus contiguous,
 // clone and the differentiable dtype/device casts. Backward of a view maps the gradient back
 // to the input's shape: reshape for reshape-like views, inverse permutation for permute, a
 // sum for expand, zero padding (via cat) for narrow/select.
 // Shapes: each op's output shape is what its arguments spell out (sizes, dims, lengths), so lines
 // carry no shape comments (docs/notation.md).
+#include <algorithm>
 #include <numeric>
 
 #include "autograd/autograd_meta.hpp"
@@ -210,6 +211,46 @@ Tensor narrow(const Tensor& x, int64_t dim_in, int64_t start, int64_t length) {
         parts.push_back(g[0]);
         if (start + length < size) { pad[dim] = size - start - length; parts.push_back(zeros(pad, g[0].options())); }
         return tensor_list{parts.size() == 1 ? g[0] : cat(parts, dim)};
+    });
+}
+
+namespace {
+
+// slice's backward for step > 1: g (.., C, ..) placed at every step-th position of zeros (.., L, ..),
+// composed of differentiable ops (so double backward is slice again): each element gets step - 1
+// zeros after it, (.., C, step, ..) -> (.., C*step, ..), cut to L.
+Tensor spread(const Tensor& g, int64_t dim, int64_t step, int64_t length) {
+    Tensor column = unsqueeze(g, dim + 1);                                   // (.., C, 1, ..)
+    Shape gap = column.sizes();
+    gap[static_cast<size_t>(dim + 1)] = step - 1;                            // (.., C, step-1, ..)
+    Tensor padded = cat({column, zeros(gap, g.options())}, dim + 1);         // (.., C, step, ..)
+    Shape merged = g.sizes();
+    merged[static_cast<size_t>(dim)] *= step;                                // (.., C*step, ..)
+    return narrow(reshape(padded, merged), dim, 0, length);                  // (.., L, ..)
+}
+
+}  // namespace
+
+// x[start:end:step] along dim: narrow to [start, end), then (step > 1) a strided view of that.
+Tensor slice(const Tensor& x, int64_t dim_in, std::optional<int64_t> start_in, std::optional<int64_t> end_in,
+             int64_t step) {
+    ops::check_defined("slice", x, "input");
+    if (x.dim() == 0) throw IndexError("slice: cannot be applied to a 0-dim tensor");
+    const int64_t dim = ops::wrap_dim("slice", dim_in, x.dim());
+    if (step <= 0) throw ValueError(fmt::format("slice: step must be positive, got {} for {}", step, x.describe()));
+    const int64_t size = x.sizes()[dim];
+    auto bound = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };   // Python's rule
+    const int64_t start = start_in ? bound(*start_in) : 0;
+    const int64_t end = std::max(start, end_in ? bound(*end_in) : size);
+    const int64_t length = end - start;
+    Tensor span = narrow(x, dim, start, length);
+    if (step == 1) return span;
+    Shape sizes = span.sizes(), strides = span.strides();
+    sizes[dim] = (length + step - 1) / step;
+    strides[dim] *= step;
+    return record_view("slice", make_view(span, sizes, strides, span.storage_offset()), span,
+                       [dim, step, length](BackwardContext&, const tensor_list& g) {
+        return tensor_list{spread(g[0], dim, step, length)};
     });
 }
 

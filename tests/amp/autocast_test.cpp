@@ -288,3 +288,22 @@ TEST_CASE("autocast: input_dtype rows cast nothing, and every op of issue 25 has
     CHECK(amp::explain("sin", ins, on).find("runs in its inputs' dtype") != std::string::npos);
     CHECK(amp::policy_table_text().find("input_dtype:") != std::string::npos);
 }
+
+TEST_CASE("autocast: the reordering and sorting ops keep the input dtype; cumsum runs and returns f32") {
+    for (const char* op : {"repeat", "flip", "roll", "sort"}) {
+        CAPTURE(op);
+        const amp::PolicyEntry* entry = amp::find_policy(op);
+        REQUIRE(entry != nullptr);
+        CHECK(entry->policy == amp::CastPolicy::kInputDtype);
+    }
+    CHECK(amp::find_policy("cumsum")->policy == amp::CastPolicy::kFp32OutputDtype);
+    amp::AutocastGuard guard(kCPU, kBFloat16);
+    Tensor x = randn({3, 4}).to(kBFloat16);
+    CHECK(flip(x, {0}).dtype() == kBFloat16);
+    CHECK(roll(x, {1}).dtype() == kBFloat16);
+    CHECK(x.repeat({2, 1}).dtype() == kBFloat16);
+    CHECK(sort(x).first.dtype() == kBFloat16);
+    CHECK(topk(x, 2).first.dtype() == kBFloat16);
+    CHECK(cumsum(x, 1).dtype() == kFloat32);
+    CHECK(cumsum(randn({3, 4}), 1).dtype() == kFloat32);
+}

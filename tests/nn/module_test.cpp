@@ -203,3 +203,45 @@ TEST_CASE("module: forward pre- and post-hooks run around forward in registratio
     CHECK(equal(seq.forward(x), linear(x, fc->weight, fc->bias)));
     CHECK(log.empty());
 }
+
+namespace {
+// A module whose forward takes two tensors: a * scale + b.
+struct TwoInputs : nn::Module {
+    Tensor scale;
+    TwoInputs() : Module("TwoInputs") { scale = register_parameter("scale", full({3}, 2.0)); }
+    Tensor forward(const Tensor& a, const Tensor& b) const {
+        return with_forward_hooks({a, b}, [&](const std::vector<Tensor>& in) { return in[0] * scale + in[1]; });
+    }
+};
+}  // namespace
+
+TEST_CASE("module: hooks of a several-input forward see every input; one-tensor hooks see the first, in order") {
+    TwoInputs m;
+    std::vector<std::string> log;
+    auto all = m.register_forward_pre_hook(nn::ForwardPreHookInputs(
+        [&](nn::Module&, const std::vector<Tensor>& in) {
+            log.push_back("pre all " + std::to_string(in.size()));
+            return std::vector<Tensor>{in[0], in[1] * 10.0};             // replaces the second input
+        }));
+    auto first = m.register_forward_pre_hook([&](nn::Module&, const Tensor& in) {
+        log.push_back("pre first " + std::to_string(in.to_vector<float>()[0]));
+        return Tensor();                                                  // keeps the inputs
+    });
+    auto post = m.register_forward_hook(nn::ForwardHookInputs(
+        [&](nn::Module&, const std::vector<Tensor>& in, const Tensor& out) {
+            log.push_back("post " + std::to_string(in[1].to_vector<float>()[0]));   // the replaced input
+            return out + 1.0;
+        }));
+    Tensor a = full({3}, 1.0), b = full({3}, 0.5);
+    Tensor y = m.forward(a, b);
+    CHECK(log == std::vector<std::string>{"pre all 2", "pre first 1.000000", "post 5.000000"});
+    CHECK(y.to_vector<float>() == std::vector<float>{8, 8, 8});          // 1 * 2 + 5 + 1
+    all.remove();
+    post.remove();
+    log.clear();
+    CHECK(m.forward(a, b).to_vector<float>() == std::vector<float>{2.5, 2.5, 2.5});
+    CHECK(log == std::vector<std::string>{"pre first 1.000000"});
+    first.remove();
+    CHECK_FALSE(m.has_forward_hooks());
+    CHECK_THROWS_AS(m.register_forward_hook(nn::ForwardHookInputs()), ValueError);
+}

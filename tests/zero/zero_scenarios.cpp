@@ -109,7 +109,8 @@ int run_fp16(int stage, bool grad_accum_fp16);
 
 }  // namespace
 
-int run_zero3_tied();   // tests/zero/zero3_scenarios.cpp
+int run_zero3_tied();          // tests/zero/zero3_scenarios.cpp
+int run_zero3_multi_input();   // tests/zero/zero3_scenarios.cpp
 
 namespace {
 
@@ -118,6 +119,7 @@ int run_one(const std::string& scenario) {
     const int stage = scenario[4] - '0';
     const std::string variant = scenario.substr(6);
     if (scenario == "zero3_tied") return run_zero3_tied();
+    if (scenario == "zero3_multi_input") return run_zero3_multi_input();
     if (variant == "fp16" || variant == "fp16acc") return run_fp16(stage, variant == "fp16acc");
     zero::ZeroConfig config;
     config.stage = stage;

@@ -248,11 +248,11 @@ def gen_embedding(g, op):
 def gen_cross_entropy(g, op):
     dt = g.dtype()
     n, c = g.size(), max(1, g.size())
-    spatial = [g.size()] if op == "cross_entropy" and g.r.random() < 0.3 else []
+    spatial = [g.size()] * g.r.choice([1, 1, 2]) if g.r.random() < 0.3 else []      # ce_fused too (issue 25)
     unbatched = not spatial and g.r.random() < 0.15
     shape = [c] if unbatched else [n, c] + spatial
     x = g.tensor(shape, dtype=dt)
-    probs = op == "cross_entropy" and g.r.random() < 0.3
+    probs = g.r.random() < 0.3
     if probs:
         t = g.tensor(shape, dtype=dt, kind="prob")
     else:

@@ -72,6 +72,45 @@ def gen_sdpa_gqa(g, op):
     return g.case()
 
 
+def gen_reorder(g, op):
+    """repeat, flip, roll, cumsum, slice, sort, argsort, topk; invalid arguments on purpose at times"""
+    x = g.tensor(g.shape(0, 3), dtype=g.dtype() if op != "cumsum" or g.r.random() < 0.8 else "i64")
+    shape = g.inputs[x]["shape"]
+    nd = max(len(shape), 1)
+    dim = g.r.randint(-nd, nd - 1) if g.r.random() < 0.95 else nd            # sometimes out of range
+    if op == "repeat":
+        reps = [g.r.choice([0, 1, 2, 3]) for _ in range(len(shape) + g.r.choice([0, 0, 1, 2]))]
+        if reps and g.r.random() < 0.05:
+            reps = reps[1:] if len(reps) > len(shape) else reps[:-1]           # too few: invalid
+        g.step(op, [x], repeats=reps)
+    elif op == "flip":
+        dims = g.r.sample(range(-nd, nd), g.r.randint(0, nd))
+        if dims and g.r.random() < 0.05:
+            dims.append(dims[0])                                              # twice: invalid
+        g.step(op, [x], dims=dims)
+    elif op == "roll":
+        if g.r.random() < 0.3:
+            g.step(op, [x], shifts=[g.r.randint(-7, 7)], dims=[])
+        else:
+            dims = [g.r.randint(-nd, nd - 1) for _ in range(g.r.randint(1, 2))]
+            g.step(op, [x], shifts=[g.r.randint(-7, 7) for _ in dims], dims=dims)
+    elif op == "cumsum":
+        g.step(op, [x], dim=dim)
+    elif op == "slice":
+        if not shape:
+            dim = 0                                                           # a 0-d x: invalid
+        pick = [None, -9, -2, -1, 0, 1, 2, 5, 9]
+        g.step(op, [x], dim=dim, start=g.r.choice(pick), end=g.r.choice(pick),
+               step=g.r.choice([1, 1, 2, 3]) if g.r.random() < 0.95 else 0)
+    elif op == "topk":
+        n = (shape[dim] if shape and -nd <= dim < nd else 1)
+        g.step(op, [x], k=g.r.randint(0, n + (1 if g.r.random() < 0.05 else 0)), dim=dim,
+               largest=g.r.random() < 0.6)
+    else:                                                                     # sort, argsort
+        g.step(op, [x], dim=dim, descending=g.r.random() < 0.5)
+    return g.case()
+
+
 def register_model_ops(generators):
     for op in MATH_UNARY:
         generators[op] = gen_unary
@@ -81,3 +120,5 @@ def register_model_ops(generators):
                        "apply_rotary_emb": gen_rotary, "sdpa_gqa": gen_sdpa_gqa})
     for op in ("tril", "triu", "masked_fill", "repeat_interleave", "chunk"):
         generators[op] = gen_mask
+    for op in ("repeat", "flip", "roll", "cumsum", "slice", "sort", "argsort", "topk"):
+        generators[op] = gen_reorder

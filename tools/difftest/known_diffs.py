@@ -91,6 +91,21 @@ def _bce_neg_zero(case, m):
     return x == 0 and math.copysign(1.0, x) < 0 and math.isinf(m.ours) and math.isinf(m.torch)
 
 
+# ---- topk ----
+
+def _topk_ties(case, m):
+    """equal values in the input along the dim (NaNs, and -0 against +0, count as equal): the stable
+    order picks the lower indices, PyTorch's selection its own, so gradients land on different ties"""
+    x = _view(case, _args(case)[0])
+    dim = _kw(case).get("dim", -1)
+    rows = x.reshape(1, -1) if x.dim() == 0 else x.movedim(dim, -1).reshape(-1, x.shape[dim])
+    for row in rows:
+        values = [("nan" if math.isnan(v) else v) for v in row.tolist()]
+        if len(values) != len(set(values)):
+            return True
+    return False
+
+
 # ---- gelu ----
 
 def _gelu_pos_inf(case, m):
@@ -247,6 +262,8 @@ def _sdpa_zero_keys(case, m):
 
 KNOWN = [
     KnownDiff("bce: the sign of inf at p = -0", ("bce",), ("grads2",), SECTION_SWEEP, _bce_neg_zero),
+    KnownDiff("topk: ties picked in index order", ("topk",), ("grads", "grads2"),
+              "Gradients at NaN, ties and bounds", _topk_ties),
     KnownDiff("gelu: +inf input gives +inf", ("gelu", "gelu_tanh"), ("outputs",), SECTION_SWEEP, _gelu_pos_inf),
     KnownDiff("layer_norm: inf in the input or the weight", ("layer_norm",), ("outputs", "grads", "grads2"),
               SECTION_SWEEP, _layer_norm_inf),

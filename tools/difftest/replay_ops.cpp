@@ -74,6 +74,23 @@ const std::map<std::string, OpFn>& table() {
              if (k.contains("dim") && !k.at("dim").is_null()) dim = k.at("dim").get<int64_t>();
              return tensor_list{repeat_interleave(a[0], k.at("repeats").get<int64_t>(), dim)}; }},
         {"chunk", [](tensor_list& a, const json& k) { return chunk(a[0], k.at("chunks").get<int64_t>(), k.at("dim").get<int64_t>()); }},
+        {"repeat", [](tensor_list& a, const json& k) { return tensor_list{repeat(a[0], k.at("repeats").get<Shape>())}; }},
+        {"flip", [](tensor_list& a, const json& k) { return tensor_list{flip(a[0], k.at("dims").get<Shape>())}; }},
+        {"roll", [](tensor_list& a, const json& k) {
+             return tensor_list{roll(a[0], k.at("shifts").get<Shape>(), k.at("dims").get<Shape>())}; }},
+        {"cumsum", [](tensor_list& a, const json& k) { return tensor_list{cumsum(a[0], k.at("dim").get<int64_t>())}; }},
+        {"slice", [](tensor_list& a, const json& k) {
+             auto bound = [&](const char* key) {
+                 return k.at(key).is_null() ? std::nullopt : std::optional<int64_t>(k.at(key).get<int64_t>()); };
+             return tensor_list{slice(a[0], k.at("dim").get<int64_t>(), bound("start"), bound("end"),
+                                      k.at("step").get<int64_t>())}; }},
+        {"sort", [](tensor_list& a, const json& k) {
+             auto [v, i] = sort(a[0], k.at("dim").get<int64_t>(), k.at("descending").get<bool>(), true);
+             return tensor_list{v, i}; }},
+        {"argsort", [](tensor_list& a, const json& k) {
+             return tensor_list{argsort(a[0], k.at("dim").get<int64_t>(), k.at("descending").get<bool>(), true)}; }},
+        {"topk", [](tensor_list& a, const json& k) {
+             return tensor_list{topk(a[0], k.at("k").get<int64_t>(), k.at("dim").get<int64_t>(), k.at("largest").get<bool>()).first}; }},
         {"sdpa_gqa", [](tensor_list& a, const json& k) {
              return tensor_list{F::scaled_dot_product_attention(a[0], a[1], a[2], a.size() > 3 ? a[3] : Tensor(), 0.0,
                                                                 k.value("is_causal", false), std::nullopt, true)}; }},

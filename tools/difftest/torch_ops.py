@@ -69,6 +69,15 @@ def _min_dim(a, kw):
     return [v, i]
 
 
+def _slice(a, k):
+    """x[start:end:step] along dim (Python's slicing), an IndexError for a dim out of range as torch's"""
+    x, dim = a[0], k["dim"]
+    if x.dim() == 0 or not -x.dim() <= dim < x.dim():
+        raise IndexError(f"slice: dim {dim} out of range for {x.dim()} dims")
+    index = (slice(None),) * (dim % x.dim()) + (slice(k["start"], k["end"], k["step"]),)
+    return [x[index]]
+
+
 OPS = {
     # elementwise
     "neg": lambda a, k: [torch.neg(a[0])], "exp": lambda a, k: [torch.exp(a[0])],
@@ -94,6 +103,15 @@ OPS = {
     "masked_fill": lambda a, k: [torch.masked_fill(a[0], a[1], k["s"])],
     "repeat_interleave": lambda a, k: [torch.repeat_interleave(a[0], k["repeats"], dim=k.get("dim"))],
     "chunk": lambda a, k: list(torch.chunk(a[0], k["chunks"], k["dim"])),
+    "repeat": lambda a, k: [a[0].repeat(*k["repeats"]) if k["repeats"] else a[0].repeat(())],
+    "flip": lambda a, k: [torch.flip(a[0], k["dims"])],
+    "roll": lambda a, k: [torch.roll(a[0], k["shifts"], k["dims"] or None)],
+    "cumsum": lambda a, k: [torch.cumsum(a[0], k["dim"])],
+    "slice": _slice,
+    # ampgrad always sorts stably; torch's topk orders ties its own way, so only its values are compared
+    "sort": lambda a, k: list(torch.sort(a[0], dim=k["dim"], descending=k["descending"], stable=True)),
+    "argsort": lambda a, k: [torch.argsort(a[0], dim=k["dim"], descending=k["descending"], stable=True)],
+    "topk": lambda a, k: [torch.topk(a[0], k["k"], dim=k["dim"], largest=k["largest"])[0]],
     "sdpa_gqa": lambda a, k: [F.scaled_dot_product_attention(a[0], a[1], a[2], attn_mask=a[3] if len(a) > 3 else None,
                                                              is_causal=k.get("is_causal", False), enable_gqa=True)],
     "add": lambda a, k: [torch.add(a[0], a[1], alpha=k.get("alpha", 1.0))],

@@ -21,6 +21,7 @@ F::CrossEntropyOptions options_of(const Fixture& fx) {
     if (fx.tensors.count("weight")) o.weight = fx.at("weight");
     o.reduction = reduction_of(fx.params.at("reduction").get<std::string>());
     o.label_smoothing = fx.param("label_smoothing");
+    if (fx.params.contains("ignore_index")) o.ignore_index = fx.params.at("ignore_index").get<int64_t>();
     return o;
 }
 }  // namespace
@@ -109,4 +110,40 @@ TEST_CASE("cross_entropy options reject bad input") {
                          doctest::Contains("ignore_index (1) is not supported for probability targets"), ValueError);
     CHECK_THROWS_AS(F::cross_entropy(logits, zeros({3, 4}, TensorOptions(kInt64)), F::CrossEntropyOptions{}), DTypeError);
     CHECK_THROWS_AS(F::cross_entropy(logits, tensor<int64_t>({0, 1}), {.label_smoothing = 0.1}), ShapeError);
+}
+
+namespace {
+// Loss, gradient and second gradient of one form against the fixture.
+void check_form(const Fixture& fx, const std::function<Tensor(const Tensor&)>& loss_of) {
+    Tensor logits = fx.at("logits").clone().requires_grad_(true);
+    Tensor loss = loss_of(logits);
+    CHECK_CLOSE(loss, fx.at("out"), tol_for(kFloat32));
+    Tensor d = autograd::grad({loss}, {logits}, {fx.at("dout")}, true, true)[0];
+    CHECK_CLOSE(d, fx.at("dlogits"), tol_for(kFloat32));
+    Tensor dd = autograd::grad({(d * fx.at("v")).sum()}, {logits})[0];
+    CHECK_CLOSE(dd, fx.at("ddlogits"), tol_for(kFloat32, 16));
+}
+}  // namespace
+
+TEST_CASE("cross_entropy (N,C,d1,d2) and probability targets: both forms match PyTorch and each other") {
+    for (const char* name : {"nnf_ce_spatial_plain", "nnf_ce_spatial_ignore4", "nnf_ce_spatial_sum",
+                             "nnf_ce_spatial_none", "nnf_ce_spatial_probs"}) {
+        CAPTURE(name);
+        Fixture fx = load_fixture(name);
+        const F::CrossEntropyOptions o = options_of(fx);
+        check_form(fx, [&](const Tensor& logits) { return F::cross_entropy(logits, fx.at("targets"), o); });
+        if (o.reduction != F::Reduction::kMean) continue;                         // the short form is the mean
+        check_form(fx, [&](const Tensor& logits) { return F::cross_entropy(logits, fx.at("targets"), o.ignore_index); });
+        Tensor short_form = F::cross_entropy(fx.at("logits"), fx.at("targets"), o.ignore_index);
+        Tensor options_form = F::cross_entropy(fx.at("logits"), fx.at("targets"), o);
+        CHECK(short_form.item<double>() == options_form.item<double>());            // one path: the same bits
+    }
+    Fixture probs = load_fixture("nnf_ce_probs");                                  // (N,C) probabilities
+    check_form(probs, [&](const Tensor& logits) { return F::cross_entropy(logits, probs.at("targets")); });
+}
+
+TEST_CASE("cross_entropy short form: (N,C,d) targets of the wrong shape get a typed error") {
+    Tensor logits = zeros({2, 5, 3});
+    CHECK_THROWS_AS(F::cross_entropy(logits, zeros({2, 4}, TensorOptions(kInt64))), ShapeError);
+    CHECK_THROWS_AS(F::cross_entropy(logits, zeros({2, 5, 4})), DTypeError);   // not probabilities: must be indices
 }

@@ -141,9 +141,11 @@ TEST_CASE("binary_cross_entropy_with_logits does not overflow for large logits")
 
 TEST_CASE("losses reject bad input") {
     Tensor logits = zeros({4, 5});
-    CHECK_THROWS_WITH_AS(F::cross_entropy(logits, zeros({4})),
-                         doctest::Contains("cross_entropy: targets must be int64 class indices but got (4) f32 cpu"),
+    CHECK_THROWS_WITH_AS(F::cross_entropy(logits, zeros({4})),         // floating but not shaped like the logits
+                         doctest::Contains("cross_entropy: class-index targets must be int64 but got (4) f32 cpu"),
                          DTypeError);
+    CHECK_THROWS_WITH_AS(F::cross_entropy(logits, zeros({4}, TensorOptions(kInt32))),
+                         doctest::Contains("cross_entropy: targets must be int64 class indices"), DTypeError);
     CHECK_THROWS_WITH_AS(F::cross_entropy(logits, tensor<int64_t>({0, 1, 2})),
                          doctest::Contains("logits are (4,5) f32 cpu, targets are (3) i64 cpu"), ShapeError);
     CHECK_THROWS_WITH_AS(F::cross_entropy(logits, tensor<int64_t>({0, 5, 1, 1})),

@@ -223,3 +223,22 @@ TEST_CASE("the math ops reject bad input with typed errors naming the op") {
     CHECK_THROWS_AS(atan2(randn({2}), randn({3})), ShapeError);
     CHECK_THROWS_AS(sin(Tensor()), ValueError);
 }
+
+TEST_CASE("the math ops are Tensor methods too, with the free functions' results") {
+    manual_seed(31);
+    Tensor x = randn({3, 4}), y = randn({3, 4}) + 3.0, w = rand({3, 4});
+    const std::vector<std::pair<Tensor, Tensor>> pairs = {
+        {x.sin(), sin(x)},       {x.cos(), cos(x)},         {x.exp2(), exp2(x)},
+        {y.log1p(), log1p(y)},   {x.expm1(), expm1(x)},     {x.erf(), erf(x)},
+        {x.sign(), sign(x)},     {x.floor(), floor(x)},     {x.ceil(), ceil(x)},
+        {x.round(), round(x)},   {x.trunc(), trunc(x)},     {x.fmod(y), fmod(x, y)},
+        {x.fmod(0.7), fmod(x, 0.7)}, {x.remainder(y), remainder(x, y)}, {x.remainder(0.7), remainder(x, 0.7)},
+        {x.atan2(y), atan2(x, y)}, {x.lerp(y, w), lerp(x, y, w)}, {x.lerp(y, 0.3), lerp(x, y, 0.3)},
+        {x.logical_and(y), logical_and(x, y)}, {x.logical_or(w), logical_or(x, w)},
+        {x.logical_xor(y), logical_xor(x, y)}, {x.logical_not(), logical_not(x)},
+    };
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(equal(pairs[i].first, pairs[i].second));
+    }
+}

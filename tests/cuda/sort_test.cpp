@@ -1,0 +1,75 @@
+// sort_test.cpp: cuda/sort.cu and cuda/cumsum.cu against the CPU kernels, and the ops built on them
+// (sort, argsort, topk, flip, roll, repeat, cumsum, slice) on cuda:0 against the CPU: the same values
+// and indices (both sorts are stable, so ties and NaN give the same order), and gradients within a
+// rounding. Skipped without a GPU.
+#include <cmath>
+
+#include "tests/cuda/cuda_test_util.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+TEST_CASE("cuda sort kernel: values and indices equal the CPU's in every dtype, ties and NaN included" *
+          skip_without_gpu()) {
+    for (DType dtype : kAllDTypes) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = (sample({5, 37}, kFloat32, 71) * 3.0).round().to(dtype);        // (5,37) with ties
+        if (is_floating(dtype)) x = where(x > 2.5, full({}, std::nan(""), TensorOptions(dtype)), x);
+        for (bool desc : {false, true}) {
+            CAPTURE(desc);
+            Tensor v = make_empty({5, 37}, dtype, kHost), i = make_empty({5, 37}, kInt64, kHost);
+            kernels::sort(v, i, x, desc);
+            Tensor vg = make_empty({5, 37}, dtype, kGpu), ig = make_empty({5, 37}, kInt64, kGpu);
+            kernels::sort(vg, ig, to_gpu(x), desc);
+            CHECK_EXACT(vg, v);
+            CHECK_EXACT(ig, i);
+        }
+    }
+}
+
+TEST_CASE("cuda cumsum, take_along_last, put_along_last kernels equal the CPU's" * skip_without_gpu()) {
+    for (DType dtype : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32}) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = (sample({4, 33}, kFloat32, 72) * 4.0).to(dtype);
+        Tensor sums = make_empty({4, 33}, dtype, kHost), sums_g = make_empty({4, 33}, dtype, kGpu);
+        kernels::cumsum(sums, x);
+        kernels::cumsum(sums_g, to_gpu(x));
+        CHECK_EXACT(sums_g, sums);                                          // the same sequential order
+        Tensor index = tensor<int64_t>({32, 0, 5, 7, 1}, {1, 5});           // shared by every row
+        Tensor taken = make_empty({4, 5}, dtype, kHost), taken_g = make_empty({4, 5}, dtype, kGpu);
+        kernels::take_along_last(taken, x, index);
+        kernels::take_along_last(taken_g, to_gpu(x), to_gpu(index));
+        CHECK_EXACT(taken_g, taken);
+        Tensor put = zeros({4, 33}, TensorOptions(dtype)), put_g = zeros({4, 33}, TensorOptions(dtype).device(kGpu));
+        kernels::put_along_last(put, taken, index);
+        kernels::put_along_last(put_g, taken_g, to_gpu(index));
+        CHECK_EXACT(put_g, put);
+    }
+}
+
+TEST_CASE("cuda sort, topk, flip, roll, repeat, cumsum, slice: the CPU's values and gradients" * skip_without_gpu()) {
+    const std::vector<std::function<Tensor(const Tensor&)>> ops = {
+        [](const Tensor& x) { return sort(x, 1, true).first; },
+        [](const Tensor& x) { return topk(x, 3, -1, false).first; },
+        [](const Tensor& x) { return flip(x, {0, 2}); },
+        [](const Tensor& x) { return roll(x, {2, -1}, {2, 1}); },
+        [](const Tensor& x) { return x.repeat({2, 1, 1, 2}); },
+        [](const Tensor& x) { return cumsum(x, 1); },
+        [](const Tensor& x) { return x.slice(2, 1, std::nullopt, 2); },
+    };
+    for (DType dtype : kFloatDTypes) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = sample({2, 6, 5}, dtype, 93);
+        for (size_t i = 0; i < ops.size(); ++i) {
+            CAPTURE(i);
+            Tensor xh = x.clone().requires_grad_(true), xg = to_gpu(x).requires_grad_(true);
+            Tensor yh = ops[i](xh), yg = ops[i](xg);
+            CHECK_GPU_CLOSE(yg, yh, tol_for(dtype));                           // exact except cumsum's f16 store
+            Tensor dy = sample(yh.sizes(), dtype, 94);
+            yh.backward(dy);
+            yg.backward(to_gpu(dy));
+            CHECK_GPU_CLOSE(xg.grad(), xh.grad(), tol_for(dtype));
+        }
+        CHECK(argsort(to_gpu(x), 1).to(kHost).to_vector<int64_t>() == argsort(x, 1).to_vector<int64_t>());
+    }
+}
