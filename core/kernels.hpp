@@ -203,6 +203,20 @@ extern constinit Kernel<void(const Tensor& loss, const Tensor& lse, const Tensor
 extern constinit Kernel<void(const Tensor& dlogits, const Tensor& dloss, const Tensor& logits, const Tensor& lse,
                              const Tensor& targets, int64_t ignore_index)> cross_entropy_backward;
 
+// ---- indexing along one dim (core/index_layout.hpp's walk) ----
+// out (I) = self[p with p[dim] = index[p]]; index (I) int64/int32, self and out one dtype (any),
+// self no smaller than I apart from dim; every operand strided. An index outside [0, self.size(dim))
+// throws IndexError "index k is out of bounds for dimension d with size n" before anything is written
+// (CUDA: a device trap). 0-d operands count as 1-d of size 1.
+extern constinit Kernel<void(const Tensor& out, const Tensor& self, const Tensor& index, int64_t dim)> gather;
+// self[p with p[dim] = index[p]] = src[p], or += when `accumulate`; written in place into self
+// (strided). index (I) int64/int32; src (any strides, stride 0 for a broadcast value) of self's
+// dtype and no smaller than I. Each slice along dim is one sequential walk (no atomics): positions
+// of a slice that hit the same element apply in index order, so the result is deterministic (with
+// duplicates, scatter keeps the last). f16/bf16 sums are rounded after each add (as PyTorch's).
+extern constinit Kernel<void(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim,
+                             bool accumulate)> scatter;
+
 // ---- random (Philox 4x32-10, counter-based: same seed+offset gives the same numbers anywhere) ----
 extern constinit Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)>
     random_uniform;
@@ -226,7 +240,7 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(activation_backward) X(reduce) X(max_with_indices) X(gemm) X(softmax) X(softmax_backward)         \
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
-    X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding)
+    X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding) X(gather) X(scatter)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

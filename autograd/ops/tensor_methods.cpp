@@ -80,6 +80,23 @@ Tensor Tensor::matmul(const Tensor& o) const { return ampgrad::matmul(*this, o);
 Tensor Tensor::mm(const Tensor& o) const { return ampgrad::mm(*this, o); }
 Tensor Tensor::bmm(const Tensor& o) const { return ampgrad::bmm(*this, o); }
 
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return ampgrad::gather(*this, d, i); }
+Tensor Tensor::scatter(int64_t d, const Tensor& i, const Tensor& s) const { return ampgrad::scatter(*this, d, i, s); }
+Tensor Tensor::scatter(int64_t d, const Tensor& i, double v) const { return ampgrad::scatter(*this, d, i, v); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const {
+    return ampgrad::scatter_add(*this, d, i, s);
+}
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ampgrad::index_select(*this, d, i); }
+Tensor Tensor::index_add(int64_t d, const Tensor& i, const Tensor& s, double alpha) const {
+    return ampgrad::index_add(*this, d, i, s, alpha);
+}
+Tensor Tensor::take_along_dim(const Tensor& i, std::optional<int64_t> d) const {
+    return ampgrad::take_along_dim(*this, i, d);
+}
+Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> d, std::optional<int64_t> n) const {
+    return ampgrad::repeat_interleave(*this, r, d, n);
+}
+
 Tensor& Tensor::add_(const Tensor& o, double alpha) { return ampgrad::add_(*this, o, alpha); }
 Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, s); }
 Tensor& Tensor::mul_(const Tensor& o) { return ampgrad::mul_(*this, o); }
