@@ -231,6 +231,10 @@ public:
     Tensor& fill_(double value);
     Tensor& copy_(const Tensor& src);
     Tensor& clamp_(std::optional<double> lo, std::optional<double> hi);
+    Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
+    Tensor& scatter_(int64_t dim, const Tensor& index, double value);
+    Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+    Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
 private:
     std::shared_ptr<TensorImpl> impl_;

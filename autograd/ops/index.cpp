@@ -29,21 +29,22 @@ namespace {
 int64_t index_rank(const Tensor& t) { return std::max<int64_t>(t.dim(), 1); }
 int64_t size_at(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }
 
-// gather/scatter's rules: index has x's (and src's) number of dims, is no larger than x apart from
-// dim and no larger than src anywhere. Returns dim wrapped.
+// gather/scatter's rules: index int64/int32 with x's (and src's) number of dims, no larger than x
+// apart from dim and no larger than src anywhere; src of x's dtype. Returns dim wrapped. An empty
+// index is only checked for dim and src's dtype (PyTorch skips the rest; the ops then skip the kernel).
 int64_t check_along_dim(std::string_view op, const Tensor& x, int64_t dim_in, const Tensor& index, const Tensor* src) {
     ops::check_defined(op, x, "input");
     ops::check_defined(op, index, "index");
     if (src) ops::check_defined(op, *src, "src");
     ops::check_same_device(op, {&x, &index, src ? src : &x});
-    ops::check_index_dtype(op, index);
     const int64_t dim = ops::wrap_dim(op, dim_in, x.dim());
-    if (index_rank(index) != index_rank(x) || (src && index_rank(*src) != index_rank(x)))
-        throw ShapeError(fmt::format("{}: index {} must have as many dims as the input {}{}{}", op, index.describe(),
-                                     x.describe(), src ? " and src " : "", src ? src->describe() : ""));
     if (src && src->dtype() != x.dtype())
         throw DTypeError(fmt::format("{}: src {} must have the input {}'s dtype", op, src->describe(), x.describe()));
     if (index.numel() == 0) return dim;
+    ops::check_index_dtype(op, index);
+    if (index_rank(index) != index_rank(x) || (src && index_rank(*src) != index_rank(x)))
+        throw ShapeError(fmt::format("{}: index {} must have as many dims as the input {}{}{}", op, index.describe(),
+                                     x.describe(), src ? " and src " : "", src ? src->describe() : ""));
     for (int64_t d = 0; d < index_rank(x); ++d)
         if ((d != dim && size_at(index, d) > size_at(x, d)) || (src && size_at(index, d) > size_at(*src, d)))
             throw ShapeError(fmt::format("{}: index {} must be no larger than the input {} apart from dimension {}{}{}"
@@ -107,7 +108,7 @@ Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
 Tensor scatter(const Tensor& x, int64_t dim_in, const Tensor& index, const Tensor& src) {
     const int64_t dim = check_along_dim("scatter", x, dim_in, index, &src);
     Tensor out = copy_raw(x);
-    ops::run_index_kernel("scatter", [&] { kernels::scatter(out, index, src, dim, false); });
+    if (index.numel() > 0) ops::run_index_kernel("scatter", [&] { kernels::scatter(out, index, src, dim, false); });
     return record("scatter", out, {x, src}, {index},
                   [dim, src_shape = src.sizes()](BackwardContext& ctx, const tensor_list& g) {
                       const Tensor& idx = ctx.saved(0);
@@ -119,7 +120,7 @@ Tensor scatter(const Tensor& x, int64_t dim_in, const Tensor& index, double valu
     const int64_t dim = check_along_dim("scatter", x, dim_in, index, nullptr);
     Tensor out = copy_raw(x);
     Tensor fill = ops::expand_raw(full({}, value, TensorOptions(x.dtype()).device(x.device())), index.sizes());
-    ops::run_index_kernel("scatter", [&] { kernels::scatter(out, index, fill, dim, false); });
+    if (index.numel() > 0) ops::run_index_kernel("scatter", [&] { kernels::scatter(out, index, fill, dim, false); });
     return record("scatter", out, {x}, {index}, [dim](BackwardContext& ctx, const tensor_list& g) {
         return tensor_list{scatter(g[0], dim, ctx.saved(0), 0.0)};
     });
@@ -129,8 +130,12 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
     Tensor x = x_in, src = src_in;
     AMPGRAD_AUTOCAST("scatter_add", &x, &src);
     const int64_t dim = check_along_dim("scatter_add", x, dim_in, index, &src);
-    Tensor out = copy_raw(x);
-    ops::run_index_kernel("scatter_add", [&] { kernels::scatter(out, index, src, dim, true); });
+    // f16/bf16 sum in f32 and round once, as PyTorch's CPU scatter_add (its index_add rounds per add)
+    const bool low_precision = x.dtype() == kFloat16 || x.dtype() == kBFloat16;
+    Tensor out = low_precision ? ops::cast_raw(x, kFloat32) : copy_raw(x);
+    Tensor addend = low_precision ? ops::cast_raw(src, kFloat32) : src;
+    if (index.numel() > 0) ops::run_index_kernel("scatter_add", [&] { kernels::scatter(out, index, addend, dim, true); });
+    if (low_precision) out = ops::cast_raw(out, x.dtype());
     return record("scatter_add", out, {x, src}, {index},
                   [dim, src_shape = src.sizes()](BackwardContext& ctx, const tensor_list& g) {
                       return tensor_list{g[0], gradient_for_src(g[0], dim, ctx.saved(0), src_shape)};
@@ -167,8 +172,9 @@ Tensor index_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, const 
                                      "indices) at dimension {}", source.describe(), x.describe(), index.numel(), dim));
     Tensor out = copy_raw(x);
     Tensor scaled = ops::scale_raw(source.reshape(expected), alpha);
-    ops::run_index_kernel("index_add",
-                          [&] { kernels::scatter(out, broadcast_index(index, dim, expected), scaled, dim, true); });
+    if (index.numel() > 0)
+        ops::run_index_kernel("index_add",
+                              [&] { kernels::scatter(out, broadcast_index(index, dim, expected), scaled, dim, true); });
     return record("index_add", out, {x, source}, {index},
                   [dim, alpha, source_shape = source.sizes()](BackwardContext& ctx, const tensor_list& g) {
                       Tensor grad_source = index_select(g[0], dim, ctx.saved(0)).reshape(source_shape);

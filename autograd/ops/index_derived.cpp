@@ -136,7 +136,7 @@ Tensor one_hot(const Tensor& x, int64_t num_classes) {
         throw DTypeError(fmt::format("one_hot: input must be an int64 tensor of class indices, got {}", x.describe()));
     if (num_classes < -1)
         throw ValueError(fmt::format("one_hot: num_classes must be -1 (inferred) or non-negative, got {}", num_classes));
-    if (num_classes == -1 && x.numel() == 0)
+    if (num_classes <= 0 && x.numel() == 0)                                   // PyTorch: 0 is not inferable either
         throw ValueError(fmt::format("one_hot: can not infer the number of classes from the empty input {}",
                                      x.describe()));
     NoGradGuard no_grad;

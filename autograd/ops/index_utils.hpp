@@ -27,10 +27,11 @@ void run_index_kernel(std::string_view op, Fn&& fn) {
     }
 }
 
-// out (I) = x[p with p[dim] = index[p]], no autograd; dim already wrapped.
+// out (I) = x[p with p[dim] = index[p]], no autograd; dim already wrapped. An empty index gives an
+// empty out of its shape without a kernel (PyTorch checks nothing more then).
 inline Tensor gather_raw(std::string_view op, const Tensor& x, int64_t dim, const Tensor& index) {
     Tensor out = make_empty(index.sizes(), x.dtype(), x.device());
-    run_index_kernel(op, [&] { kernels::gather(out, x, index, dim); });
+    if (index.numel() > 0) run_index_kernel(op, [&] { kernels::gather(out, x, index, dim); });
     return out;
 }
 

@@ -227,6 +227,11 @@ Tensor& zero_(Tensor& self);
 Tensor& fill_(Tensor& self, double value);
 Tensor& copy_(Tensor& self, const Tensor& src);
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi);
+// the index ops in place (autograd/ops/index.cpp's rules)
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value);
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
 // ---- RNG (core/generator.cpp) ----
 void manual_seed(uint64_t seed);

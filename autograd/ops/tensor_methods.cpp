@@ -105,5 +105,13 @@ Tensor& Tensor::zero_() { return ampgrad::zero_(*this); }
 Tensor& Tensor::fill_(double v) { return ampgrad::fill_(*this, v); }
 Tensor& Tensor::copy_(const Tensor& src) { return ampgrad::copy_(*this, src); }
 Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) { return ampgrad::clamp_(*this, lo, hi); }
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, const Tensor& s) { return ampgrad::scatter_(*this, d, i, s); }
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, double v) { return ampgrad::scatter_(*this, d, i, v); }
+Tensor& Tensor::scatter_add_(int64_t d, const Tensor& i, const Tensor& s) {
+    return ampgrad::scatter_add_(*this, d, i, s);
+}
+Tensor& Tensor::index_add_(int64_t d, const Tensor& i, const Tensor& s, double alpha) {
+    return ampgrad::index_add_(*this, d, i, s, alpha);
+}
 
 }  // namespace ampgrad

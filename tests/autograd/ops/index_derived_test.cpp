@@ -110,6 +110,7 @@ TEST_CASE("take_along_dim, one_hot and repeat_interleave reject bad input with t
                          ValueError);
     CHECK_THROWS_WITH_AS(F::one_hot(zeros({0}, TensorOptions(kInt64))), doctest::Contains("empty"), ValueError);
     CHECK_THROWS_AS(F::one_hot(i64({0}, {1}), -2), ValueError);
+    CHECK_THROWS_AS(F::one_hot(zeros({0}, TensorOptions(kInt64)), 0), ValueError);   // as PyTorch
 
     CHECK_THROWS_WITH_AS(repeat_interleave(i64({1, -1}, {2})), doctest::Contains("can not be negative"), ValueError);
     CHECK_THROWS_AS(repeat_interleave(i64({1}, {1, 1})), ShapeError);

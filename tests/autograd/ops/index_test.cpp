@@ -96,6 +96,17 @@ TEST_CASE("scatter_add and index_add in f16/bf16 match PyTorch's own low-precisi
     }
 }
 
+TEST_CASE("f16 scatter_add sums in f32 and rounds once; index_add rounds per add (both as PyTorch)") {
+    const int64_t n = 5000;
+    Tensor ones_h = ones({1, n}, TensorOptions(kFloat16));
+    Tensor sum = scatter_add(zeros({1, 1}, TensorOptions(kFloat16)), 1, zeros({1, n}, TensorOptions(kInt64)), ones_h);
+    CHECK(sum.dtype() == kFloat16);
+    CHECK(sum.item<float>() == 5000.0f);
+    Tensor stalled = index_add(zeros({1}, TensorOptions(kFloat16)), 0, zeros({n}, TensorOptions(kInt64)),
+                               ones({n}, TensorOptions(kFloat16)));
+    CHECK(stalled.item<float>() == 2048.0f);                          // 2048 + 1 rounds back to 2048
+}
+
 TEST_CASE("the index ops pass float64 gradcheck and gradgradcheck") {
     Tensor index = i64({2, 0, 1, 1, 3, 0, 0, 2, 2, 1, 0, 3}, {3, 4});   // (3,4) into (4,5) along 0, repeats
     CHECK(passes_gradchecks([&](const tensor_list& t) { return gather(t[0], 0, index) * gather(t[0], 0, index); },
@@ -126,6 +137,10 @@ TEST_CASE("the index ops follow PyTorch on 0-d tensors, empty and non-contiguous
     CHECK(gather(x, 1, zeros({2, 0}, TensorOptions(kInt64))).sizes() == Shape{2, 0});
     CHECK(index_select(x, 0, zeros({0}, TensorOptions(kInt64))).sizes() == Shape{0, 3});
     CHECK(equal(scatter_add(x, 1, zeros({2, 0}, TensorOptions(kInt64)), ones({2, 1})), x));
+    CHECK(gather(x, 1, zeros({0, 2, 2}, TensorOptions(kInt64))).sizes() == Shape{0, 2, 2});   // empty: no rank check
+    CHECK(equal(scatter(x, 1, zeros({0}, TensorOptions(kInt64)), 1.0), x));
+    CHECK_THROWS_AS(scatter_add(x, 1, zeros({2, 0}, TensorOptions(kInt64)), ones({2, 1}, TensorOptions(kFloat64))),
+                    DTypeError);                                 // src's dtype is checked even then
     Tensor every_other = make_view(i64({2, 9, 0, 9, 1, 9}, {6}), {3}, {2}, 0);   // [2,0,1], stride 2
     CHECK(index_select(x, 1, every_other).to_vector<float>() == std::vector<float>{2, 0, 1, 5, 3, 4});
     Tensor transposed_index = i64({0, 1, 1, 0, 2, 2}, {3, 2}).t();   // (2,3), non-contiguous
@@ -173,4 +188,24 @@ TEST_CASE("the index ops reject bad input with typed errors naming the op and th
                          ShapeError);
     CHECK_THROWS_AS(index_add(x, 1, i64({2, 2}, {2}), ones({2, 2}, TensorOptions(kFloat64))), DTypeError);
     CHECK_THROWS_AS(index_select(x, 0, Tensor()), Error);
+}
+
+TEST_CASE("scatter_, scatter_add_ and index_add_ write into self, bump its version, and keep gradients") {
+    Tensor t = zeros({2, 3});
+    const uint32_t version = t._version();
+    t.scatter_(1, i64({2, 0}, {2, 1}), 1.5).scatter_add_(1, i64({2, 2}, {2, 1}), ones({2, 1}));
+    t.index_add_(0, i64({1}, {1}), full({1, 3}, 10.0), 0.5);
+    CHECK(t._version() > version);
+    CHECK(t.to_vector<float>() == std::vector<float>{0, 0, 2.5, 6.5, 5, 6});
+    t.scatter_(0, i64({0}, {1, 1}), full({1, 1}, -1.0));
+    CHECK(t.to_vector<float>()[0] == -1.0f);
+
+    Tensor w = f64({2, 3}, 31), src = f64({2, 1}, 32);
+    Tensor h = w * 1.0;                                              // a non-leaf, written in place
+    h.scatter_add_(1, i64({1, 1}, {2, 1}), src * 3.0);
+    h.sum().backward();
+    CHECK_CLOSE(w.grad(), ones({2, 3}, TensorOptions(kFloat64)), kExact);
+    CHECK_CLOSE(src.grad(), full({2, 1}, 3.0, TensorOptions(kFloat64)), kExact);
+    Tensor leaf = zeros({3}).requires_grad_(true);
+    CHECK_THROWS_AS(leaf.index_add_(0, i64({0}, {1}), ones({1})), AutogradError);
 }
