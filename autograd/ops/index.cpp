@@ -112,7 +112,10 @@ Tensor scatter(const Tensor& x, int64_t dim_in, const Tensor& index, const Tenso
     return record("scatter", out, {x, src}, {index},
                   [dim, src_shape = src.sizes()](BackwardContext& ctx, const tensor_list& g) {
                       const Tensor& idx = ctx.saved(0);
-                      return tensor_list{scatter(g[0], dim, idx, 0.0), gradient_for_src(g[0], dim, idx, src_shape)};
+                      tensor_list d(2);
+                      if (ctx.needs_input_grad(0)) d[0] = scatter(g[0], dim, idx, 0.0);
+                      if (ctx.needs_input_grad(1)) d[1] = gradient_for_src(g[0], dim, idx, src_shape);
+                      return d;
                   });
 }
 
@@ -138,6 +141,7 @@ Tensor scatter_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, cons
     if (low_precision) out = ops::cast_raw(out, x.dtype());
     return record("scatter_add", out, {x, src}, {index},
                   [dim, src_shape = src.sizes()](BackwardContext& ctx, const tensor_list& g) {
+                      if (!ctx.needs_input_grad(1)) return tensor_list{g[0], Tensor()};
                       return tensor_list{g[0], gradient_for_src(g[0], dim, ctx.saved(0), src_shape)};
                   });
 }
@@ -172,11 +176,12 @@ Tensor index_add(const Tensor& x_in, int64_t dim_in, const Tensor& index, const 
                                      "indices) at dimension {}", source.describe(), x.describe(), index.numel(), dim));
     Tensor out = copy_raw(x);
     Tensor scaled = ops::scale_raw(source.reshape(expected), alpha);
-    if (index.numel() > 0)
+    if (index.numel() > 0 && x.numel() > 0)                                    // PyTorch: nothing checked into an empty x
         ops::run_index_kernel("index_add",
                               [&] { kernels::scatter(out, broadcast_index(index, dim, expected), scaled, dim, true); });
     return record("index_add", out, {x, source}, {index},
                   [dim, alpha, source_shape = source.sizes()](BackwardContext& ctx, const tensor_list& g) {
+                      if (!ctx.needs_input_grad(1)) return tensor_list{g[0], Tensor()};
                       Tensor grad_source = index_select(g[0], dim, ctx.saved(0)).reshape(source_shape);
                       return tensor_list{g[0], alpha == 1.0 ? grad_source : grad_source * alpha};
                   });

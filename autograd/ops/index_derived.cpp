@@ -32,16 +32,20 @@ std::pair<Shape, Shape> broadcast_except(const Tensor& x, const Tensor& indices,
     return {with_size_at(common, dim, x.size(dim)), with_size_at(common, dim, indices.size(dim))};
 }
 
-// repeats (N) as host int64 values, checked: int64/int32, non-negative
+// repeats (N) int64/int32 as host int64 values
 std::vector<int64_t> read_repeats(const Tensor& repeats) {
     if (repeats.dtype() != kInt64 && repeats.dtype() != kInt32)
         throw DTypeError(fmt::format("repeat_interleave: repeats must be int64 or int32, got {}", repeats.describe()));
-    std::vector<int64_t> values = repeats.to_vector<int64_t>();
-    for (int64_t r : values)
+    return repeats.to_vector<int64_t>();
+}
+
+// ValueError for a negative count (checked after a single count is broadcast: PyTorch accepts a
+// negative one repeated over an empty dim)
+void check_non_negative(const std::vector<int64_t>& counts, const Tensor& repeats) {
+    for (int64_t r : counts)
         if (r < 0)
             throw ValueError(fmt::format("repeat_interleave: repeats can not be negative, got {} in {}", r,
                                          repeats.describe()));
-    return values;
 }
 
 // [0]*r0 + [1]*r1 + ... on the host
@@ -95,7 +99,9 @@ Tensor repeat_interleave(const Tensor& repeats) {
     ops::check_defined("repeat_interleave", repeats, "repeats");
     if (repeats.dim() != 1)
         throw ShapeError(fmt::format("repeat_interleave: repeats must be 1-d, got {}", repeats.describe()));
-    std::vector<int64_t> positions = repeated_positions(read_repeats(repeats));
+    std::vector<int64_t> counts = read_repeats(repeats);
+    check_non_negative(counts, repeats);
+    std::vector<int64_t> positions = repeated_positions(counts);
     const int64_t n = static_cast<int64_t>(positions.size());
     return to_dtype(tensor(positions, {n}, TensorOptions(kInt64)), repeats.dtype()).to(repeats.device());
 }
@@ -120,6 +126,7 @@ Tensor repeat_interleave(const Tensor& x_in, const Tensor& repeats, std::optiona
         throw ShapeError(fmt::format("repeat_interleave: repeats must have the same size as the input along dim, "
                                      "but got repeats {} and input {} at dim {}", repeats.describe(), x.describe(),
                                      dim));
+    check_non_negative(counts, repeats);
     std::vector<int64_t> positions = repeated_positions(counts);
     const int64_t n = static_cast<int64_t>(positions.size());
     if (output_size && *output_size != n)

@@ -10,9 +10,9 @@ than the index: PyTorch's backward raises there, ampgrad's gives the zero-padded
 import math
 
 
-def _index_input(g, shape, high, low=0, i32=False):
+def _index_input(g, shape, high, low=0, i32=False, allow_bad=True):
     """an index tensor of `shape` with values in [low, high); sometimes one out of range, sometimes int32"""
-    bad = (high, low - 1) if g.r.random() < 0.05 else ()
+    bad = (high, low - 1) if allow_bad and g.r.random() < 0.05 else ()
     reg = g.index_tensor(shape, high - low, extra=bad)
     enc = g.inputs[reg]
     if low and not bad:
@@ -73,7 +73,7 @@ def gen_take_along_dim(g, op):
     if flat:
         idx = _index_input(g, ishape, max(1, math.prod(s)))
     else:
-        idx = _index_input(g, ishape, size, low=-size)
+        idx = _index_input(g, ishape, size, low=-size, allow_bad=False)
     g.step(op, [x, idx], dim=None if flat else dim)
     return g.case()
 
