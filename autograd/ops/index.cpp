@@ -12,6 +12,7 @@
 // Shape and dtype rules and messages follow PyTorch 2.15 (docs/ops/index.md). Derived ops
 // (take_along_dim, one_hot, repeat_interleave with a tensor of repeats): autograd/ops/index_derived.cpp.
 #include "autograd/grad_mode.hpp"
+#include "core/index_layout.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/index_utils.hpp"
 #include "autograd/ops/op_utils.hpp"
@@ -95,6 +96,13 @@ void check_vector_index(std::string_view op, const Tensor& x, const Tensor& inde
                                      index.describe()));
 }
 
+// An empty output runs no kernel, but PyTorch's index_select still checks its indices: so do we,
+// on the host (a rare case; on a GPU it costs a synchronisation).
+void check_bounds_on_host(std::string_view op, const Tensor& index, int64_t dim, int64_t size) {
+    for (int64_t k : index.to_vector<int64_t>())
+        if (k < 0 || k >= size) throw IndexError(fmt::format("{}: {}", op, index_out_of_bounds_message(k, dim, size)));
+}
+
 }  // namespace
 
 Tensor gather(const Tensor& x, int64_t dim_in, const Tensor& index) {
@@ -152,6 +160,7 @@ Tensor index_select(const Tensor& x, int64_t dim_in, const Tensor& index) {
     const int64_t dim = ops::wrap_dim("index_select", dim_in, x.dim());
     Shape shape = x.sizes();                                                   // (..., K, ...)
     if (!shape.empty()) shape[static_cast<size_t>(dim)] = index.numel();
+    if (shape_numel(shape) == 0) check_bounds_on_host("index_select", index, dim, x.dim() == 0 ? 1 : x.size(dim));
     Tensor out = ops::gather_raw("index_select", x, dim, broadcast_index(index, dim, shape));
     return record("index_select", out, {x}, {index}, [dim, x_shape = x.sizes()](BackwardContext& ctx,
                                                                                 const tensor_list& g) {

@@ -188,6 +188,8 @@ TEST_CASE("the index ops reject bad input with typed errors naming the op and th
                          ShapeError);
     CHECK_THROWS_AS(index_add(x, 1, i64({2, 2}, {2}), ones({2, 2}, TensorOptions(kFloat64))), DTypeError);
     CHECK_THROWS_AS(index_select(x, 0, Tensor()), Error);
+    CHECK_THROWS_WITH_AS(index_select(zeros({0, 3}), 1, i64({3}, {1})),
+                         "index_select: index 3 is out of bounds for dimension 1 with size 3", IndexError);   // empty out
 }
 
 TEST_CASE("scatter_, scatter_add_ and index_add_ write into self, bump its version, and keep gradients") {
