@@ -64,7 +64,9 @@ Tensor copy_raw(const Tensor& x) {
 // grad_src of scatter/scatter_add: gather(g) has index's shape; where src is larger, its other
 // elements got no gradient: zero-pad to src's shape (index_add of arange into zeros, differentiable)
 Tensor gradient_for_src(const Tensor& g, int64_t dim, const Tensor& index, const Shape& src_shape) {
+    if (index.numel() == 0) return zeros(src_shape, g.options());           // nothing was read from src
     Tensor grad = gather(g, dim, index);                                     // (I)
+    if (grad.dim() == 0 && !src_shape.empty()) grad = reshape(grad, {1});    // a 0-d index counts as 1-d
     for (int64_t d = 0; d < static_cast<int64_t>(src_shape.size()); ++d) {
         if (grad.size(d) == src_shape[d]) continue;
         Shape padded = grad.sizes();

@@ -139,6 +139,12 @@ TEST_CASE("the index ops follow PyTorch on 0-d tensors, empty and non-contiguous
     CHECK(equal(scatter_add(x, 1, zeros({2, 0}, TensorOptions(kInt64)), ones({2, 1})), x));
     CHECK(gather(x, 1, zeros({0, 2, 2}, TensorOptions(kInt64))).sizes() == Shape{0, 2, 2});   // empty: no rank check
     CHECK(equal(scatter(x, 1, zeros({0}, TensorOptions(kInt64)), 1.0), x));
+    Tensor src = ones({3}).requires_grad_(true);                     // empty and 0-d indices: src's gradient
+    scatter_add(zeros({3}), 0, zeros({0}, TensorOptions(kInt64)), src).sum().backward();
+    CHECK(src.grad().to_vector<float>() == std::vector<float>{0, 0, 0});
+    src.set_grad(Tensor());
+    scatter(zeros({3}), 0, scalar_tensor(2.0, TensorOptions(kInt64)), src).sum().backward();
+    CHECK(src.grad().to_vector<float>() == std::vector<float>{1, 0, 0});
     CHECK_THROWS_AS(scatter_add(x, 1, zeros({2, 0}, TensorOptions(kInt64)), ones({2, 1}, TensorOptions(kFloat64))),
                     DTypeError);                                 // src's dtype is checked even then
     Tensor every_other = make_view(i64({2, 9, 0, 9, 1, 9}, {6}), {3}, {2}, 0);   // [2,0,1], stride 2
