@@ -50,9 +50,16 @@ void gather_kernel(const IndexAlongDim& L, T* out, const T* self, const I* index
     const int last = L.ndim - 1;
     const int64_t run = L.sizes[last];
     const int64_t data_step = last == L.dim ? 0 : L.data_strides[last];
+    // index_select's layout: one index value per row, and contiguous rows: a row copy
+    const bool row_copy = last != L.dim && L.index_strides[last] == 0 && data_step == 1 && L.other_strides[last] == 1;
     parallel_for(numel / run, std::max<int64_t>(1, kGrainSize / run), [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             const IndexOffsets o = L.offsets(r * run, false);
+            if (row_copy) {
+                const int64_t k = static_cast<int64_t>(index[o.index]);
+                std::copy_n(self + o.data + k * L.data_strides[L.dim], run, out + o.other);
+                continue;
+            }
             for (int64_t j = 0; j < run; ++j) {
                 const int64_t k = static_cast<int64_t>(index[o.index + j * L.index_strides[last]]);
                 out[o.other + j * L.other_strides[last]] = self[o.data + j * data_step + k * L.data_strides[L.dim]];
