@@ -46,6 +46,7 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"cat",                               kPromote, "joins tensors: widest floating dtype wins"},
     PolicyEntry{"stack",                             kPromote, "joins tensors: widest floating dtype wins"},
     PolicyEntry{"atan2",                             kPromote, "two angles' coordinates: widest floating dtype wins"},
+    PolicyEntry{"scatter_add",                       kPromote, "adds src into x: widest floating dtype wins (PyTorch's list)"},
     // ---- input dtype: on none of PyTorch's lists; listed so that the choice is recorded ----
     PolicyEntry{"sin",                               kInputDtype, "bounded output; f16/bf16 round it once"},
     PolicyEntry{"cos",                               kInputDtype, "bounded output; f16/bf16 round it once"},
@@ -73,6 +74,8 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"roll",                              kInputDtype, "moves elements: exact in any dtype"},
     PolicyEntry{"sort",                              kInputDtype, "moves elements (also argsort, topk): exact in any dtype"},
     PolicyEntry{"cumsum",                            kFp32OutputDtype, "long running sums lose f16 precision; f32 result (PyTorch: dtype=f32)"},
+    PolicyEntry{"index_add",                         kInputDtype, "not on PyTorch's lists: x and source must share a dtype"},
+    PolicyEntry{"take_along_dim",                    kInputDtype, "copies elements: exact in any dtype"},
     // ---- banned ----
     PolicyEntry{"binary_cross_entropy",              kBanned, "log(p) of probabilities rounded to f16 is unsafe"},
 };

@@ -216,6 +216,19 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& in, const Tensor& 
 // out (R,N), zeroed by the caller: out[r][index[r][j]] = src[r][j] for src (R,K), index (R,K) or (1,K),
 // whose indices within a row are distinct (a permutation, or the first K of one), so nothing accumulates
 extern constinit Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index)> put_along_last;
+// ---- indexing along one dim (core/index_layout.hpp's walk) ----
+// out (I) = self[p with p[dim] = index[p]]; index (I) int64/int32, self and out one dtype (any),
+// self no smaller than I apart from dim; every operand strided. An index outside [0, self.size(dim))
+// throws IndexError "index k is out of bounds for dimension d with size n" before anything is written
+// (CUDA: a device trap). 0-d operands count as 1-d of size 1.
+extern constinit Kernel<void(const Tensor& out, const Tensor& self, const Tensor& index, int64_t dim)> gather;
+// self[p with p[dim] = index[p]] = src[p], or += when `accumulate`; written in place into self
+// (strided). index (I) int64/int32; src (any strides, stride 0 for a broadcast value) of self's
+// dtype and no smaller than I. Each slice along dim is one sequential walk (no atomics): positions
+// of a slice that hit the same element apply in index order, so the result is deterministic (with
+// duplicates, scatter keeps the last). f16/bf16 sums are rounded after each add (as PyTorch's).
+extern constinit Kernel<void(const Tensor& self, const Tensor& index, const Tensor& src, int64_t dim,
+                             bool accumulate)> scatter;
 
 // ---- random (Philox 4x32-10, counter-based: same seed+offset gives the same numbers anywhere) ----
 extern constinit Kernel<void(const Tensor& out, uint64_t seed, uint64_t offset, double lo, double hi)>
@@ -241,7 +254,7 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
     X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding) X(sort) X(cumsum)       \
-    X(take_along_last) X(put_along_last)
+    X(take_along_last) X(put_along_last) X(gather) X(scatter)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

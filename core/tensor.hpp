@@ -244,6 +244,17 @@ public:
     Tensor mm(const Tensor& o) const;
     Tensor bmm(const Tensor& o) const;
 
+    // ---- indexing along one dim (autograd/ops/index.cpp) ----
+    Tensor gather(int64_t dim, const Tensor& index) const;
+    Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+    Tensor scatter(int64_t dim, const Tensor& index, double value) const;
+    Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+    Tensor index_select(int64_t dim, const Tensor& index) const;
+    Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+    Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
+    Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+                             std::optional<int64_t> output_size = std::nullopt) const;
+
     // ---- in place (bump the version counter) ----
     Tensor& add_(const Tensor& o, double alpha = 1.0);
     Tensor& add_(double s);
@@ -253,6 +264,10 @@ public:
     Tensor& fill_(double value);
     Tensor& copy_(const Tensor& src);
     Tensor& clamp_(std::optional<double> lo, std::optional<double> hi);
+    Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
+    Tensor& scatter_(int64_t dim, const Tensor& index, double value);
+    Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+    Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
 private:
     std::shared_ptr<TensorImpl> impl_;

@@ -1,4 +1,5 @@
-// inplace.cpp: add_, mul_, zero_, fill_, copy_, clamp_. Each writes into self's storage and
+// inplace.cpp: add_, mul_, zero_, fill_, copy_, clamp_, and the index ops' scatter_, scatter_add_,
+// index_add_. Each writes into self's storage and
 // bumps the version counter, so a tensor saved for backward before the write is detected.
 //
 // With grad mode off (optimizer steps, initialisation) these are plain kernels. With grad mode
@@ -164,6 +165,33 @@ Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi)
     kernels::clamp(self, self, lo, hi);
     self.bump_version();
     return self;
+}
+
+// scatter_, scatter_add_, index_add_: the out-of-place op (autograd/ops/index.cpp, which checks the
+// arguments and writes into a copy of self) committed back into self. Its node does not save self,
+// so self needs no clone; without autograd the copy back is the price of sharing those checks.
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+    check_inplace_allowed("scatter_", self);
+    needs_history("scatter_", self, src);
+    return commit(self, scatter(self, dim, index, src));
+}
+
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value) {
+    check_inplace_allowed("scatter_", self);
+    needs_history("scatter_", self, Tensor());
+    return commit(self, scatter(self, dim, index, value));
+}
+
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+    check_inplace_allowed("scatter_add_", self);
+    needs_history("scatter_add_", self, src);
+    return commit(self, scatter_add(self, dim, index, src));
+}
+
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+    check_inplace_allowed("index_add_", self);
+    needs_history("index_add_", self, source);
+    return commit(self, index_add(self, dim, index, source, alpha));
 }
 
 }  // namespace ampgrad

@@ -213,6 +213,32 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool 
 // sorted = false returns them sorted too.
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 
+// ---- indexing along one dim (autograd/ops/index.cpp) ----
+// PyTorch's semantics; indices must lie in [0, size) (IndexError naming the op, the dim, the index and
+// the size), int64 or int32 unless noted. 0-d tensors count as 1-d of size 1 where PyTorch allows them.
+// out (I) = x[p with p[dim] = index[p]]; index has x's number of dims and is no larger than x apart from dim
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with x[p with p[dim] = index[p]] = src[p] (src of x's dtype, no smaller than index), or = value
+// (converted to x's dtype); with repeated targets the last write wins
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+// x with src[p] added at x[p with p[dim] = index[p]]; repeated targets sum
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// the slices of x at the positions of index (K) along dim: size K at dim
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// x with alpha * source's slice j added to x's slice index[j] along dim; source is x's shape with
+// index.numel() at dim, and x's dtype
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+// gather after broadcasting x and indices (int64) in every dim but dim; indices in [-size, size)
+// (negative ones count from the end); without dim, over the flattened x and indices
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim = std::nullopt);
+// x's slice i repeats[i] times along dim (repeats: 0-d/1-element for all, or one per slice; int64 or
+// int32, non-negative), over the flattened x without dim; output_size, when given, must be the sum
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+                         std::optional<int64_t> output_size = std::nullopt);
+// repeats (N) int64/int32 -> i repeated repeats[i] times, in repeats' dtype: [1,0,3] -> [0,2,2,2]
+Tensor repeat_interleave(const Tensor& repeats);
+
 // ---- linear algebra (autograd/ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);     // numpy semantics, batched + broadcasting
 Tensor mm(const Tensor& a, const Tensor& b);         // (M,K) @ (K,N) -> (M,N)
@@ -228,6 +254,11 @@ Tensor& zero_(Tensor& self);
 Tensor& fill_(Tensor& self, double value);
 Tensor& copy_(Tensor& self, const Tensor& src);
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi);
+// the index ops in place (autograd/ops/index.cpp's rules)
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, double value);
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
 // ---- RNG (core/generator.cpp) ----
 void manual_seed(uint64_t seed);
@@ -255,6 +286,9 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 // (*) , (V,C) -> (*,C); the row at padding_idx (may be negative) gets no gradient
 Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
+// (autograd/ops/index.cpp) x (*) int64 -> (*,num_classes) int64 with a 1 at each value; num_classes
+// -1 means max(x) + 1. Values must lie in [0, num_classes) (ValueError). Not differentiable.
+Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
 // logits (N,V) or (V); targets (N) int64; mean over non-ignored rows (the fused kernel path)
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 enum class Reduction { kNone, kMean, kSum };

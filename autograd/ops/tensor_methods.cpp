@@ -115,6 +115,23 @@ Tensor Tensor::matmul(const Tensor& o) const { return ampgrad::matmul(*this, o);
 Tensor Tensor::mm(const Tensor& o) const { return ampgrad::mm(*this, o); }
 Tensor Tensor::bmm(const Tensor& o) const { return ampgrad::bmm(*this, o); }
 
+Tensor Tensor::gather(int64_t d, const Tensor& i) const { return ampgrad::gather(*this, d, i); }
+Tensor Tensor::scatter(int64_t d, const Tensor& i, const Tensor& s) const { return ampgrad::scatter(*this, d, i, s); }
+Tensor Tensor::scatter(int64_t d, const Tensor& i, double v) const { return ampgrad::scatter(*this, d, i, v); }
+Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const {
+    return ampgrad::scatter_add(*this, d, i, s);
+}
+Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ampgrad::index_select(*this, d, i); }
+Tensor Tensor::index_add(int64_t d, const Tensor& i, const Tensor& s, double alpha) const {
+    return ampgrad::index_add(*this, d, i, s, alpha);
+}
+Tensor Tensor::take_along_dim(const Tensor& i, std::optional<int64_t> d) const {
+    return ampgrad::take_along_dim(*this, i, d);
+}
+Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> d, std::optional<int64_t> n) const {
+    return ampgrad::repeat_interleave(*this, r, d, n);
+}
+
 Tensor& Tensor::add_(const Tensor& o, double alpha) { return ampgrad::add_(*this, o, alpha); }
 Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, s); }
 Tensor& Tensor::mul_(const Tensor& o) { return ampgrad::mul_(*this, o); }
@@ -123,5 +140,13 @@ Tensor& Tensor::zero_() { return ampgrad::zero_(*this); }
 Tensor& Tensor::fill_(double v) { return ampgrad::fill_(*this, v); }
 Tensor& Tensor::copy_(const Tensor& src) { return ampgrad::copy_(*this, src); }
 Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) { return ampgrad::clamp_(*this, lo, hi); }
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, const Tensor& s) { return ampgrad::scatter_(*this, d, i, s); }
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, double v) { return ampgrad::scatter_(*this, d, i, v); }
+Tensor& Tensor::scatter_add_(int64_t d, const Tensor& i, const Tensor& s) {
+    return ampgrad::scatter_add_(*this, d, i, s);
+}
+Tensor& Tensor::index_add_(int64_t d, const Tensor& i, const Tensor& s, double alpha) {
+    return ampgrad::index_add_(*this, d, i, s, alpha);
+}
 
 }  // namespace ampgrad

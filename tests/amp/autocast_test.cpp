@@ -307,3 +307,17 @@ TEST_CASE("autocast: the reordering and sorting ops keep the input dtype; cumsum
     CHECK(cumsum(x, 1).dtype() == kFloat32);
     CHECK(cumsum(randn({3, 4}), 1).dtype() == kFloat32);
 }
+
+TEST_CASE("autocast: the index ops' rows (scatter_add promotes, as PyTorch's list; the rest keep dtypes)") {
+    CHECK(amp::find_policy("scatter_add")->policy == amp::CastPolicy::kPromote);
+    for (const char* op : {"index_add", "take_along_dim", "repeat_interleave"})
+        CHECK(amp::find_policy(op)->policy == amp::CastPolicy::kInputDtype);
+    amp::AutocastGuard autocast(kCPU);
+    Tensor index = zeros({2, 1}, TensorOptions(kInt64));
+    Tensor mixed = scatter_add(ones({2, 3}, TensorOptions(kBFloat16)), 1, index, ones({2, 1}));
+    CHECK(mixed.dtype() == kFloat32);                            // bf16 x meets f32 src in f32
+    CHECK(gather(ones({2, 3}, TensorOptions(kBFloat16)), 1, index).dtype() == kBFloat16);
+    CHECK(take_along_dim(ones({2, 3}), index, 1).dtype() == kFloat32);
+    CHECK_THROWS_AS(index_add(ones({2, 3}, TensorOptions(kBFloat16)), 1, zeros({1}, TensorOptions(kInt64)),
+                            ones({2, 1})), DTypeError);                                  // as PyTorch: no promotion
+}

@@ -375,6 +375,8 @@ GENERATORS.update({"softmax": gen_softmax, "log_softmax": gen_softmax, "layer_no
 # the model writer's ops (issue 25) live in cases_model.py, which reuses the generators above
 from cases_model import register_model_ops  # noqa: E402
 register_model_ops(GENERATORS)
+from cases_index import register_index_ops  # noqa: E402
+register_index_ops(GENERATORS)
 
 
 def make_case(op, seed, limits=None):

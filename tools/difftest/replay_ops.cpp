@@ -94,6 +94,28 @@ const std::map<std::string, OpFn>& table() {
         {"sdpa_gqa", [](tensor_list& a, const json& k) {
              return tensor_list{F::scaled_dot_product_attention(a[0], a[1], a[2], a.size() > 3 ? a[3] : Tensor(), 0.0,
                                                                 k.value("is_causal", false), std::nullopt, true)}; }},
+        {"gather", [](tensor_list& a, const json& k) { return tensor_list{gather(a[0], k.at("dim").get<int64_t>(), a[1])}; }},
+        {"scatter", [](tensor_list& a, const json& k) {
+             return tensor_list{scatter(a[0], k.at("dim").get<int64_t>(), a[1], a[2])}; }},
+        {"scatter_v", [](tensor_list& a, const json& k) {
+             return tensor_list{scatter(a[0], k.at("dim").get<int64_t>(), a[1], num(k.at("s")))}; }},
+        {"scatter_add", [](tensor_list& a, const json& k) {
+             return tensor_list{scatter_add(a[0], k.at("dim").get<int64_t>(), a[1], a[2])}; }},
+        {"index_select", [](tensor_list& a, const json& k) {
+             return tensor_list{index_select(a[0], k.at("dim").get<int64_t>(), a[1])}; }},
+        {"index_add", [](tensor_list& a, const json& k) {
+             return tensor_list{index_add(a[0], k.at("dim").get<int64_t>(), a[1], a[2], num(k.at("alpha")))}; }},
+        {"take_along_dim", [](tensor_list& a, const json& k) {
+             std::optional<int64_t> dim;
+             if (k.contains("dim") && !k.at("dim").is_null()) dim = k.at("dim").get<int64_t>();
+             return tensor_list{take_along_dim(a[0], a[1], dim)}; }},
+        {"one_hot", [](tensor_list& a, const json& k) {
+             return tensor_list{F::one_hot(a[0], k.at("num_classes").get<int64_t>())}; }},
+        {"repeat_interleave_t", [](tensor_list& a, const json& k) {
+             std::optional<int64_t> dim;
+             if (k.contains("dim") && !k.at("dim").is_null()) dim = k.at("dim").get<int64_t>();
+             return tensor_list{repeat_interleave(a[0], a[1], dim)}; }},
+        {"repeat_interleave_r", [](tensor_list& a, const json&) { return tensor_list{repeat_interleave(a[0])}; }},
         {"add", [](tensor_list& a, const json& k) { return tensor_list{add(a[0], a[1], k.value("alpha", 1.0))}; }},
         {"sub", [](tensor_list& a, const json& k) { return tensor_list{sub(a[0], a[1], k.value("alpha", 1.0))}; }},
         BINARY("mul", mul(a[0], a[1])), BINARY("div", div(a[0], a[1])), BINARY("maximum", maximum(a[0], a[1])),
