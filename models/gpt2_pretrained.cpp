@@ -129,15 +129,6 @@ detail::PlannedModel build_gpt2(const nlohmann::json& config, const std::string&
 
 // ---- saving ----
 
-std::string hf_dtype_name(DType d) {
-    switch (d) {
-        case kFloat16: return "float16";
-        case kBFloat16: return "bfloat16";
-        case kFloat64: return "float64";
-        default: return "float32";
-    }
-}
-
 nlohmann::json gpt2_config_json(const GPTConfig& g, const std::string& architecture, DType dtype) {
     nlohmann::json c = {
         {"architectures", {architecture}}, {"model_type", "gpt2"}, {"vocab_size", g.vocab_size},
@@ -146,7 +137,7 @@ nlohmann::json gpt2_config_json(const GPTConfig& g, const std::string& architect
         {"resid_pdrop", g.dropout}, {"embd_pdrop", g.dropout}, {"attn_pdrop", g.dropout},
         {"initializer_range", 0.02}, {"scale_attn_weights", true}, {"scale_attn_by_inverse_layer_idx", false},
         {"reorder_and_upcast_attn", false}, {"add_cross_attention", false}, {"tie_word_embeddings", true},
-        {"use_cache", true}, {"dtype", hf_dtype_name(dtype)}};
+        {"use_cache", true}, {"dtype", detail::hf_dtype_name(dtype)}};
     // GPT-2's <|endoftext|> (50256) begins and ends texts; another vocabulary has no such token here.
     const nlohmann::json endoftext = g.vocab_size == 50257 ? nlohmann::json(50256) : nlohmann::json(nullptr);
     c["bos_token_id"] = c["eos_token_id"] = endoftext;

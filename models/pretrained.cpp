@@ -24,8 +24,17 @@ using detail::WeightPlan;
 namespace detail {
 
 const std::vector<Architecture>& architectures() {
-    static const std::vector<Architecture> table = {gpt2_architecture()};
+    static const std::vector<Architecture> table = {gpt2_architecture(), llama_architecture(), mistral_architecture()};
     return table;
+}
+
+std::string hf_dtype_name(DType d) {
+    switch (d) {
+        case kFloat16: return "float16";
+        case kBFloat16: return "bfloat16";
+        case kFloat64: return "float64";
+        default: return "float32";
+    }
 }
 
 }  // namespace detail
@@ -172,6 +181,13 @@ std::shared_ptr<GPT> PretrainedModel::gpt() const {
     if (!g) throw ValueError(fmt::format("PretrainedModel::gpt: the model is a {} (model_type \"{}\"), not a GPT-2",
                                          architecture, model_type));
     return g;
+}
+
+std::shared_ptr<Llama> PretrainedModel::llama() const {
+    auto l = std::dynamic_pointer_cast<Llama>(module);
+    if (!l) throw ValueError(fmt::format("PretrainedModel::llama: the model is a {} (model_type \"{}\"), not a Llama",
+                                         architecture, model_type));
+    return l;
 }
 
 namespace {

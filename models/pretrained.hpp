@@ -14,7 +14,9 @@
 // parameter before the next is read, so peak host memory stays near one copy of the model.
 //
 // Architectures are a table (models/pretrained_registry.hpp): GPT-2 ("gpt2": GPT2LMHeadModel,
-// GPT2Model) is in models/gpt2_pretrained.cpp; another family adds one entry.
+// GPT2Model) is in models/gpt2_pretrained.cpp; Llama ("llama": LlamaForCausalLM) and Mistral
+// ("mistral": MistralForCausalLM, its context capped at its sliding window; saved back as a Llama) are
+// in models/llama_pretrained.cpp; another family adds one entry.
 //
 // Errors name the file and the tensor: IOError for a missing file or shard, FormatError for a
 // corrupt JSON or safetensors file (a truncated shard), ValueError for an unknown architecture or
@@ -29,6 +31,7 @@
 #include "core/device.hpp"
 #include "core/dtype.hpp"
 #include "models/gpt.hpp"
+#include "models/llama.hpp"
 
 namespace ampgrad::models {
 
@@ -47,6 +50,8 @@ struct PretrainedModel {
     // The GPT-2 (GPT2LMHeadModel or GPT2Model: for the latter use hidden_states(idx), the
     // last_hidden_state); ValueError naming the architecture when the model is not a GPT.
     std::shared_ptr<GPT> gpt() const;
+    // The Llama (LlamaForCausalLM, MistralForCausalLM); ValueError naming the architecture otherwise.
+    std::shared_ptr<Llama> llama() const;
 };
 
 // Reads dir/config.json and dir's weights, builds the model config.json's "architectures" (else

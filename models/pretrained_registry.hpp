@@ -1,6 +1,6 @@
 // pretrained_registry.hpp: the pieces models/pretrained.cpp shares with each architecture's
-// mapping (models/gpt2_pretrained.cpp; a Llama mapping adds its own file and one line to
-// architectures()). Not installed: the public API is models/pretrained.hpp.
+// mapping (models/gpt2_pretrained.cpp, models/llama_pretrained.cpp: one file and one line in
+// architectures() per family). Not installed: the public API is models/pretrained.hpp.
 //
 // An architecture turns config.json into an empty model and a WeightPlan: for every tensor name it
 // expects in the files (its canonical Hugging Face name), the shape config.json implies and how to
@@ -60,6 +60,11 @@ struct Architecture {
 // Every known architecture (GPT-2 first).
 const std::vector<Architecture>& architectures();
 
-Architecture gpt2_architecture();   // models/gpt2_pretrained.cpp
+Architecture gpt2_architecture();      // models/gpt2_pretrained.cpp
+Architecture llama_architecture();     // models/llama_pretrained.cpp: LlamaForCausalLM
+Architecture mistral_architecture();   // models/llama_pretrained.cpp: MistralForCausalLM (loads only)
+
+// config.json's "dtype" spelling of a parameter dtype: "float32", "float16", "bfloat16", "float64".
+std::string hf_dtype_name(DType d);
 
 }  // namespace ampgrad::models::detail
