@@ -170,4 +170,26 @@ std::pair<Tensor, Tensor> left_pad(const std::vector<std::vector<int64_t>>& prom
     return {tensor(ids, {B, T}), tensor(mask, {B, T}).to(kBool)};
 }
 
+Tensor sample_recomputing(nn::Module& model, const std::function<Tensor(const Tensor&)>& logits_of, int64_t context,
+                          const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
+                          const std::function<void(int64_t)>& on_token, const std::string& who) {
+    if (idx.dim() != 2 || idx.size(1) == 0)
+        throw ShapeError(fmt::format("{}: the prompt must be (B,T0) token ids with T0 >= 1, but is {}", who,
+                                     idx.describe()));
+    NoGradGuard no_grad;
+    const bool was_training = model.is_training();
+    model.eval();
+    Tensor out = idx;                                                             // (B,T0)
+    for (int64_t n = 0; n < max_new_tokens; ++n) {
+        const int64_t T = out.size(1), keep = std::min(T, context);
+        Tensor window = keep < T ? out.narrow(1, T - keep, keep) : out;           // (B,<=T)
+        Tensor logits = logits_of(window).select(1, keep - 1);                    // (B,V)
+        Tensor next = F::sample_from_logits(logits, temperature, top_k);          // (B,1) int64
+        if (on_token) on_token(next.to_vector<int64_t>()[0]);
+        out = cat({out, next.to(out.dtype())}, 1);                                // (B,T+1)
+    }
+    model.train(was_training);
+    return out;
+}
+
 }  // namespace ampgrad::models

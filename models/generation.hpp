@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "models/causal_lm.hpp"
+#include "nn/module.hpp"
 
 namespace ampgrad::models {
 
@@ -56,5 +58,14 @@ Tensor process_logits(const Tensor& logits, const Tensor& ids, const Tensor& val
 // The next token of each row of scores (B,V): argmax (greedy), or one draw from softmax(scores)
 // with the default generator. (B) int64 on the host.
 std::vector<int64_t> select_next_tokens(const Tensor& scores, const GenerationConfig& config);
+
+// The plain loop behind GPT::generate and Llama::generate (no cache, no padding): each step runs
+// logits_of (B,t) -> (B,t,V) over the latest `context` tokens, samples the next token of every row
+// with F::sample_from_logits (temperature 0: greedy; top_k), and reports row 0's to on_token. The
+// model is in eval mode meanwhile. idx (B,T0) -> (B,T0+max_new_tokens). `who` names the caller in
+// the ShapeError for an empty or non-(B,T0) prompt.
+Tensor sample_recomputing(nn::Module& model, const std::function<Tensor(const Tensor&)>& logits_of, int64_t context,
+                          const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
+                          const std::function<void(int64_t)>& on_token, const std::string& who);
 
 }  // namespace ampgrad::models

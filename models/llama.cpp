@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "models/generation.hpp"
 #include "nn/init.hpp"
 
 namespace ampgrad::models {
@@ -293,23 +294,9 @@ Tensor Llama::forward(const Tensor& idx, const Tensor& targets, const Tensor& po
 
 Tensor Llama::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
                        const std::function<void(int64_t)>& on_token) {
-    if (idx.dim() != 2 || idx.size(1) == 0)
-        throw ShapeError(fmt::format("Llama::generate: the prompt must be (B,T0) token ids with T0 >= 1, but is {}",
-                                     idx.describe()));
-    NoGradGuard no_grad;
-    const bool was_training = is_training();
-    eval();
-    Tensor out = idx;                                                             // (B,T0)
-    for (int64_t n = 0; n < max_new_tokens; ++n) {
-        const int64_t T = out.size(1), keep = std::min(T, cfg_.max_position_embeddings);
-        Tensor context = keep < T ? out.narrow(1, T - keep, keep) : out;          // (B,<=T)
-        Tensor logits = forward(context).select(1, keep - 1);                     // (B,V)
-        Tensor next = F::sample_from_logits(logits, temperature, top_k);          // (B,1) int64
-        if (on_token) on_token(next.to_vector<int64_t>()[0]);
-        out = cat({out, next.to(out.dtype())}, 1);                                // (B,T+1)
-    }
-    train(was_training);
-    return out;
+    auto logits_of = [this](const Tensor& x) { return forward(x); };                 // (B,t) -> (B,t,V)
+    return sample_recomputing(*this, logits_of, cfg_.max_position_embeddings, idx, max_new_tokens, temperature,
+                              top_k, on_token, "Llama::generate");
 }
 
 }  // namespace ampgrad::models
