@@ -25,18 +25,9 @@ std::string llama_fixture(const std::string& name) {
     return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_llama" / name).string();
 }
 
-fs::path scratch_dir() {
-    static int n = 0;
-    fs::path dir = fs::temp_directory_path() / fmt::format("ampgrad_hf_llama_{}_{}", ::getpid(), n++);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path scratch_dir() { return testing::scratch_dir("ampgrad_hf_llama"); }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-    if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-    Tensor x = a.contiguous(), y = b.contiguous();
-    return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * x.element_size()) == 0;
-}
+using testing::same_bytes;
 
 // A copy of fixture folder `name` whose config.json has `edit` applied.
 fs::path edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {

@@ -23,18 +23,9 @@ std::string hf_fixture(const std::string& name) {
     return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_gpt2" / name).string();
 }
 
-fs::path scratch_dir() {
-    static int n = 0;
-    fs::path dir = fs::temp_directory_path() / fmt::format("ampgrad_hf_{}_{}", ::getpid(), n++);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path scratch_dir() { return testing::scratch_dir("ampgrad_hf"); }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-    if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-    Tensor x = a.contiguous(), y = b.contiguous();
-    return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * x.element_size()) == 0;
-}
+using testing::same_bytes;
 
 // Every tensor of `expected` is in `actual` with the same dtype, shape and bytes, and nothing more.
 void check_same_tensors(const std::string& actual_file, const std::string& expected_file) {

@@ -1,7 +1,11 @@
 // fixtures.cpp: see fixtures.hpp.
 #include "tests/support/fixtures.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace ampgrad::testing {
@@ -48,6 +52,20 @@ Fixture load_fixture(const std::string& name) {
         f.tensors[key] = tensor(data, shape, TensorOptions(kFloat64)).to(dt);
     }
     return f;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+    if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+    Tensor x = a.contiguous(), y = b.contiguous();
+    return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * x.element_size()) == 0;
+}
+
+std::string scratch_dir(const std::string& prefix) {
+    static int n = 0;
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / fmt::format("{}_{}_{}", prefix, ::getpid(), n++);
+    std::filesystem::create_directories(dir);
+    return dir.string();
 }
 
 }  // namespace ampgrad::testing

@@ -21,4 +21,9 @@ struct Fixture {
 // Loads tests/fixtures/<name>.json (directory from $AMPGRAD_FIXTURES). Throws IOError if missing.
 Fixture load_fixture(const std::string& name);
 
+// The same dtype, shape and bytes (for round trips that must be exact).
+bool same_bytes(const Tensor& a, const Tensor& b);
+// A new empty directory under the system's temp dir, named <prefix>_<pid>_<n>.
+std::string scratch_dir(const std::string& prefix);
+
 }  // namespace ampgrad::testing
