@@ -65,7 +65,7 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
 std::unique_ptr<Trainer> load_model_for_inference(const std::string& checkpoint, const std::string& hf,
                                                   const RunConfig& hf_run, const std::optional<std::string>& preset) {
     if (checkpoint.empty() == hf.empty()) throw ValueError("give one of --ckpt (an ampgrad checkpoint) and --hf (a Hugging "
-                                                           "Face GPT-2 folder)");
+                                                           "Face GPT-2, Llama or Mistral folder)");
     if (!checkpoint.empty()) return load_for_inference(checkpoint, preset);
     RunConfig cfg = hf_run;
     cfg.init_from = hf;
@@ -153,7 +153,7 @@ int run_train(const TrainOptions& o) {
                 static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
                 trainer->corpus().tokenizer.kind_name(), o.out.c_str());
     if (!cfg.init_from.empty() && o.resume.empty())
-        std::printf("  init: the Hugging Face GPT-2 weights in %s\n", cfg.init_from.c_str());
+        std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
     if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
@@ -233,6 +233,7 @@ int run_sample(const SampleOptions& o) {
     if (o.top_k > 0) g.top_k = o.top_k;
     if (o.top_p < 1.0) g.top_p = o.top_p;
     g.repetition_penalty = o.repetition_penalty;
+    g.suppress_tokens = t->unspellable_tokens();
     g.seed = o.seed;
     g.use_cache = !o.no_cache;
     t->model().module()->eval();
@@ -258,17 +259,21 @@ int run_eval(const EvalOptions& o) {
 
 int run_export(const ExportOptions& o) {
     std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, std::nullopt);
-    const std::shared_ptr<models::GPT> gpt = t->model().gpt();
-    if (!gpt)
-        throw ValueError(fmt::format("export --hf: {} holds a {}; only GPT checkpoints are exported in this version",
-                                     resolve_checkpoint(o.checkpoint), t->model().kind()));
-    models::save_pretrained(gpt, o.hf_out);
-    const models::GPTConfig& c = gpt->config();
-    std::printf("exported %s (step %lld) to %s: GPT2LMHeadModel, V=%lld, T=%lld, L=%lld, NH=%lld, C=%lld, %s (%s "
-                "tokenizer: token ids are its ids)\n", resolve_checkpoint(o.checkpoint).c_str(),
-                static_cast<long long>(t->step()), o.hf_out.c_str(), static_cast<long long>(c.vocab_size),
-                static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
-                static_cast<long long>(c.n_embd), std::string(dtype_name(gpt->wte->weight.dtype())).c_str(),
+    const LanguageModel& lm = t->model();
+    const models::PretrainedModel model = lm.gpt() ? models::PretrainedModel{"GPT2LMHeadModel", "gpt2", lm.gpt()}
+                                                   : models::PretrainedModel{"LlamaForCausalLM", "llama", lm.llama()};
+    models::save_pretrained(model, o.hf_out);
+    const Tensor& embedding = lm.gpt() ? lm.gpt()->wte->weight : lm.llama()->embed_tokens->weight;
+    std::string shape = lm.shape_text();
+    if (lm.gpt()) {   // nanoGPT's order of the sizes
+        const models::GPTConfig& c = lm.gpt()->config();
+        shape = fmt::format("V={}, T={}, L={}, NH={}, C={}", c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd);
+    } else {          // the Llama's context as exported, not the run's
+        shape += fmt::format(", max_position_embeddings={}", lm.llama()->config().max_position_embeddings);
+    }
+    std::printf("exported %s (step %lld) to %s: %s, %s, %s (%s tokenizer: token ids are its ids)\n",
+                resolve_checkpoint(o.checkpoint).c_str(), static_cast<long long>(t->step()), o.hf_out.c_str(),
+                model.architecture.c_str(), shape.c_str(), std::string(dtype_name(embedding.dtype())).c_str(),
                 t->corpus().tokenizer.kind_name());
     return 0;
 }

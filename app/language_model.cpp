@@ -15,10 +15,12 @@ std::shared_ptr<LanguageModel> LanguageModel::make(const RunConfig& cfg, int64_t
         models::LlamaConfig c = cfg.llama_config(vocab_size);
         c.max_position_embeddings = std::max(c.max_position_embeddings, min_context);
         lm->llama_ = std::make_shared<models::Llama>(c);
+        lm->context_ = std::max(cfg.context_length(vocab_size), min_context);
     } else {
         models::GPTConfig c = cfg.model_config(vocab_size);
         c.block_size = std::max(c.block_size, min_context);
         lm->gpt_ = std::make_shared<models::GPT>(c);
+        lm->context_ = c.block_size;
     }
     return lm;
 }
@@ -39,14 +41,10 @@ Tensor LanguageModel::forward(const Tensor& idx, const Tensor& targets) const {
 
 Tensor LanguageModel::forward(const Tensor& idx) const { return llama_ ? llama_->forward(idx) : gpt_->forward(idx); }
 
-Tensor LanguageModel::generate(const Tensor& idx, int64_t max_new_tokens, double temperature,
-                               std::optional<int64_t> top_k, const std::function<void(int64_t)>& on_token) {
-    if (llama_) return llama_->generate(idx, max_new_tokens, temperature, top_k, on_token);
-    return gpt_->generate(idx, max_new_tokens, temperature, top_k, on_token);
-}
-
-int64_t LanguageModel::block_size() const {
-    return llama_ ? llama_->config().max_position_embeddings : gpt_->config().block_size;
+models::LlamaConfig LanguageModel::llama_at_context() const {
+    models::LlamaConfig c = llama_->config();
+    c.max_position_embeddings = context_;
+    return c;
 }
 
 int64_t LanguageModel::vocab_size() const { return llama_ ? llama_->config().vocab_size : gpt_->config().vocab_size; }
@@ -56,14 +54,14 @@ int64_t LanguageModel::num_parameters() const {
 }
 
 double LanguageModel::flops_per_token() const {
-    return llama_ ? llama_->config().flops_per_token() : gpt_->config().flops_per_token();
+    return llama_ ? llama_at_context().flops_per_token() : gpt_->config().flops_per_token();
 }
 
 // llm.c counts every parameter (6 N) and attention once per direction (6 L C T); the Llama's
 // attention width is NH * HS.
 double LanguageModel::llmc_flops_per_token() const {
     if (gpt_) return models::llmc_flops_per_token(gpt_->config());
-    const models::LlamaConfig& c = llama_->config();
+    const models::LlamaConfig c = llama_at_context();
     return 6.0 * static_cast<double>(c.num_parameters()) +
            6.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_size() *
                                      c.max_position_embeddings);
@@ -78,7 +76,7 @@ std::string LanguageModel::shape_text() const {
         const models::GPTConfig& c = gpt_->config();
         return fmt::format("L={}, NH={}, C={}, T={}, V={}", c.n_layer, c.n_head, c.n_embd, c.block_size, c.vocab_size);
     }
-    const models::LlamaConfig& c = llama_->config();
+    const models::LlamaConfig c = llama_at_context();
     return fmt::format("L={}, NH={}, NKV={}, HS={}, H={}, I={}, T={}, V={}", c.num_hidden_layers,
                        c.num_attention_heads, c.num_key_value_heads, c.head_size(), c.hidden_size,
                        c.intermediate_size, c.max_position_embeddings, c.vocab_size);

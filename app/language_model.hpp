@@ -7,7 +7,6 @@
 //   Tensor loss = lm->forward(x, y);                      // (B,T), (B,T) -> ()
 //   lm->module()->state_dict();                            // transformers' or nanoGPT's names
 #pragma once
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,11 +28,9 @@ public:
     std::shared_ptr<nn::Module> module() const;
     Tensor forward(const Tensor& idx, const Tensor& targets) const;   // (B,T), (B,T) -> mean loss ()
     Tensor forward(const Tensor& idx) const;                          // (B,T) -> logits (B,T,V)
-    Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
-                    const std::function<void(int64_t)>& on_token = {});
 
     const std::string& kind() const { return kind_; }   // "gpt" or "llama"
-    int64_t block_size() const;                         // the context T
+    int64_t block_size() const { return context_; }     // the training context T (RunConfig::context_length)
     int64_t vocab_size() const;
     int64_t num_parameters() const;
     double flops_per_token() const;                     // training, forward + backward (nanoGPT's estimate)
@@ -49,6 +46,8 @@ private:
     std::string kind_;
     std::shared_ptr<models::GPT> gpt_;
     std::shared_ptr<models::Llama> llama_;
+    int64_t context_ = 0;
+    models::LlamaConfig llama_at_context() const;       // the Llama's config with T = the training context
 };
 
 }  // namespace ampgrad::app

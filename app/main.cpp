@@ -22,16 +22,18 @@ void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
         ->capture_default_str();
 }
 
-// sample/eval --hf DIR: a Hugging Face GPT-2 folder instead of a checkpoint, with the data and
+// sample/eval --hf DIR: a Hugging Face GPT-2, Llama or Mistral folder instead of a checkpoint, with the data and
 // tokenizer to use (a checkpoint carries its own).
 void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckpt) {
-    cmd->add_option("--hf", hf, "a Hugging Face GPT-2 folder (config.json + safetensors) instead of --ckpt")
+    cmd->add_option("--hf", hf, "a Hugging Face GPT-2, Llama or Mistral folder (config.json + safetensors) instead of --ckpt")
         ->excludes(ckpt);
     cmd->add_option("--data", r.data_file, "--hf: the text (default: the bundled Tiny Shakespeare)");
     add_tokenizer_flag(cmd, r.tokenizer);
     cmd->add_option("--prec", r.prec, "--hf: fp32 | bf16 | fp16 (autocast)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
     cmd->add_option("--device", r.device, "--hf: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+    cmd->add_option("--block-size", r.block_size, "--hf: the context T of a Llama or Mistral (default: its "
+                                                  "max_position_embeddings; a GPT-2's is its n_positions)");
 }
 
 // The flags that define a run (train and bench share them).
@@ -44,7 +46,8 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--n-layer", r.n_layer, "override the preset's number of blocks L");
     cmd->add_option("--n-head", r.n_head, "override the preset's number of heads NH");
     cmd->add_option("--n-embd", r.n_embd, "override the preset's width C");
-    cmd->add_option("--block-size", r.block_size, "override the preset's context length T");
+    cmd->add_option("--block-size", r.block_size, "override the preset's context length T (with --init-from a Llama "
+                                                  "folder: the training context, at most its max_position_embeddings)");
     cmd->add_option("--dropout", r.dropout, "dropout probability")->capture_default_str();
     cmd->add_flag("--checkpoint-blocks", r.checkpoint_blocks, "recompute each block's activations in backward");
     cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
@@ -87,8 +90,8 @@ int main(int argc, char** argv) {
     add_run_flags(train_cmd, train.run);
     train_cmd->add_option("--out", train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
     train_cmd->add_option("--resume", train.resume, "continue the run saved in this checkpoint (or output) folder");
-    train_cmd->add_option("--init-from", train.run.init_from, "start from the weights of this Hugging Face GPT-2 folder "
-                                                             "(its sizes replace the preset's; docs/pretrained.md)");
+    train_cmd->add_option("--init-from", train.run.init_from, "start from the weights of this Hugging Face GPT-2, Llama or "
+                                                             "Mistral folder (it sets --model and the sizes; docs/pretrained.md)");
     train_cmd->add_option("--plot", train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
     train_cmd->add_option("--until", train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");

@@ -5,12 +5,13 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "models/llama_json.hpp"
 
 namespace ampgrad::app {
 
 models::GPTConfig RunConfig::model_config(int64_t tokenizer_vocab) const {
     models::GPTConfig c = models::GPTConfig::preset(preset);
-    c.vocab_size = vocab_size > 0 ? vocab_size : tokenizer_vocab;
+    c.vocab_size = model_vocab_size(tokenizer_vocab);
     if (layer_norm_epsilon > 0) c.layer_norm_epsilon = layer_norm_epsilon;
     if (n_layer > 0) c.n_layer = n_layer;
     if (n_head > 0) c.n_head = n_head;
@@ -22,9 +23,15 @@ models::GPTConfig RunConfig::model_config(int64_t tokenizer_vocab) const {
     return c;
 }
 
-models::LlamaConfig RunConfig::llama_config(int64_t vocab_size) const {
+// A pretrained Llama is its folder's config (the trainer checked that the size flags agree with it).
+models::LlamaConfig RunConfig::llama_config(int64_t tokenizer_vocab) const {
+    if (!pretrained_llama.is_null()) {
+        models::LlamaConfig c = models::llama_config_from_hf_json(pretrained_llama);
+        c.checkpoint_blocks = checkpoint_blocks;
+        return c;
+    }
     models::LlamaConfig c = models::LlamaConfig::preset(preset);
-    c.vocab_size = vocab_size;
+    c.vocab_size = model_vocab_size(tokenizer_vocab);
     if (n_layer > 0) c.num_hidden_layers = n_layer;
     if (n_head > 0) c.num_attention_heads = n_head;
     if (n_head > 0 && c.num_attention_heads % c.num_key_value_heads != 0) c.num_key_value_heads = n_head;
@@ -35,8 +42,19 @@ models::LlamaConfig RunConfig::llama_config(int64_t vocab_size) const {
     return c;
 }
 
+int64_t RunConfig::context_length(int64_t tokenizer_vocab) const {
+    if (model != "llama") return model_config(tokenizer_vocab).block_size;
+    const int64_t longest = llama_config(tokenizer_vocab).max_position_embeddings;
+    if (pretrained_llama.is_null() || block_size <= 0) return longest;
+    if (block_size > longest)
+        throw ValueError(fmt::format("--block-size {}: longer than the context of the Llama in {} "
+                                     "(max_position_embeddings {})", block_size, init_from, longest));
+    return block_size;
+}
+
 void RunConfig::settle_model(bool model_given, bool preset_given) {
     const bool llama_preset = preset.rfind("llama-", 0) == 0;
+    this->model_given = model_given;
     if (model_given && model == "llama" && !preset_given) preset = "llama-nano";
     if (!model_given && preset_given && llama_preset) model = "llama";
 }
@@ -67,9 +85,6 @@ void RunConfig::validate() const {
     if (model == "llama" && dropout > 0)
         throw ValueError(fmt::format("--dropout {}: the Llama has no dropout (transformers' attention_dropout is 0 "
                                      "in every Llama release); drop --dropout", dropout));
-    if (model == "llama" && !init_from.empty())
-        throw ValueError(fmt::format("--init-from {}: reads Hugging Face GPT-2 folders only in this version; drop "
-                                     "--model llama", init_from));
     if (model == "llama" && task == "addition")
         throw ValueError("--task addition: trains the GPT only in this version; use --model gpt");
     one_of("--task", task, {"text", "addition"});
@@ -98,7 +113,7 @@ nlohmann::json to_json(const RunConfig& c) {
     return {{"model", c.model}, {"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
             {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
             {"init_from", c.init_from}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", c.layer_norm_epsilon},
-            {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
+            {"pretrained_llama", c.pretrained_llama}, {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
             {"steps", c.steps}, {"batch_size", c.batch_size}, {"lr", c.lr}, {"min_lr", c.min_lr},
             {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
@@ -129,6 +144,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     if (j.contains("init_from")) {   // since issue 26 (--init-from); earlier runs started from random weights
         get("init_from", c.init_from), get("vocab_size", c.vocab_size), get("layer_norm_epsilon", c.layer_norm_epsilon);
     }
+    if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
     // before --zero, nothing).
     if (j.contains("zero_stage")) {

@@ -17,16 +17,21 @@ struct RunConfig {
     // for a Llama, n_layer, n_head, n_embd and block_size override num_hidden_layers,
     // num_attention_heads, hidden_size and max_position_embeddings)
     std::string model = "gpt";          // gpt | llama
+    bool model_given = false;           // --model was typed (settle_model); not saved
     std::string preset = "nano";
     int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
     double dropout = 0.0;
     bool checkpoint_blocks = false;
-    // --init-from DIR: start from a Hugging Face GPT-2 folder's weights (models/pretrained.hpp). The
-    // trainer copies the folder's sizes into the fields above and these two, so that a checkpoint
-    // rebuilds the model without the folder; vocab_size 0: the tokenizer's, eps 0: GPT-2's 1e-5.
+    // --init-from DIR: start from a Hugging Face folder's weights (models/pretrained.hpp): GPT-2, Llama
+    // or Mistral, which sets `model`. The trainer copies the folder's sizes into the fields above and
+    // these, so that a checkpoint rebuilds the model without the folder; vocab_size 0: the
+    // tokenizer's, eps 0: GPT-2's 1e-5. A Llama's whole config.json (models/llama_json.hpp) is kept in
+    // pretrained_llama (null otherwise), and block_size is then its training context, at most
+    // max_position_embeddings, which the model (and an export) keeps.
     std::string init_from;
     int64_t vocab_size = 0;
     double layer_norm_epsilon = 0.0;
+    nlohmann::json pretrained_llama;
     // data
     std::string task = "text";          // text | addition
     std::string data_file;              // empty: the bundled Tiny Shakespeare
@@ -54,6 +59,11 @@ struct RunConfig {
     // The preset with the overrides applied; V is vocab_size when set, else the tokenizer's.
     models::GPTConfig model_config(int64_t tokenizer_vocab) const;
     models::LlamaConfig llama_config(int64_t vocab_size) const; // the same, for --model llama
+    // The training context T: the GPT's block_size; the Llama's max_position_embeddings, or
+    // block_size for a pretrained Llama (ValueError when longer than the model's).
+    int64_t context_length(int64_t tokenizer_vocab) const;
+    // The model's vocabulary: vocab_size when set (a pretrained model's), else the tokenizer's.
+    int64_t model_vocab_size(int64_t tokenizer_vocab) const { return vocab_size > 0 ? vocab_size : tokenizer_vocab; }
     // --model and --preset as typed: --model llama alone takes preset "llama-nano"; a llama-* preset
     // alone takes --model llama.
     void settle_model(bool model_given, bool preset_given);

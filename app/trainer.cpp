@@ -13,6 +13,8 @@
 #include "core/philox.hpp"
 #include "data/text.hpp"
 #include "dist/process_group.hpp"
+#include "models/generation.hpp"
+#include "models/llama_json.hpp"
 #include "models/pretrained.hpp"
 #include "nn/init.hpp"
 
@@ -111,22 +113,47 @@ std::unique_ptr<Trainer> Trainer::pretrained_for_inference(const RunConfig& cfg)
     return std::unique_ptr<Trainer>(new Trainer(c, std::nullopt, /*training=*/false));
 }
 
-// --init-from: the model takes the folder's sizes (n_positions becomes the context T), recorded in
-// the run config so that a checkpoint of this run rebuilds it without the folder.
+// --init-from: the model takes the folder's kind and sizes, recorded in the run config so that a
+// checkpoint of this run rebuilds it without the folder. A GPT-2's n_positions becomes the context
+// T; a Llama keeps its max_position_embeddings, and --block-size (at most that) sets T.
 void Trainer::adopt_pretrained_sizes() {
-    const models::GPTConfig hf = models::read_gpt2_config(cfg_.init_from);
+    const models::PretrainedConfig hf = models::read_pretrained_config(cfg_.init_from);
+    const std::string kind = hf.llama ? "llama" : "gpt";
+    if (cfg_.model != kind && cfg_.model_given)
+        throw ValueError(fmt::format("--model {}: the folder {} holds a {} (--init-from sets the model; drop --model)",
+                                     cfg_.model, cfg_.init_from, hf.architecture));
+    cfg_.model = kind;
     auto adopt = [&](const char* flag, int64_t& field, int64_t value, const char* key) {
         if (field > 0 && field != value)   // a size typed beside --init-from must agree with the folder
             throw ValueError(fmt::format("{} {}: the weights in {} have {} {} (drop {})", flag, field, cfg_.init_from,
                                          key, value, flag));
         field = value;
     };
-    adopt("--n-layer", cfg_.n_layer, hf.n_layer, "n_layer");
-    adopt("--n-head", cfg_.n_head, hf.n_head, "n_head");
-    adopt("--n-embd", cfg_.n_embd, hf.n_embd, "n_embd");
-    adopt("--block-size", cfg_.block_size, hf.block_size, "n_positions");
-    cfg_.vocab_size = hf.vocab_size;
-    cfg_.layer_norm_epsilon = hf.layer_norm_epsilon;
+    if (hf.gpt) {
+        adopt("--n-layer", cfg_.n_layer, hf.gpt->n_layer, "n_layer");
+        adopt("--n-head", cfg_.n_head, hf.gpt->n_head, "n_head");
+        adopt("--n-embd", cfg_.n_embd, hf.gpt->n_embd, "n_embd");
+        adopt("--block-size", cfg_.block_size, hf.gpt->block_size, "n_positions");
+        cfg_.vocab_size = hf.gpt->vocab_size;
+        cfg_.layer_norm_epsilon = hf.gpt->layer_norm_epsilon;
+        return;
+    }
+    const models::LlamaConfig& c = *hf.llama;
+    adopt("--n-layer", cfg_.n_layer, c.num_hidden_layers, "num_hidden_layers");
+    adopt("--n-head", cfg_.n_head, c.num_attention_heads, "num_attention_heads");
+    adopt("--n-embd", cfg_.n_embd, c.hidden_size, "hidden_size");
+    if (cfg_.preset.rfind("llama-", 0) != 0) cfg_.preset = "llama-nano";   // unused: the folder is the config
+    cfg_.vocab_size = c.vocab_size;
+    cfg_.pretrained_llama = models::to_hf_json(c);
+    cfg_.validate();                                                       // e.g. --dropout, now for a Llama
+    cfg_.context_length(c.vocab_size);                                     // --block-size within the context
+}
+
+// The folder's weights into the model just built (on the host; a Mistral folder fills a Llama).
+void Trainer::load_pretrained_weights() {
+    models::PretrainedModel target = model_->gpt() ? models::PretrainedModel{"GPT2LMHeadModel", "gpt2", model_->gpt()}
+                                                   : models::PretrainedModel{"LlamaForCausalLM", "llama", model_->llama()};
+    models::load_pretrained_weights(target, cfg_.init_from);
 }
 
 // Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
@@ -160,12 +187,11 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
         vocab = corpus_.tokenizer.vocab_size();
     }
-    if (!cfg_.init_from.empty() && vocab > cfg_.model_config(vocab).vocab_size)
+    if (!cfg_.init_from.empty() && vocab > cfg_.model_vocab_size(vocab))
         throw ValueError(fmt::format("--init-from {}: the {} tokenizer has {} tokens, more than the model's vocabulary of "
-                                     "{}", cfg_.init_from, cfg_.tokenizer, vocab, cfg_.model_config(vocab).vocab_size));
+                                     "{}", cfg_.init_from, cfg_.tokenizer, vocab, cfg_.model_vocab_size(vocab)));
     // The context (checks the model's config, ValueError naming the field, before any data check).
-    const int64_t T = cfg_.model == "llama" ? cfg_.llama_config(vocab).max_position_embeddings
-                                            : cfg_.model_config(vocab).block_size;
+    const int64_t T = cfg_.context_length(vocab);
     if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T)
         throw ValueError(fmt::format("data {}: too short: its {} tokens leave {} for validation, fewer than one "
                                      "window of block_size {} + 1", corpus_.source,
@@ -176,7 +202,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         if (load_pretrained) allocate_only.emplace();
         model_ = LanguageModel::make(cfg_, vocab, addition_ ? addition_->sequence_length() : 0);
     }
-    if (load_pretrained) models::load_pretrained_weights({"GPT2LMHeadModel", "gpt2", model_->gpt()}, cfg_.init_from);
+    if (load_pretrained) load_pretrained_weights();
     if (device_.is_cuda()) model_->module()->to(device_);
     if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_->module());   // fp16-master may turn the weights to f16
@@ -279,12 +305,27 @@ EvalStats Trainer::evaluate() {
     return e;
 }
 
+std::vector<int64_t> Trainer::unspellable_tokens() const {
+    std::vector<int64_t> ids;
+    for (int64_t id = corpus_.tokenizer.vocab_size(); id < model_->vocab_size(); ++id) ids.push_back(id);
+    return ids;
+}
+
+// The KV-cache loop (models/generation.hpp) from the prompt, with the training RNG put back after.
 std::string Trainer::sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k) {
     std::vector<int32_t> ids = corpus_.tokenizer.encode(prompt.empty() ? "\n" : prompt);
     std::vector<int64_t> ids64(ids.begin(), ids.end());
+    models::GenerationConfig g;
+    g.max_new_tokens = tokens;
+    g.do_sample = temperature > 0.0;
+    g.temperature = g.do_sample ? temperature : 1.0;
+    g.top_k = top_k;
+    g.suppress_tokens = unspellable_tokens();
     const GeneratorState rng = get_rng_state();
-    Tensor out = model_->generate(tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device_), tokens,
-                                  temperature, top_k);
+    model_->module()->eval();
+    Tensor out = models::generate(model_->causal_lm(), tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device_),
+                                  Tensor(), g);
+    model_->module()->train();
     set_rng_state(rng);
     std::vector<int64_t> all = out.to_vector<int64_t>();
     return corpus_.tokenizer.decode(std::vector<int32_t>(all.begin() + static_cast<std::ptrdiff_t>(ids64.size()), all.end()));

@@ -77,6 +77,9 @@ public:
     TrainStats train_step();   // one optimiser step; step() counts them
     EvalStats evaluate();      // mean loss over eval_iters fixed batches of each split (eval mode)
     std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
+    // The model's token ids the tokenizer cannot spell (a pretrained model's vocabulary beyond a
+    // byte or char tokenizer's): generation suppresses them.
+    std::vector<int64_t> unspellable_tokens() const;
     void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
     // --zero: a ZeRO checkpoint root/step-N (zero/checkpoint.hpp) with state.json; every rank calls it.
     // node_local: each host's first rank writes a folder on its own disk (zero::SaveOptions::node_local).
@@ -104,7 +107,8 @@ private:
     // training: false for sample and eval (one process, never distributed).
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
     void join_process_group();
-    void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's sizes
+    void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
+    void load_pretrained_weights();                  // --init-from: the folder's weights into model_
     void restore_rank_streams(const nlohmann::json& state);
     std::pair<Tensor, Tensor> next_batch();
     Tensor loss_on(const Tensor& x, const Tensor& y);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
@@ -27,6 +28,11 @@ void GenerationConfig::validate(int64_t vocab_size) const {
     for (auto [name, id] : {std::pair{"eos_token_id", eos_token_id}, {"pad_token_id", pad_token_id}})
         if (id && (*id < 0 || *id >= vocab_size))
             fail(fmt::format("{} {} is not a token id of the vocabulary of {}", name, *id, vocab_size));
+    for (int64_t id : suppress_tokens)
+        if (id < 0 || id >= vocab_size)
+            fail(fmt::format("suppress_tokens holds {}, not a token id of the vocabulary of {}", id, vocab_size));
+    if (static_cast<int64_t>(std::set<int64_t>(suppress_tokens.begin(), suppress_tokens.end()).size()) >= vocab_size)
+        fail(fmt::format("suppress_tokens removes every one of the {} token ids", vocab_size));
 }
 
 namespace {
@@ -105,6 +111,7 @@ Tensor process_logits(const Tensor& logits, const Tensor& ids, const Tensor& val
     Tensor scores = logits.to(kFloat32);                                          // (B,V)
     if (config.repetition_penalty != 1.0)
         scores = apply_repetition_penalty(scores, ids, valid, config.repetition_penalty);
+    if (!config.suppress_tokens.empty()) scores = apply_suppress_tokens(scores, config.suppress_tokens);
     if (!config.do_sample) return scores;
     if (config.temperature != 1.0) scores = apply_temperature(scores, config.temperature);
     if (config.top_k) scores = apply_top_k(scores, *config.top_k);

@@ -27,6 +27,7 @@ struct GenerationConfig {
     std::optional<int64_t> top_k;              // keep the k most likely (sampling only)
     std::optional<double> top_p;               // nucleus: the most likely tokens of mass top_p (sampling only)
     double repetition_penalty = 1.0;           // > 0; 1 is off (applies to greedy too, as in transformers)
+    std::vector<int64_t> suppress_tokens;      // never generated (greedy too), e.g. ids the tokenizer lacks
     std::optional<uint64_t> seed;              // manual_seed(seed) first: the same seed, the same tokens
     std::optional<int64_t> eos_token_id;       // a row that emits it is finished
     std::optional<int64_t> pad_token_id;       // what finished rows emit (default: eos_token_id)
@@ -51,8 +52,8 @@ Tensor generate(const CausalLM& model, const Tensor& input_ids, const Tensor& at
 // (B,Tmax) bool). ValueError for no prompts or an empty one.
 std::pair<Tensor, Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad_token_id);
 
-// The step's scores: logits (B,V) after the repetition penalty (over ids (B,L) where valid), then,
-// when sampling, temperature, top-k and top-p (transformers' order). (B,V) f32.
+// The step's scores: logits (B,V) after the repetition penalty (over ids (B,L) where valid) and
+// suppress_tokens, then, when sampling, temperature, top-k and top-p (transformers' order). (B,V) f32.
 Tensor process_logits(const Tensor& logits, const Tensor& ids, const Tensor& valid, const GenerationConfig& config);
 
 // The next token of each row of scores (B,V): argmax (greedy), or one draw from softmax(scores)

@@ -68,11 +68,9 @@ void apply_sliding_window(const nlohmann::json& config, const std::string& confi
     c.max_position_embeddings = std::min(c.max_position_embeddings, config["sliding_window"].get<int64_t>());
 }
 
-detail::PlannedModel build_llama(const nlohmann::json& config, const std::string& config_path,
-                                 const std::string& architecture, const PretrainedOptions& options) {
-    if (options.dropout > 0)
-        throw ValueError(fmt::format("from_pretrained {}: dropout {}: the Llama has no dropout", config_path,
-                                     options.dropout));
+// config.json's LlamaConfig for `architecture` (a Mistral's context capped at its window).
+LlamaConfig llama_config_of(const nlohmann::json& config, const std::string& config_path,
+                            const std::string& architecture) {
     if (config.contains("hidden_act") && config["hidden_act"] != "silu")
         throw ValueError(fmt::format("{} config {}: \"hidden_act\" is {}; ampgrad's Llama MLP is SwiGLU (\"silu\")",
                                      architecture, config_path, config["hidden_act"].dump()));
@@ -84,6 +82,17 @@ detail::PlannedModel build_llama(const nlohmann::json& config, const std::string
     } catch (const ValueError& e) {
         throw ValueError(fmt::format("{} config {}: {}", architecture, config_path, e.what()));
     }
+    return c;
+}
+
+std::string model_type_of(const std::string& architecture) { return architecture == kMistral ? "mistral" : "llama"; }
+
+detail::PlannedModel build_llama(const nlohmann::json& config, const std::string& config_path,
+                                 const std::string& architecture, const PretrainedOptions& options) {
+    if (options.dropout > 0)
+        throw ValueError(fmt::format("from_pretrained {}: dropout {}: the Llama has no dropout", config_path,
+                                     options.dropout));
+    const LlamaConfig c = llama_config_of(config, config_path, architecture);
     std::shared_ptr<Llama> model;
     {
         nn::init::SkipInitGuard allocate_only;                               // every parameter is loaded
@@ -91,8 +100,7 @@ detail::PlannedModel build_llama(const nlohmann::json& config, const std::string
     }
     if (options.dtype != kFloat32) model->to(options.dtype);
     detail::WeightPlan plan = llama_plan(*model);
-    const std::string model_type = architecture == kMistral ? "mistral" : "llama";
-    return {PretrainedModel{architecture, model_type, model}, std::move(plan)};
+    return {PretrainedModel{architecture, model_type_of(architecture), model}, std::move(plan)};
 }
 
 std::pair<nlohmann::json, nn::NamedTensors> llama_to_hf(const PretrainedModel& m) {
@@ -113,8 +121,13 @@ namespace detail {
 Architecture llama_architecture() {
     Architecture a;
     a.model_type = "llama";
+    a.family = "llama";
     a.architectures = {kLlama};
     a.build = build_llama;
+    a.describe = [](const nlohmann::json& config, const std::string& config_path, const std::string& architecture) {
+        return PretrainedConfig{architecture, model_type_of(architecture), std::nullopt,
+                                llama_config_of(config, config_path, architecture)};
+    };
     a.saves = [](const PretrainedModel& m) { return std::dynamic_pointer_cast<Llama>(m.module) != nullptr; };
     a.plan = [](const PretrainedModel& m) { return llama_plan(*as_llama(m)); };
     a.to_hf = llama_to_hf;

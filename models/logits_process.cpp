@@ -1,4 +1,4 @@
-// logits_process.cpp: repetition penalty, temperature, top-k and top-p on host rows
+// logits_process.cpp: repetition penalty, suppressed tokens, temperature, top-k and top-p on host rows
 // (models/logits_process.hpp). Each follows transformers' LogitsProcessor of the same purpose
 // (src/transformers/generation/logits_process.py); tests/models/logits_process_test.cpp checks
 // them against that code's outputs (tools/fixtures/generation.py).
@@ -71,6 +71,17 @@ Tensor apply_repetition_penalty(const Tensor& scores, const Tensor& ids, const T
         for (int64_t j = 0; j < V; ++j)
             if (seen[static_cast<size_t>(j)])
                 row[j] = row[j] < 0 ? static_cast<float>(row[j] * penalty) : static_cast<float>(row[j] / penalty);
+    }
+    return to_scores(s, scores);
+}
+
+Tensor apply_suppress_tokens(const Tensor& scores, const std::vector<int64_t>& suppress_tokens) {
+    std::vector<float> s = host_rows("apply_suppress_tokens", scores);
+    const int64_t B = scores.size(0), V = scores.size(1);
+    for (int64_t id : suppress_tokens) {
+        if (id < 0 || id >= V)
+            throw IndexError(fmt::format("apply_suppress_tokens: token id {} is outside the vocabulary [0, {})", id, V));
+        for (int64_t b = 0; b < B; ++b) s[static_cast<size_t>(b * V + id)] = kRemoved;
     }
     return to_scores(s, scores);
 }

@@ -238,20 +238,26 @@ void load_pretrained_weights(const PretrainedModel& model, const std::string& di
     const std::string config_path = config_path_of(dir);
     const auto [arch, name] = choose_architecture(read_json_object(config_path), config_path);
     const Architecture& mine = architecture_of(model, "load_pretrained_weights", dir);
-    if (arch->model_type != mine.model_type)
+    if (arch->family != mine.family)
         throw ValueError(fmt::format("load_pretrained_weights: {} holds a {} (model_type \"{}\"), not a \"{}\" model",
                                      dir, name, arch->model_type, mine.model_type));
     detail::WeightPlan plan = mine.plan(model);
     load_weights(plan, dir, config_path);
 }
 
-GPTConfig read_gpt2_config(const std::string& dir) {
+PretrainedConfig read_pretrained_config(const std::string& dir) {
     const std::string config_path = config_path_of(dir);
     const nlohmann::json config = read_json_object(config_path);
     const auto [arch, name] = choose_architecture(config, config_path);
-    if (arch->model_type != "gpt2")
-        throw ValueError(fmt::format("{}: holds a {} (model_type \"{}\"), not a GPT-2", config_path, name, arch->model_type));
-    return gpt2_config_from_json(config, config_path);
+    return arch->describe(config, config_path, name);
+}
+
+GPTConfig read_gpt2_config(const std::string& dir) {
+    const PretrainedConfig c = read_pretrained_config(dir);
+    if (!c.gpt)
+        throw ValueError(fmt::format("{}: holds a {} (model_type \"{}\"), not a GPT-2", config_path_of(dir),
+                                     c.architecture, c.model_type));
+    return *c.gpt;
 }
 
 void save_pretrained(const PretrainedModel& model, const std::string& dir) {

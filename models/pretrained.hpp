@@ -24,6 +24,7 @@
 // ShapeError for a tensor whose shape contradicts config.json.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -58,11 +59,21 @@ struct PretrainedModel {
 // its "model_type") names, and loads the weights, cast to options.dtype, onto options.device.
 PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions& options = {});
 
-// Loads dir's weights into `model`, an existing model of dir's architecture whose shapes match
-// them (e.g. a GPT built with other dropout, activation checkpointing, in another dtype): the same
-// checks and errors as from_pretrained, each tensor cast to the parameter's dtype. The model must
-// be on the host (move it afterwards).
+// Loads dir's weights into `model`, an existing model of dir's family whose shapes match them
+// (e.g. a GPT built with other dropout, activation checkpointing, in another dtype; a Llama from a
+// Mistral folder): the same checks and errors as from_pretrained, each tensor cast to the
+// parameter's dtype. The model must be on the host (move it afterwards).
 void load_pretrained_weights(const PretrainedModel& model, const std::string& dir);
+
+// What a folder's config.json describes, read without the weights: the architecture it names and
+// the config of the model from_pretrained would build (exactly one of gpt, llama is set).
+struct PretrainedConfig {
+    std::string architecture;               // "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", ...
+    std::string model_type;                 // "gpt2", "llama", "mistral"
+    std::optional<GPTConfig> gpt;           // a GPT-2's sizes
+    std::optional<LlamaConfig> llama;       // a Llama's or a Mistral's (its context capped at sliding_window)
+};
+PretrainedConfig read_pretrained_config(const std::string& dir);
 
 // dir/config.json's GPT-2 sizes as a GPTConfig, without reading the weights; ValueError when the
 // folder holds another architecture. (gpt2_config_from_json reads a config already parsed.)

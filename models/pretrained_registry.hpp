@@ -44,11 +44,15 @@ struct PlannedModel {
 
 struct Architecture {
     std::string model_type;                               // config.json's "model_type"
+    std::string family;                                   // the ampgrad model it loads into: "gpt2", "llama"
     std::vector<std::string> architectures;               // the "architectures" names it builds
     // Builds the model named `architecture` from config.json (uninitialised parameters, on the
     // host, in options.dtype) and its plan. config_path names config.json in errors.
     std::function<PlannedModel(const nlohmann::json& config, const std::string& config_path,
                                const std::string& architecture, const PretrainedOptions& options)> build;
+    // config.json's model config for `architecture` (PretrainedConfig's gpt or llama), as build reads it.
+    std::function<PretrainedConfig(const nlohmann::json& config, const std::string& config_path,
+                                   const std::string& architecture)> describe;
     // The plan that fills `model` (one this architecture built, or saves).
     std::function<WeightPlan(const PretrainedModel& model)> plan;
     // True when this architecture saves (and plans) `model`.

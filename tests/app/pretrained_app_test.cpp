@@ -1,8 +1,9 @@
-// pretrained_app_test.cpp: the `ampgrad` program with Hugging Face GPT-2 folders (the tiny
-// fixtures of tools/fixtures/hf_gpt2.py): sample --hf, eval --hf, train --init-from (fp16, --zero,
-// resume), export --hf, and their bad input.
+// pretrained_app_test.cpp: the `ampgrad` program with Hugging Face folders (the tiny fixtures of
+// tools/fixtures/hf_gpt2.py and hf_llama.py): sample --hf, eval --hf, train --init-from (fp16,
+// --zero, resume), export --hf, for GPT-2, Llama and Mistral, and their bad input.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,23 @@ namespace {
 
 std::string hf_fixture(const std::string& name) {
     return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_gpt2" / name).string();
+}
+
+std::string llama_fixture(const std::string& name) {
+    return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_llama" / name).string();
+}
+
+// The Llama fixtures have 40 token ids: Tiny Shakespeare in lower case, letters, spaces and
+// newlines only (28 characters), fits a char tokenizer under them.
+std::string lower_case_text(const std::string& dir) {
+    std::string text;
+    for (char c : data::tiny_shakespeare().substr(0, 100000)) {
+        const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if ((lower >= 'a' && lower <= 'z') || lower == ' ' || lower == '\n') text.push_back(lower);
+    }
+    const std::string path = dir + "/lower.txt";
+    std::ofstream(path) << text;
+    return path;
 }
 
 ProgramResult run_ampgrad(std::vector<std::string> args) {
@@ -46,8 +64,8 @@ std::vector<std::string> fine_tune(const std::string& dir, const std::string& ou
             "0", "--eval-every", "0", "--eval-iters", "1", "--sample-tokens", "0", "--progress", "plain", "--out", out};
 }
 
-// The largest difference between two GPTs' parameters.
-double max_difference(const models::GPT& a, const models::GPT& b) {
+// The largest difference between two models' parameters (the same names).
+double max_difference(const nn::Module& a, const nn::Module& b) {
     double worst = 0.0;
     nn::NamedTensors pb = b.state_dict();
     for (const auto& [name, t] : a.state_dict())
@@ -160,5 +178,108 @@ TEST_CASE("pretrained flags: bad folders and combinations are named, with a non-
     args.push_back("--tokenizer");
     args.push_back("byte");
     check_fails(run_ampgrad(args), "the byte tokenizer has 256 tokens, more than the model's vocabulary of 100");
+    fs::remove_all(out);
+}
+
+TEST_CASE("sample and eval --hf with Llama and Mistral folders; --block-size is the context") {
+    const std::string dir = make_temp_dir("hf_llama_sample"), text = lower_case_text(dir);
+    auto sample = [&](const std::string& folder, const std::string& temperature) {
+        return run_ok({"sample", "--hf", folder, "--tokenizer", "char", "--data", text, "--prompt", "romeo", "--tokens",
+                       "60", "--temperature", temperature, "--seed", "5"});
+    };
+    // Greedy: the same text from one file and from its shards.
+    const ProgramResult one = sample(llama_fixture("llama"), "0"), sharded = sample(llama_fixture("sharded"), "0");
+    CHECK(one.output.starts_with("romeo"));
+    CHECK(one.output == sharded.output);
+    // The model has 40 ids, the tokenizer 28: at a high temperature the other 12 would come up
+    // (and fail to decode) unless generation suppresses them.
+    CHECK(sample(llama_fixture("tied"), "3").output.size() > std::string("romeo\n").size());
+    const std::vector<std::string> eval = {"--tokenizer", "char", "--data", text, "--eval-iters", "2", "--batch-size", "4"};
+    auto eval_of = [&](const std::string& folder, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"eval", "--hf", folder};
+        args.insert(args.end(), eval.begin(), eval.end());
+        args.insert(args.end(), extra.begin(), extra.end());
+        return run_ampgrad(args);
+    };
+    const ProgramResult mistral = eval_of(llama_fixture("mistral"), {});
+    CAPTURE(mistral.output);
+    REQUIRE(mistral.exit_code == 0);
+    CHECK(eval_json(mistral).at("val_loss").get<double>() > 0.0);
+    // The Llama's context is max_position_embeddings (64); the Mistral's its sliding window (16).
+    CHECK(eval_of(llama_fixture("llama"), {"--block-size", "65"}).output.find(
+              "--block-size 65: longer than the context of the Llama in " + llama_fixture("llama") +
+              " (max_position_embeddings 64)") != std::string::npos);
+    CHECK(eval_of(llama_fixture("mistral"), {"--block-size", "17"}).exit_code == 1);
+    CHECK(eval_of(llama_fixture("mistral"), {"--block-size", "16"}).exit_code == 0);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("train --init-from a Llama folder: fp16, resume, export; the export evaluates as the checkpoint") {
+    const std::string out = make_temp_dir("hf_llama_init"), text = lower_case_text(out), exported = out + "/hf";
+    std::vector<std::string> args = fine_tune(llama_fixture("llama"), out, "1");
+    for (const char* a : {"--lr", "1e-9", "--min-lr", "0", "--weight-decay", "0", "--prec", "fp16", "--block-size", "32"})
+        args.push_back(a);
+    args.push_back("--data");
+    args.push_back(text);
+    const ProgramResult r = run_ok(args);
+    CHECK(r.output.find("init: the Hugging Face Llama weights in " + llama_fixture("llama")) != std::string::npos);
+    CHECK(r.output.find("L=2, NH=4, NKV=2, HS=4, H=16, I=32, T=32, V=40") != std::string::npos);
+    const ProgramResult e = run_ok({"export", "--ckpt", out, "--hf", exported});
+    CHECK(e.output.find("LlamaForCausalLM") != std::string::npos);
+    std::shared_ptr<models::Llama> start = models::from_pretrained(llama_fixture("llama")).llama();
+    std::shared_ptr<models::Llama> after = models::from_pretrained(exported).llama();
+    CHECK(after->config() == start->config());   // max_position_embeddings stays 64: T=32 is the run's
+    CHECK(max_difference(*after, *start) < 1e-6);
+    // The checkpoint holds the folder's config: it resumes and evaluates without the folder.
+    nlohmann::json state = nlohmann::json::parse(std::ifstream(out + "/checkpoints/step-00000001/state.json"));
+    CHECK(state.at("run_config").at("model") == "llama");
+    CHECK(state.at("run_config").at("pretrained_llama").at("rope_scaling").at("rope_type") == "llama3");
+    CHECK(state.at("run_config").at("vocab_size") == 40);
+    run_ok({"train", "--resume", out, "--steps", "3", "--sample-tokens", "30", "--progress", "plain",
+            "--out", out});
+    run_ok({"export", "--ckpt", out, "--hf", exported});
+    const nlohmann::json from_checkpoint = eval_json(run_ok({"eval", "--ckpt", out, "--eval-iters", "2"}));
+    nlohmann::json from_export = eval_json(run_ok({"eval", "--hf", exported, "--tokenizer", "char", "--data", text,
+                                                   "--eval-iters", "2", "--batch-size", "4", "--block-size", "32",
+                                                   "--prec", "fp16"}));
+    CHECK(from_export.at("val_loss") == from_checkpoint.at("val_loss"));
+    CHECK(from_export.at("train_loss") == from_checkpoint.at("train_loss"));
+    fs::remove_all(out);
+}
+
+TEST_CASE("train --init-from a Llama folder under --zero 3 on two processes, with a cached sample at the end") {
+    const std::string out = make_temp_dir("hf_llama_zero"), text = lower_case_text(out);
+    std::vector<std::string> args = {ampgrad_run_program(), "--nproc-per-node", "2", "--master-port",
+                                     std::to_string(free_port()), ampgrad_program()};
+    for (const std::string& a : fine_tune(llama_fixture("sharded"), out, "2")) args.push_back(a);
+    for (const char* a : {"--zero", "3", "--block-size", "16", "--sample-tokens", "24", "--data"}) args.push_back(a);
+    args.push_back(text);
+    ProgramResult r = run_program(args, {"OMP_NUM_THREADS=1"});
+    CAPTURE(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("ZeRO stage 3 on 2 process(es)") != std::string::npos);
+    CHECK(r.output.find("sample (temperature 0.8, top-k 40):") != std::string::npos);
+    fs::remove_all(out);
+}
+
+TEST_CASE("Llama --init-from: flags that contradict the folder are named") {
+    const std::string out = make_temp_dir("hf_llama_bad"), text = lower_case_text(out);
+    auto fails_with = [&](const std::string& folder, std::vector<std::string> extra, const std::string& fact) {
+        std::vector<std::string> args = fine_tune(folder, out, "1");
+        args.insert(args.end(), extra.begin(), extra.end());
+        const ProgramResult r = run_ampgrad(args);
+        CAPTURE(r.output);
+        CHECK(r.exit_code == 1);
+        CHECK(r.output.find(fact) != std::string::npos);
+    };
+    const std::string llama = llama_fixture("llama");
+    fails_with(llama, {"--data", text, "--model", "gpt"}, "--model gpt: the folder " + llama + " holds a LlamaForCausalLM");
+    fails_with(hf_fixture("lm"), {"--model", "llama"}, "--model llama: the folder " + hf_fixture("lm") +
+                                                       " holds a GPT2LMHeadModel");
+    fails_with(llama, {"--data", text, "--n-head", "2"}, "--n-head 2: the weights in " + llama +
+                                                         " have num_attention_heads 4");
+    fails_with(llama, {"--data", text, "--dropout", "0.1"}, "--dropout 0.1: the Llama has no dropout");
+    fails_with(llama, {"--data", text, "--block-size", "100"}, "(max_position_embeddings 64)");
+    fails_with(llama, {"--tokenizer", "byte"}, "the byte tokenizer has 256 tokens, more than the model's vocabulary of 40");
     fs::remove_all(out);
 }

@@ -1,7 +1,7 @@
 // logits_process_test.cpp: models/logits_process.hpp against transformers' logits processors
 // (fixtures from tools/fixtures/generation.py) and hand-computed rows: the repetition penalty
 // (both signs, penalties above and below 1, padding ignored), temperature, top-k (ties kept),
-// top-p (the most likely token always kept), the chain generate() applies, and bad input.
+// top-p (the most likely token always kept), suppressed tokens, the chain generate() applies, and bad input.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -74,6 +74,28 @@ TEST_CASE("process_logits: the chain generate() applies, in transformers' order"
     Tensor greedy = process_logits(f.at("scores"), f.at("ids"), Tensor(), g);
     CHECK_CLOSE(greedy, apply_repetition_penalty(f.at("scores"), f.at("ids"), Tensor(), g.repetition_penalty),
                 tol_for(kFloat32));
+}
+
+TEST_CASE("suppress_tokens: those ids are -inf in every row, greedy and sampled never pick them") {
+    Tensor s = tensor(std::vector<float>{0.1f, 2.0f, -1.0f, 5.0f, 4.0f, 1.0f}, {2, 3});
+    Tensor out = apply_suppress_tokens(s, {0, 1});
+    CHECK(out.to_vector<float>() == std::vector<float>{-kInf, -kInf, -1.0f, -kInf, -kInf, 1.0f});
+    CHECK(apply_suppress_tokens(s, {}).to_vector<float>() == s.to_vector<float>());
+    GenerationConfig g;
+    g.suppress_tokens = {1, 2};                                 // greedy: row 0's best (1) is gone
+    CHECK(select_next_tokens(process_logits(s, Tensor(), Tensor(), g), g) == std::vector<int64_t>{0, 0});
+    g.do_sample = true;
+    g.temperature = 5.0;                                        // flat: without suppression 1 and 2 would come up
+    g.suppress_tokens = {0, 2};
+    Tensor flat = zeros({4, 3});
+    for (int i = 0; i < 25; ++i)
+        CHECK(select_next_tokens(process_logits(flat, Tensor(), Tensor(), g), g) == std::vector<int64_t>{1, 1, 1, 1});
+    CHECK_THROWS_WITH_AS(apply_suppress_tokens(s, {3}), doctest::Contains("token id 3 is outside the vocabulary [0, 3)"),
+                         IndexError);
+    g.suppress_tokens = {0, 1, 2};
+    CHECK_THROWS_WITH_AS(g.validate(3), doctest::Contains("suppress_tokens removes every one of the 3"), ValueError);
+    g.suppress_tokens = {5};
+    CHECK_THROWS_WITH_AS(g.validate(3), doctest::Contains("suppress_tokens holds 5"), ValueError);
 }
 
 TEST_CASE("select_next_tokens: greedy is argmax; sampling never picks a filtered token and follows the seed") {
