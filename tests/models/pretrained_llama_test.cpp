@@ -1,7 +1,7 @@
 // pretrained_llama_test.cpp: Hugging Face Llama and Mistral folders (models/pretrained.hpp,
 // models/llama_pretrained.cpp) against transformers: the tiny folders and reference values
 // tools/fixtures/hf_llama.py wrote with transformers 5.x (tests/fixtures/hf_llama/,
-// hf_llama_reference.json). Logits and loss of an untied GQA Llama with Llama 3 RoPE scaling, a tied
+// hf_llama_reference.json). Logits, loss and gradients of an untied GQA Llama with Llama 3 RoPE scaling, a tied
 // bf16 one, a sharded save and a Mistral (its context capped at the sliding window); the byte-exact
 // round trip save_pretrained(from_pretrained(x)); and the errors of a config that contradicts the
 // weights or asks for what the Llama does not implement.
@@ -39,13 +39,27 @@ fs::path edited_copy(const std::string& name, const std::function<void(nlohmann:
     return dir;
 }
 
+// Logits, loss and every parameter's gradient against transformers' (f32 models only: the
+// gradients are of the f32 loss).
 void check_logits_and_loss(const models::PretrainedModel& m, const std::string& name) {
     const testing::Fixture ref = testing::load_fixture("hf_llama_reference");
     std::shared_ptr<models::Llama> llama = m.llama();
     llama->eval();
     const Tolerance f32{1e-5, 1e-5};
     CHECK_CLOSE(llama->forward(ref.at("idx")), ref.at(name + ".logits"), f32);          // (B,T,V)
-    CHECK_CLOSE(llama->forward(ref.at("idx"), ref.at("targets")), ref.at(name + ".loss"), f32);
+    Tensor loss = llama->forward(ref.at("idx"), ref.at("targets"));
+    CHECK_CLOSE(loss, ref.at(name + ".loss"), f32);
+    if (llama->embed_tokens->weight.dtype() != kFloat32) return;
+    llama->zero_grad();
+    loss.backward();
+    const Tolerance grad{1e-5, 1e-4};
+    size_t checked = 0;
+    for (const auto& [param, p] : llama->named_parameters()) {
+        CAPTURE(param);
+        CHECK_CLOSE(p.grad(), ref.at(name + ".grad." + param), grad);                   // transformers' names
+        ++checked;
+    }
+    CHECK(checked == (llama->config().tie_word_embeddings ? 20u : 21u));               // L=2: 9 per layer + norm, embed (+ head)
 }
 
 }  // namespace
