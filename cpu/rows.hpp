@@ -89,11 +89,14 @@ Acc row_max(const Acc* v, int64_t n) {
 // probability). std::exp is a libm call, which keeps a loop scalar; this is Cephes' expf as
 // straight-line code that AVX2 builds (-march=native, the default) vectorise, about 3x faster:
 //   x = n ln2 + r, |r| <= ln2/2;  exp(r) by a degree-7 polynomial;  2^n from exponent bits.
-// Max relative error 8.4e-8 (under 1 ulp) on [-87.3, 0]. Below -87.34, where expf's result turns
-// subnormal (< 1.2e-38), it returns 0; NaN stays NaN; x > 0 is treated as 0.
+// Max relative error 8.4e-8 (under 1 ulp) on [-87.3, 0]. Between -87.34 and -103.97 expf's result
+// is subnormal (below 1.2e-38): 2^n is applied in two steps, 2^(n+64) then 2^-64, so the one
+// rounding lands in the subnormal range as libm's does (PyTorch keeps these too: a softmax weight
+// of 1e-42 times an inf in v is inf, not 0 * inf = NaN). Below -103.97 it returns 0; NaN stays NaN;
+// x > 0 is treated as 0.
 inline float exp_nonpositive(float x) {
 #ifdef __AVX2__
-    constexpr float kLowest = -87.3365478515625f;                  // log(FLT_MIN)
+    constexpr float kLowest = -103.972084045410156f;               // log(2^-150): below, expf rounds to 0
     float xc = x >= kLowest ? x : kLowest;                         // also maps NaN to kLowest
     xc = xc <= 0.0f ? xc : 0.0f;
     float t = xc * 1.44269504088896341f + 12582912.0f;             // 1.5*2^23: rounds x/ln2 to an int
@@ -106,8 +109,11 @@ inline float exp_nonpositive(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    float two_n = std::bit_cast<float>((std::bit_cast<int32_t>(t) - 0x4B400000 + 127) << 23);   // 2^n
-    return x >= kLowest ? p * two_n : (x != x ? x : 0.0f);
+    const bool subnormal = n < -126.0f;                            // 2^n is no normal float
+    const int32_t exponent = std::bit_cast<int32_t>(t) - 0x4B400000 + 127 + (subnormal ? 64 : 0);
+    const float two_n = std::bit_cast<float>(exponent << 23);      // 2^n, or 2^(n+64)
+    const float result = (p * two_n) * (subnormal ? 0x1p-64f : 1.0f);
+    return x >= kLowest ? result : (x != x ? x : 0.0f);
 #else
     return std::exp(x);
 #endif

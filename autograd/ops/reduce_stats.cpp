@@ -168,13 +168,16 @@ Tensor prod_others_exact(const Tensor& x, int64_t dim) {                      //
     return transpose(others, dim, -1);
 }
 
-bool has_zero(const Tensor& x) {
+int64_t zero_count(const Tensor& x) {
     NoGradGuard no_grad;
-    return sum(eq(x, zeros_like(x)).to(kInt64)).item<int64_t>() > 0;           // one host sync
+    return sum(eq(x, zeros_like(x)).to(kInt64)).item<int64_t>();              // one host sync
 }
-}  // namespace
 
-Tensor prod(const Tensor& x_in, int64_t dim_in, bool keepdim) {
+// whole: the product of every element (prod(x)), whose backward, as PyTorch's prod_backward for it,
+// is all zeros when the input holds two zeros or more and no graph is being built (every product
+// of the others holds a zero; PyTorch skips its cumprod path there, so an inf beside the zeros gives 0,
+// not NaN). With create_graph it takes the products of the others, as the one-dim form always does.
+Tensor prod_over(const Tensor& x_in, int64_t dim_in, bool keepdim, bool whole) {
     Tensor x = x_in;
     AMPGRAD_AUTOCAST("prod", &x);
     ops::check_defined("prod", x, "input");
@@ -183,21 +186,26 @@ Tensor prod(const Tensor& x_in, int64_t dim_in, bool keepdim) {
     if (x.dim() == 0) return x.dtype() == out_dtype ? x.clone() : x.to(out_dtype);
     std::vector<int64_t> dims{dim};
     Tensor out = reduce_kernel(ReduceOp::kProd, x, dims, keepdim, out_dtype);
-    return record("prod", out, {x}, {x, out}, [dim, keepdim](BackwardContext& ctx, const tensor_list& g) {
+    return record("prod", out, {x}, {x, out}, [dim, keepdim, whole](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), gk = g[0];
         if (!keepdim) gk = unsqueeze(gk, dim);
         if (xs.numel() == 0) return tensor_list{zeros_like(xs)};
-        if (has_zero(xs)) return tensor_list{gk * prod_others_exact(xs, dim)};
+        const int64_t zeros = zero_count(xs);
+        if (whole && zeros > 1 && !GradMode::is_enabled()) return tensor_list{zeros_like(xs)};
+        if (zeros > 0) return tensor_list{gk * prod_others_exact(xs, dim)};
         // result / x; under create_graph the result is formed again so that it is differentiable
         Tensor y = GradMode::is_enabled() ? prod(xs, dim, true) : ctx.saved(1);
         if (!keepdim && !GradMode::is_enabled()) y = unsqueeze(y, dim);
         return tensor_list{gk * (y / xs)};
     });
 }
+}  // namespace
+
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim) { return prod_over(x, dim, keepdim, /*whole=*/false); }
 
 Tensor prod(const Tensor& x) {
     if (x.dim() == 0) return prod(x, 0, false);
-    return reshape(prod(reshape(x, {-1}), 0, false), {});
+    return reshape(prod_over(reshape(x, {-1}), 0, false, /*whole=*/true), {});
 }
 
 // ---- var / std: sum((x - mean)^2) / max(0, n - correction), over several dims. Backward is

@@ -1,9 +1,13 @@
 // nn_kernels_test.cpp: the CPU nn kernels (softmax, layer_norm, embedding, cross_entropy) called
 // directly through the backend: results are bitwise identical for 1 and 2 threads (rows are
 // independent; row sums use fixed chunks; scatter-add groups equal indices), optional gradients
-// may be left undefined, and ignored cross-entropy rows are exactly zero.
+// may be left undefined, ignored cross-entropy rows are exactly zero, and the row kernels' exp
+// (cpu/rows.hpp) keeps libm's subnormal results.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
+#include "cpu/rows.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -80,4 +84,23 @@ TEST_CASE("cross_entropy kernels: per-row loss, logsumexp, and zero rows for ign
     CHECK(d[3] == 0.0f);
     CHECK(d[4] == 0.0f);
     CHECK(d[5] == 0.0f);
+}
+
+// exp of -87.4 .. -103.9 is subnormal in f32: the row kernels' exp gives libm's value there (not 0),
+// so a softmax weight of 1e-42 times an inf is inf, as in PyTorch, not 0 * inf.
+TEST_CASE("exp_nonpositive agrees with expf down to the subnormals; softmax keeps a subnormal weight") {
+    for (float x = 0.0f; x > -110.0f; x -= 0.0137f) {
+        CAPTURE(x);
+        const float want = std::exp(x), got = cpu::exp_nonpositive(x);
+        const float ulps = want >= 1.17549435e-38f ? 2.0f * 1.1920929e-7f * want : 1.5e-45f;   // 2 ulp / 1 subnormal step
+        CHECK(std::fabs(got - want) <= ulps);
+    }
+    CHECK(cpu::exp_nonpositive(-200.0f) == 0.0f);
+    CHECK(std::isnan(cpu::exp_nonpositive(NAN)));
+    Tensor p = F::softmax(tensor(std::vector<float>{0.0f, -96.6f}, {1, 2}), -1);   // (1,2)
+    const float tiny = p.to_vector<float>()[1];
+    CHECK(tiny > 0.0f);
+    CHECK(tiny == doctest::Approx(std::exp(-96.6f)).epsilon(2e-3));            // subnormal: ~10 bits
+    Tensor y = matmul(p, tensor(std::vector<float>{1.0f, INFINITY}, {2, 1}));
+    CHECK(std::isinf(y.item<float>()));
 }

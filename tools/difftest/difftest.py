@@ -324,7 +324,7 @@ def main():
         if res[0] == "torch_unsupported":
             unsupported[op] += 1
             continue
-        why = explain(case, res[0], res[1]) if res[0] in ("outputs", "grads", "grads2") else None
+        why = explain(case, res[0], res[1])
         if why is not None:                             # a documented deliberate difference
             known[why.name].append((f"{op}:{res[0]}", seed))
             known_section[why.name] = why.section

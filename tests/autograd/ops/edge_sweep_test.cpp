@@ -75,6 +75,24 @@ TEST_CASE("prod: result / x without zeros gives NaN at NaN and inf inputs, as Py
     }
 }
 
+// PyTorch 2.15's values (prod_backward in FunctionsManual.cpp): the whole product with two zeros or
+// more, without create_graph, has gradient 0 (no cumprod, so the inf beside the zeros never makes a
+// NaN); with create_graph, and over a dim always, the products of the others (inf * 0 = NaN).
+TEST_CASE("prod: two zeros beside an inf: the whole product's gradient is 0 without create_graph, as PyTorch") {
+    const std::vector<float> values = {INFINITY, 0.0f, -0.0f, 2.0f};
+    const Tensor others = tensor(std::vector<float>{0.0f, NAN, NAN, NAN}, {4});
+    for (bool create_graph : {false, true}) {
+        CAPTURE(create_graph);
+        Tensor x = tensor(values, {4}).requires_grad_(true);
+        Tensor whole = autograd::grad({prod(x)}, {x}, {}, true, create_graph)[0];
+        CHECK(same_values(whole, create_graph ? others : zeros({4})));
+        Tensor r = tensor(values, {1, 4}).requires_grad_(true);
+        Tensor y = prod(r, 1);
+        Tensor by_dim = autograd::grad({y}, {r}, {ones_like(y)}, true, create_graph)[0];
+        CHECK(same_values(by_dim, others.view({1, 4})));
+    }
+}
+
 TEST_CASE("norm: sgn(NaN) is 0 in the inf-, -inf- and 1-norm gradients, as PyTorch") {
     Fixture f = load_fixture("edge_sweep_reduce");
     Tensor n1 = leaf(f, "n");
