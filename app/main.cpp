@@ -17,8 +17,10 @@ namespace {
 // --tokenizer (train, bench, and sample/eval --hf): the kinds app/trainer.cpp's make_tokenizer builds.
 void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
     // Checked by RunConfig::validate (gpt2:DIR and tiktoken:FILE carry a path).
-    cmd->add_option("--tokenizer", tokenizer, "char (the text's characters), byte (V=256), gpt2:DIR (a byte-level "
-                                              "BPE: DIR/vocab.json + DIR/merges.txt) or tiktoken:FILE (a rank file)")
+    cmd->add_option("--tokenizer", tokenizer, "auto (the --init-from/--hf folder's vocab.json + merges.txt if it has "
+                                              "them, else char), char (the text's characters), byte (V=256), gpt2:DIR "
+                                              "(a byte-level BPE: DIR/vocab.json + DIR/merges.txt) or tiktoken:FILE "
+                                              "(a rank file)")
         ->capture_default_str();
 }
 

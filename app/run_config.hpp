@@ -35,7 +35,10 @@ struct RunConfig {
     // data
     std::string task = "text";          // text | addition
     std::string data_file;              // empty: the bundled Tiny Shakespeare
-    std::string tokenizer = "char";     // char | byte | gpt2:DIR | tiktoken:FILE (text task; app/trainer.cpp's make_tokenizer, docs/tokenizers.md)
+    // auto | char | byte | gpt2:DIR | tiktoken:FILE (text task; app/trainer.cpp's make_tokenizer,
+    // docs/tokenizers.md). auto: gpt2:DIR when the --init-from / --hf folder DIR holds vocab.json and
+    // merges.txt (as a Hub GPT-2 does), else char; the trainer replaces it with what it chose.
+    std::string tokenizer = "auto";
     int64_t digits = 2;                 // addition task
     // optimisation: AdamW, linear warm-up then cosine decay to min_lr
     int64_t steps = 1500;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <numbers>
 
 #include "ampgrad_config.h"
@@ -30,12 +31,20 @@ Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& s
         text = data::read_text_file(cfg.data_file);
         c.source = cfg.data_file;
     }
-    c.tokenizer = saved ? *saved : make_tokenizer(cfg.tokenizer, text);
+    c.tokenizer = saved ? *saved : make_tokenizer(resolve_tokenizer(cfg.tokenizer, cfg.init_from), text);
     std::vector<int32_t> ids = c.tokenizer.encode(text);
     const size_t n_train = ids.size() * 9 / 10;
     c.train = std::make_shared<std::vector<int32_t>>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
     c.val = std::make_shared<std::vector<int32_t>>(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
     return c;
+}
+
+std::string resolve_tokenizer(const std::string& spec, const std::string& pretrained_dir) {
+    if (spec != "auto") return spec;
+    const std::filesystem::path dir(pretrained_dir);
+    const bool has_bpe = !pretrained_dir.empty() && std::filesystem::exists(dir / "vocab.json") &&
+                         std::filesystem::exists(dir / "merges.txt");
+    return has_bpe ? "gpt2:" + pretrained_dir : "char";
 }
 
 data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text) {
@@ -45,7 +54,8 @@ data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text) {
         return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_hf_dir(spec.substr(5))));
     if (spec.starts_with("tiktoken:"))
         return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_tiktoken(spec.substr(9))));
-    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected char, byte, gpt2:DIR or tiktoken:FILE", spec));
+    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected auto, char, byte, gpt2:DIR or tiktoken:FILE",
+                                 spec));
 }
 
 // A BPE is saved whole (each id's byte-level spelling and the merges, as in vocab.json and
@@ -173,6 +183,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     // A fresh --init-from run (a resumed one has the sizes already, and its checkpoint's weights).
     const bool load_pretrained = !cfg_.init_from.empty() && cfg_.vocab_size == 0;
     if (load_pretrained) adopt_pretrained_sizes();
+    cfg_.tokenizer = resolve_tokenizer(cfg_.tokenizer, cfg_.init_from);   // "auto" -> what it stands for
     const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
     if (cfg_.zero >= 0 || data_parallel) join_process_group();
     int64_t vocab = 0;

@@ -32,6 +32,9 @@ Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& s
 // The one place a --tokenizer value becomes a tokenizer (train, sample, eval, --init-from): byte,
 // char (the characters of `text`), gpt2:DIR (vocab.json + merges.txt) or tiktoken:FILE (a rank file).
 data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text);
+// --tokenizer auto: gpt2:DIR when pretrained_dir (--init-from, --hf) holds vocab.json and
+// merges.txt, else char; any other value is returned as it is.
+std::string resolve_tokenizer(const std::string& spec, const std::string& pretrained_dir);
 // The tokenizer of a run: char (from the text or as saved), byte, bpe (saved whole), or the
 // addition task's.
 nlohmann::json tokenizer_to_json(const data::Tokenizer& t);

@@ -154,6 +154,30 @@ TEST_CASE("export --hf: a run trained from scratch becomes a GPT2LMHeadModel fol
     fs::remove_all(out);
 }
 
+TEST_CASE("--tokenizer auto (the default): the folder's vocab.json + merges.txt when it has them, else char") {
+    const std::string out = make_temp_dir("hf_auto_tokenizer"), folder = out + "/gpt", bpe = out + "/bpe";
+    models::GPTConfig c = models::GPTConfig::preset("nano");
+    c.vocab_size = 512;                                                   // the trained_512 tokenizer's
+    models::save_pretrained(std::make_shared<models::GPT>(c), folder);
+    const fs::path tokenizer = fs::path(std::getenv("AMPGRAD_FIXTURES")) / "bpe" / "trained_512";
+    for (const char* f : {"vocab.json", "merges.txt"}) fs::copy_file(tokenizer / f, fs::path(folder) / f);
+    const std::vector<std::string> short_run = {"--steps", "1", "--batch-size", "2", "--warmup", "0", "--eval-every",
+                                                "0", "--eval-iters", "1", "--sample-tokens", "8", "--progress", "plain"};
+    std::vector<std::string> args = {"train", "--init-from", folder, "--out", out + "/run"};
+    args.insert(args.end(), short_run.begin(), short_run.end());
+    const ProgramResult r = run_ok(args);
+    CHECK(r.output.find("(bpe tokenizer)") != std::string::npos);
+    nlohmann::json state = nlohmann::json::parse(std::ifstream(out + "/run/checkpoints/step-00000001/state.json"));
+    CHECK(state.at("run_config").at("tokenizer") == "gpt2:" + folder);    // what auto chose, for --resume
+    CHECK(run_ok({"sample", "--hf", folder, "--prompt", "ROMEO:", "--tokens", "5", "--temperature", "0"})
+              .output.starts_with("ROMEO:"));
+    // The GPT-2 fixture folder has no tokenizer files: char.
+    args = {"train", "--init-from", hf_fixture("lm"), "--out", out + "/char"};
+    args.insert(args.end(), short_run.begin(), short_run.end());
+    CHECK(run_ok(args).output.find("(char tokenizer)") != std::string::npos);
+    fs::remove_all(out);
+}
+
 TEST_CASE("pretrained flags: bad folders and combinations are named, with a non-zero exit") {
     auto check_fails = [](const ProgramResult& r, const std::string& fact) {
         CAPTURE(r.output);
