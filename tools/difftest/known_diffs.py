@@ -169,7 +169,7 @@ def _prod_f16_partial_out_of_range(case, m):
 
 def _prod_zero_and_nonfinite(case, m):
     """PyTorch's prod_backward takes prod_safe_zeros_backward (through cumprod) whenever the input holds a
-    zero anywhere; cumprod's derivative spreads a NaN or inf that our products-of-the-others table keeps
+    zero anywhere; cumprod's derivative spreads a NaN or inf that our doubling scan's derivative keeps
     out"""
     x = _view(case, _args(case)[0])
     return m.nonfinite_differs() and _has(x, lambda t: t == 0) and _has(x, lambda t: ~torch.isfinite(t))

@@ -108,6 +108,24 @@ TEST_CASE("prod's gradient with zeros: one zero gets the product of the others, 
     CHECK(zeros({0, 3}).prod().item<float>() == 1.0f);
 }
 
+// The products of the others come from prefix and suffix products (O(n log n)), not an (n,n) table:
+// 200,000 elements (a table would hold 4e10) with one zero, in f64 and f32.
+TEST_CASE("prod's gradient at a zero of a long vector is the product of the others, without an (n,n) table") {
+    const int64_t n = 200000, z = 123457;
+    for (DType dt : {kFloat64, kFloat32}) {
+        CAPTURE(dtype_name(dt));
+        Tensor base = 1.0 + (rand({n}, TensorOptions(kFloat64)) - 0.5) * 1e-3;             // product near 1
+        Tensor x = base.clone();
+        x.narrow(0, z, 1).fill_(0.0);
+        x = x.to(dt).requires_grad_(true);
+        x.prod().backward();
+        Tensor others = cat({base.narrow(0, 0, z), base.narrow(0, z + 1, n - z - 1)}).to(dt).to(kFloat64).prod();
+        Tensor at_zero = x.grad().narrow(0, z, 1).to(kFloat64).sum();
+        CHECK(at_zero.item<double>() == doctest::Approx(others.item<double>()).epsilon(dt == kFloat64 ? 1e-12 : 1e-4));
+        CHECK(x.grad().abs().sum().item<double>() == doctest::Approx(std::abs(others.item<double>())).epsilon(1e-4));
+    }
+}
+
 TEST_CASE("min(dim) picks the first minimum and the first nan; argmin agrees") {
     Tensor x = tensor<float>({3, 1, 1, 2, 5, NAN, 0, NAN}, {2, 4});
     auto [v, i] = x.min(1);
