@@ -34,6 +34,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// vocab.json + merges.txt (what --tokenizer gpt2:DIR and transformers' GPT2Tokenizer read) and
+// tokenizer.json (Hugging Face tokenizers), each written atomically into the existing folder dir.
+void write_tokenizer_files(const data::BpeTokenizer& tok, const std::string& dir) {
+    write_file_atomic((fs::path(dir) / "vocab.json").string(), tok.vocab_json());
+    write_file_atomic((fs::path(dir) / "merges.txt").string(), tok.merges_txt());
+    write_file_atomic((fs::path(dir) / "tokenizer.json").string(), tok.tokenizer_json());
+}
+
 // "a checkpoint from another preset": a --preset that disagrees with what the checkpoint was made with.
 void check_preset(const std::optional<std::string>& given, const std::string& saved, const std::string& dir) {
     if (given && *given != saved)
@@ -263,6 +271,8 @@ int run_export(const ExportOptions& o) {
     const models::PretrainedModel model = lm.gpt() ? models::PretrainedModel{"GPT2LMHeadModel", "gpt2", lm.gpt()}
                                                    : models::PretrainedModel{"LlamaForCausalLM", "llama", lm.llama()};
     models::save_pretrained(model, o.hf_out);
+    const data::Tokenizer& tokenizer = t->corpus().tokenizer;
+    if (tokenizer.bpe() != nullptr) write_tokenizer_files(*tokenizer.bpe(), o.hf_out);   // the folder is complete
     const Tensor& embedding = lm.gpt() ? lm.gpt()->wte->weight : lm.llama()->embed_tokens->weight;
     std::string shape = lm.shape_text();
     if (lm.gpt()) {   // nanoGPT's order of the sizes
@@ -271,10 +281,10 @@ int run_export(const ExportOptions& o) {
     } else {          // the Llama's context as exported, not the run's
         shape += fmt::format(", max_position_embeddings={}", lm.llama()->config().max_position_embeddings);
     }
-    std::printf("exported %s (step %lld) to %s: %s, %s, %s (%s tokenizer: token ids are its ids)\n",
+    std::printf("exported %s (step %lld) to %s: %s, %s, %s (%s tokenizer: token ids are its ids%s)\n",
                 resolve_checkpoint(o.checkpoint).c_str(), static_cast<long long>(t->step()), o.hf_out.c_str(),
                 model.architecture.c_str(), shape.c_str(), std::string(dtype_name(embedding.dtype())).c_str(),
-                t->corpus().tokenizer.kind_name());
+                tokenizer.kind_name(), tokenizer.bpe() ? "; written as vocab.json, merges.txt, tokenizer.json" : "");
     return 0;
 }
 
@@ -341,9 +351,7 @@ int run_tokenizer_train(const TokenizerTrainOptions& o) {
     std::error_code ec;
     fs::create_directories(o.output, ec);
     if (ec) throw IOError(fmt::format("tokenizer train: cannot create the folder \"{}\": {}", o.output, ec.message()));
-    write_file_atomic((fs::path(o.output) / "vocab.json").string(), tok.vocab_json());
-    write_file_atomic((fs::path(o.output) / "merges.txt").string(), tok.merges_txt());
-    write_file_atomic((fs::path(o.output) / "tokenizer.json").string(), tok.tokenizer_json());
+    write_tokenizer_files(tok, o.output);
     const size_t n_ids = tok.encode(text, /*allow_special=*/true).size();
     std::printf("tokenizer train: %s (%zu bytes) -> %s/{vocab.json,merges.txt,tokenizer.json}: %lld tokens (%lld merges) in %.1f s; "
                 "the text is %zu tokens, %.2f bytes per token\n", o.input.c_str(), text.size(), o.output.c_str(),

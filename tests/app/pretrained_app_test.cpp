@@ -171,6 +171,15 @@ TEST_CASE("--tokenizer auto (the default): the folder's vocab.json + merges.txt 
     CHECK(state.at("run_config").at("tokenizer") == "gpt2:" + folder);    // what auto chose, for --resume
     CHECK(run_ok({"sample", "--hf", folder, "--prompt", "ROMEO:", "--tokens", "5", "--temperature", "0"})
               .output.starts_with("ROMEO:"));
+    // export writes the run's BPE beside the weights, the same files, so the folder is complete.
+    CHECK(run_ok({"export", "--ckpt", out + "/run", "--hf", out + "/exported"}).output.find(
+              "written as vocab.json, merges.txt, tokenizer.json") != std::string::npos);
+    auto read = [](const fs::path& p) { return std::string(std::istreambuf_iterator<char>(std::ifstream(p).rdbuf()), {}); };
+    for (const char* f : {"vocab.json", "merges.txt"}) {
+        CAPTURE(f);
+        CHECK(read(fs::path(out) / "exported" / f) == read(tokenizer / f));
+    }
+    CHECK(fs::exists(fs::path(out) / "exported" / "tokenizer.json"));
     // The GPT-2 fixture folder has no tokenizer files: char.
     args = {"train", "--init-from", hf_fixture("lm"), "--out", out + "/char"};
     args.insert(args.end(), short_run.begin(), short_run.end());
