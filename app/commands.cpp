@@ -242,6 +242,9 @@ int run_sample(const SampleOptions& o) {
     if (o.top_p < 1.0) g.top_p = o.top_p;
     g.repetition_penalty = o.repetition_penalty;
     g.suppress_tokens = t->unspellable_tokens();
+    const data::BpeTokenizer* bpe = tok.bpe();
+    if (!o.ignore_eos && bpe != nullptr && bpe->eot_token() >= 0 && bpe->eot_token() < t->model().vocab_size())
+        g.eos_token_id = bpe->eot_token();                      // as transformers' generation_config for GPT-2
     g.seed = o.seed;
     g.use_cache = !o.no_cache;
     t->model().module()->eval();

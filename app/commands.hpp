@@ -36,6 +36,7 @@ struct SampleOptions {
     double top_p = 1.0;                  // 1: no nucleus filter
     double repetition_penalty = 1.0;     // 1: none
     bool no_cache = false;               // rerun the whole context per token (the pre-KV-cache loop)
+    bool ignore_eos = false;             // keep going past a BPE tokenizer's <|endoftext|> (default: stop there)
     uint64_t seed = 1;
     std::optional<std::string> preset_given;
 };

@@ -128,6 +128,8 @@ int main(int argc, char** argv) {
                            "divide (multiply if negative) the logits of tokens already present (1: off)")
         ->capture_default_str()->check(CLI::PositiveNumber);
     sample_cmd->add_flag("--no-cache", sample.no_cache, "recompute the whole context for every token (no KV cache)");
+    sample_cmd->add_flag("--ignore-eos", sample.ignore_eos, "do not stop at the tokenizer's <|endoftext|> (a BPE "
+                                                            "tokenizer's end token stops the sample by default)");
     sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
     std::string sample_preset, eval_preset;
     CLI::Option* sample_preset_opt = sample_cmd->add_option("--preset", sample_preset, "expected preset (checked)");

@@ -154,7 +154,7 @@ TEST_CASE("export --hf: a run trained from scratch becomes a GPT2LMHeadModel fol
     fs::remove_all(out);
 }
 
-TEST_CASE("--tokenizer auto (the default): the folder's vocab.json + merges.txt when it has them, else char") {
+TEST_CASE("--tokenizer auto (the default) takes the folder's BPE; export writes it back; sample stops at <|endoftext|>") {
     const std::string out = make_temp_dir("hf_auto_tokenizer"), folder = out + "/gpt", bpe = out + "/bpe";
     models::GPTConfig c = models::GPTConfig::preset("nano");
     c.vocab_size = 512;                                                   // the trained_512 tokenizer's
@@ -180,6 +180,22 @@ TEST_CASE("--tokenizer auto (the default): the folder's vocab.json + merges.txt 
         CHECK(read(fs::path(out) / "exported" / f) == read(tokenizer / f));
     }
     CHECK(fs::exists(fs::path(out) / "exported" / "tokenizer.json"));
+    // sample stops at the BPE's <|endoftext|> (511 here), as transformers' generate does, unless
+    // --ignore-eos: a model whose every position prefers it (ln_f outputs ones, wte[511] = 5).
+    std::shared_ptr<models::GPT> eot_model = models::from_pretrained(folder).gpt();
+    {
+        NoGradGuard no_grad;
+        eot_model->ln_f->weight.fill_(0.0);
+        eot_model->ln_f->bias.fill_(1.0);
+        eot_model->wte->weight.narrow(0, 511, 1).fill_(5.0);
+    }
+    models::save_pretrained(eot_model, folder);
+    const std::vector<std::string> greedy = {"sample", "--hf", folder, "--prompt", "ROMEO:", "--tokens", "4",
+                                             "--temperature", "0"};
+    CHECK(run_ok(greedy).output == "ROMEO:<|endoftext|>\n");
+    std::vector<std::string> past_end = greedy;
+    past_end.push_back("--ignore-eos");
+    CHECK(run_ok(past_end).output == "ROMEO:<|endoftext|><|endoftext|><|endoftext|><|endoftext|>\n");
     // The GPT-2 fixture folder has no tokenizer files: char.
     args = {"train", "--init-from", hf_fixture("lm"), "--out", out + "/char"};
     args.insert(args.end(), short_run.begin(), short_run.end());
