@@ -1,8 +1,12 @@
 // kernel_preconditions.hpp: the layout checks a kernel and its twin on another backend both make
-// before touching memory (layer_norm, embedding and gemm_epilogue, in cpu/ and cuda/), written once. A failed check is a kernel-contract violation by the op layer,
-// reported by AMPGRAD_CHECK (core/error.hpp) with the kernel and the tensors it was given.
+// before touching memory (layer_norm, embedding, gemm_epilogue, attention and the row kernels of
+// sort, in cpu/ and cuda/), written once. On the GPU a shape the kernel does not expect is no clean
+// error but an out-of-bounds access that loses the context, so the checks cover every operand. A
+// failed check is a kernel-contract violation by the op layer, reported by AMPGRAD_CHECK
+// (core/error.hpp) with the kernel and the tensors it was given.
 #pragma once
 #include <initializer_list>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/tensor.hpp"
@@ -48,6 +52,60 @@ inline void check_gemm_epilogue_shapes(const Tensor& out, const Tensor& aux, con
     AMPGRAD_CHECK(!aux.defined() || (gelu && aux.is_contiguous() && aux.sizes() == out.sizes() &&
                                      aux.dtype() == out.dtype()),
                   "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
+}
+
+// The fused attention's operands (core/fused_kernels.hpp): q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv),
+// out (B,NH,T,HSv), one floating dtype, S > 0, NH a multiple of NKV > 0; lse (B,NH,T) contiguous in
+// the compute type (f32, f64 for f64). `op` names the kernel in the message.
+inline void check_attention_args(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q,
+                                 const Tensor& k, const Tensor& v) {
+    AMPGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, "{}: q {} k {} v {} out {}", op,
+                  q.describe(), k.describe(), v.describe(), out.describe());
+    AMPGRAD_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype() && out.dtype() == q.dtype(), "{}: dtypes differ",
+                  op);
+    AMPGRAD_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(3) == q.size(3) &&
+                      v.size(2) == k.size(2) && out.sizes() == Shape({q.size(0), q.size(1), q.size(2), v.size(3)}),
+                  "{}: q {} k {} v {} out {} do not fit (B,NH,T,HS), (B,NKV,S,HS), (B,NKV,S,HSv), (B,NH,T,HSv)", op,
+                  q.describe(), k.describe(), v.describe(), out.describe());
+    AMPGRAD_CHECK(lse.is_contiguous() && lse.numel() == q.size(0) * q.size(1) * q.size(2) &&
+                      lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
+                  "{}: lse is {}", op, lse.describe());
+    AMPGRAD_CHECK(k.size(2) > 0, "{}: no keys in {}", op, k.describe());
+    AMPGRAD_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0 && v.size(1) == k.size(1),
+                  "{}: {} query heads cannot share {} key and {} value heads", op, q.size(1), k.size(1), v.size(1));
+}
+
+// The backward's gradients, each undefined or shaped as its input in q's dtype (dk, dv: NKV heads);
+// dout shaped as out.
+inline void check_attention_grads(const char* op, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                  const Tensor& dout, const Tensor& out, const Tensor& q, const Tensor& k,
+                                  const Tensor& v) {
+    AMPGRAD_CHECK(dout.sizes() == out.sizes() && dout.dtype() == q.dtype(), "{}: dout {} for out {}", op,
+                  dout.describe(), out.describe());
+    for (auto [grad, input] : {std::pair{&dq, &q}, std::pair{&dk, &k}, std::pair{&dv, &v}})
+        AMPGRAD_CHECK(!grad->defined() || (grad->sizes() == input->sizes() && grad->dtype() == q.dtype()),
+                      "{}: gradient {} for input {}", op, grad->describe(), input->describe());
+}
+
+// The row kernels along the last dim (sort, take_along_last, put_along_last; core/kernels.hpp):
+// `rows` (R,N) and `picked` (R,K) contiguous, one dtype; index int64 contiguous (R,K) or (1,K).
+inline void check_along_last(const char* kernel, const Tensor& rows, const Tensor& picked, const Tensor& index) {
+    AMPGRAD_CHECK(rows.dim() == 2 && picked.dim() == 2 && index.dim() == 2 && rows.is_contiguous() &&
+                      picked.is_contiguous() && index.is_contiguous() && index.dtype() == kInt64 &&
+                      picked.dtype() == rows.dtype() && picked.size(0) == rows.size(0) &&
+                      index.size(1) == picked.size(1) && (index.size(0) == 1 || index.size(0) == picked.size(0)),
+                  "{}: expected contiguous rows (R,N), (R,K) of one dtype and an int64 index (R,K) or (1,K); got "
+                  "rows {}, picked {}, index {}",
+                  kernel, rows.describe(), picked.describe(), index.describe());
+}
+
+// sort's operands: in, values (R,N) contiguous of one dtype, indices (R,N) int64 contiguous.
+inline void check_sort_rows(const Tensor& values, const Tensor& indices, const Tensor& in) {
+    AMPGRAD_CHECK(in.dim() == 2 && in.is_contiguous() && values.is_contiguous() && indices.is_contiguous() &&
+                      values.sizes() == in.sizes() && indices.sizes() == in.sizes() && values.dtype() == in.dtype() &&
+                      indices.dtype() == kInt64,
+                  "sort: expected contiguous rows (R,N), got in {}, values {}, indices {}", in.describe(),
+                  values.describe(), indices.describe());
 }
 
 }  // namespace ampgrad

@@ -261,10 +261,12 @@ struct Maximum { template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y)
 struct Minimum { template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) { return (x != x || x < y) ? x : y; } };
 
 // fmod: the remainder of truncated division, with a's sign (C's fmod, torch.fmod). Integer division
-// by 0 has no value: the op layer refuses it, and the formula writes 0 rather than trap.
+// by 0 has no value: the op layer refuses it, and the formula writes 0 rather than trap. A divisor of
+// -1 always leaves 0, written directly: the type's minimum % -1 overflows (SIGFPE on x86, undefined on
+// the GPU).
 struct Fmod {
     template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) {
-        if constexpr (std::is_integral_v<T>) return y == T(0) ? T(0) : static_cast<T>(x % y);
+        if constexpr (std::is_integral_v<T>) return (y == T(0) || y == T(-1)) ? T(0) : static_cast<T>(x % y);
         else return fmod(x, y);
     }
 };
@@ -273,7 +275,7 @@ struct Fmod {
 struct Remainder {
     template <class T> AMPGRAD_HOST_DEVICE static T value(T x, T y) {
         if constexpr (std::is_integral_v<T>) {
-            if (y == T(0)) return T(0);
+            if (y == T(0) || y == T(-1)) return T(0);      // -1: as Fmod, never the overflowing min % -1
             T r = static_cast<T>(x % y);
             return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? static_cast<T>(r + y) : r;
         } else {

@@ -21,6 +21,7 @@
 #include <limits>
 
 #include "core/fused_kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "cpu/attention.hpp"
 #include "cpu/loops.hpp"
 
@@ -176,19 +177,7 @@ void backward_typed(const AttentionGradArgs& g) {
 }
 
 void check_args(const AttentionArgs& a) {
-    const Tensor& q = a.q;
-    AMPGRAD_CHECK(q.dim() == 4 && a.k.dim() == 4 && a.v.dim() == 4 && a.out.dim() == 4,
-                  "attention: q {} k {} v {} out {}", q.describe(), a.k.describe(), a.v.describe(),
-                  a.out.describe());
-    AMPGRAD_CHECK(a.k.dtype() == q.dtype() && a.v.dtype() == q.dtype() && a.out.dtype() == q.dtype(),
-                  "attention: dtypes differ");
-    AMPGRAD_CHECK(a.lse.is_contiguous() && a.lse.numel() == q.size(0) * q.size(1) * q.size(2) &&
-                      a.lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
-                  "attention: lse is {}", a.lse.describe());
-    AMPGRAD_CHECK(a.k.size(2) > 0, "attention: no keys in {}", a.k.describe());
-    AMPGRAD_CHECK(a.k.size(1) > 0 && q.size(1) % a.k.size(1) == 0 && a.v.size(1) == a.k.size(1),
-                  "attention: {} query heads cannot share {} key and {} value heads", q.size(1), a.k.size(1),
-                  a.v.size(1));
+    check_attention_args("attention", a.out, a.lse, a.q, a.k, a.v);
 }
 
 }  // namespace
@@ -201,6 +190,7 @@ void attention_forward(const AttentionArgs& a) {
 
 void attention_backward(const AttentionGradArgs& g) {
     check_args(g.fwd);
+    check_attention_grads("attention_backward", g.dq, g.dk, g.dv, g.dout, g.fwd.out, g.fwd.q, g.fwd.k, g.fwd.v);
     auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     if (!has_elements(g.dq) && !has_elements(g.dk) && !has_elements(g.dv)) return;   // T == 0 still zeroes dk, dv
     dispatch_float(g.fwd.q.dtype(), "attention_backward", [&](auto tag) { backward_typed<decltype(tag)>(g); });

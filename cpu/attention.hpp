@@ -8,7 +8,8 @@ namespace ampgrad::cpu {
 struct AttentionArgs {
     Tensor out;          // (B,NH,T,HSv) written; any strides
     Tensor lse;          // (B,NH,T) contiguous, f32 (f64 for f64 inputs); written by the forward
-    Tensor q, k, v;      // (B,NH,T,HS) (B,NH,S,HS) (B,NH,S,HSv); any strides; one floating dtype
+    Tensor q, k, v;      // (B,NH,T,HS) (B,NKV,S,HS) (B,NKV,S,HSv); any strides; one floating dtype;
+                         // NH a multiple of NKV (grouped-query attention when NKV < NH)
     double scale = 1.0;  // scores = scale * q k^T
     bool causal = false; // query i sees keys 0..i
 };

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "core/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/rows.hpp"
@@ -58,9 +59,7 @@ void check_indices(const char* op, const Tensor& index, int64_t N) {
 // ---- launchers ----
 
 void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending) {
-    AMPGRAD_CHECK(in.dim() == 2 && in.is_contiguous() && values.sizes() == in.sizes() && indices.dtype() == kInt64,
-                  "sort: expected contiguous rows (R,N), got in {}, values {}, indices {}", in.describe(),
-                  values.describe(), indices.describe());
+    check_sort_rows(values, indices, in);
     if (in.numel() == 0) return;
     dispatch_all(in.dtype(), "sort", [&](auto tag) {
         using T = decltype(tag);
@@ -70,10 +69,7 @@ void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool de
 }
 
 void take_along_last(const Tensor& out, const Tensor& in, const Tensor& index) {
-    AMPGRAD_CHECK(in.dim() == 2 && out.dim() == 2 && index.dim() == 2 && in.is_contiguous() && out.is_contiguous() &&
-                      index.is_contiguous() && index.dtype() == kInt64 && out.dtype() == in.dtype(),
-                  "take_along_last: expected contiguous (R,N), (R,K), index (R,K) or (1,K); got out {}, in {}, index {}",
-                  out.describe(), in.describe(), index.describe());
+    check_along_last("take_along_last", in, out, index);
     if (out.numel() == 0) return;
     check_indices("take_along_last", index, in.size(1));
     const int64_t R = out.size(0), K = out.size(1), N = in.size(1);
@@ -91,10 +87,7 @@ void take_along_last(const Tensor& out, const Tensor& in, const Tensor& index) {
 }
 
 void put_along_last(const Tensor& out, const Tensor& src, const Tensor& index) {
-    AMPGRAD_CHECK(out.dim() == 2 && src.dim() == 2 && index.dim() == 2 && out.is_contiguous() && src.is_contiguous() &&
-                      index.is_contiguous() && index.dtype() == kInt64 && out.dtype() == src.dtype(),
-                  "put_along_last: expected contiguous out (R,N), src (R,K), index (R,K) or (1,K); got {}, {}, {}",
-                  out.describe(), src.describe(), index.describe());
+    check_along_last("put_along_last", out, src, index);
     if (src.numel() == 0) return;
     check_indices("put_along_last", index, out.size(1));
     const int64_t R = src.size(0), K = src.size(1), N = out.size(1);

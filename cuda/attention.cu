@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "core/fused_kernels.hpp"
+#include "core/kernel_preconditions.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -298,18 +299,8 @@ void launch(Kernel kernel, int64_t blocks, int64_t elems, Args... args) {
 
 void check_args(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                 const Tensor& v) {
-    const int index = q.device().index;
-    require_on_device(op, index, {&out, &lse, &q, &k, &v});
-    AMPGRAD_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && out.dim() == 4, "{}: q {} k {} v {} out {}", op,
-                  q.describe(), k.describe(), v.describe(), out.describe());
-    AMPGRAD_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype() && out.dtype() == q.dtype(), "{}: dtypes differ",
-                  op);
-    AMPGRAD_CHECK(lse.is_contiguous() && lse.numel() == q.size(0) * q.size(1) * q.size(2) &&
-                      lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
-                  "{}: lse is {}", op, lse.describe());
-    AMPGRAD_CHECK(k.size(2) > 0, "{}: no keys in {}", op, k.describe());
-    AMPGRAD_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0 && v.size(1) == k.size(1),
-                  "{}: {} query heads cannot share {} key and {} value heads", op, q.size(1), k.size(1), v.size(1));
+    require_on_device(op, q.device().index, {&out, &lse, &q, &k, &v});
+    check_attention_args(op, out, lse, q, k, v);
     if (q.size(3) > kMaxHead || v.size(3) > kMaxHead)
         throw NotImplementedError(fmt::format("cuda {}: head sizes {} (q, k) and {} (v) exceed the kernel's {}", op,
                                               q.size(3), v.size(3), kMaxHead));
@@ -348,6 +339,7 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
     require_on_device("attention_backward", q.device().index, {&dout});
     for (const Tensor* g : {&dq, &dk, &dv})
         if (g->defined()) require_on_device("attention_backward", q.device().index, {g});
+    check_attention_grads("attention_backward", dq, dk, dv, dout, out, q, k, v);
     auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     if (!has_elements(dq) && !has_elements(dk) && !has_elements(dv)) return;   // T == 0 still zeroes dk, dv
     DeviceGuard guard(q.device().index);

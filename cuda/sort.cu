@@ -4,6 +4,7 @@
 // elements of its row that go before it (ties broken by index, so the result is stable) and writes
 // itself at that rank. O(N^2) work per row but no synchronisation or scratch memory: simple and
 // correct first; a segmented radix sort (cub::DeviceSegmentedSort) is the fast path left for later.
+#include "core/kernel_preconditions.hpp"
 #include "core/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
@@ -72,9 +73,7 @@ __global__ void put_kernel(int64_t R, int64_t K, int64_t N, bool shared, T* out,
 void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending) {
     const int device = in.device().index;
     require_on_device("sort", device, {&values, &indices, &in});
-    AMPGRAD_CHECK(in.dim() == 2 && in.is_contiguous() && values.sizes() == in.sizes() && indices.dtype() == kInt64,
-                  "sort: expected contiguous rows (R,N), got in {}, values {}, indices {}", in.describe(),
-                  values.describe(), indices.describe());
+    check_sort_rows(values, indices, in);
     const int64_t R = in.size(0), N = in.size(1);
     if (R * N == 0) return;
     DeviceGuard guard(device);
@@ -89,10 +88,7 @@ void sort(const Tensor& values, const Tensor& indices, const Tensor& in, bool de
 void take_along_last(const Tensor& out, const Tensor& in, const Tensor& index) {
     const int device = in.device().index;
     require_on_device("take_along_last", device, {&out, &in, &index});
-    AMPGRAD_CHECK(in.dim() == 2 && out.dim() == 2 && index.dim() == 2 && in.is_contiguous() && out.is_contiguous() &&
-                      index.is_contiguous() && index.dtype() == kInt64 && out.dtype() == in.dtype(),
-                  "take_along_last: expected contiguous (R,N), (R,K), index (R,K) or (1,K); got out {}, in {}, index {}",
-                  out.describe(), in.describe(), index.describe());
+    check_along_last("take_along_last", in, out, index);
     const int64_t R = out.size(0), K = out.size(1), N = in.size(1);
     if (R * K == 0) return;
     const bool shared = index.size(0) == 1 && R != 1;
@@ -108,10 +104,7 @@ void take_along_last(const Tensor& out, const Tensor& in, const Tensor& index) {
 void put_along_last(const Tensor& out, const Tensor& src, const Tensor& index) {
     const int device = out.device().index;
     require_on_device("put_along_last", device, {&out, &src, &index});
-    AMPGRAD_CHECK(out.dim() == 2 && src.dim() == 2 && index.dim() == 2 && out.is_contiguous() && src.is_contiguous() &&
-                      index.is_contiguous() && index.dtype() == kInt64 && out.dtype() == src.dtype(),
-                  "put_along_last: expected contiguous out (R,N), src (R,K), index (R,K) or (1,K); got {}, {}, {}",
-                  out.describe(), src.describe(), index.describe());
+    check_along_last("put_along_last", out, src, index);
     const int64_t R = src.size(0), K = src.size(1), N = out.size(1);
     if (R * K == 0) return;
     const bool shared = index.size(0) == 1 && R != 1;

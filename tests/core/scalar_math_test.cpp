@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string_view>
 
 #include "core/kernels.hpp"
@@ -70,6 +71,11 @@ TEST_CASE("issue 25's formulas: rounding, remainders, lerp, the rotary pair and 
     CHECK(Remainder::value(int64_t{-7}, int64_t{3}) == 2);
     CHECK(Fmod::value(int32_t{-7}, int32_t{3}) == -1);
     CHECK(Fmod::value(int64_t{5}, int64_t{0}) == 0);              // no trap: the op layer refuses it first
+    // the type's minimum by -1 overflows in C++'s %: the formulas give 0 without dividing (no SIGFPE)
+    CHECK(Fmod::value(std::numeric_limits<int64_t>::min(), int64_t{-1}) == 0);
+    CHECK(Remainder::value(std::numeric_limits<int32_t>::min(), int32_t{-1}) == 0);
+    CHECK(Fmod::value(int32_t{-7}, int32_t{-1}) == 0);
+    CHECK(Remainder::value(int64_t{7}, int64_t{-1}) == 0);
     CHECK(Lerp::value(0.1, 1e8, 1.0) == 1e8);                     // exact at both ends
     CHECK(Lerp::value(0.1, 1e8, 0.0) == 0.1);
     CHECK(Lerp::value(1.0, 3.0, 0.25) == 1.5);

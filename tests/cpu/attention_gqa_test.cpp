@@ -56,3 +56,20 @@ TEST_CASE("cpu attention kernels refuse query heads that do not share key heads 
     Tensor out = empty({1, 6, 3, 4}), lse = empty({1, 6, 3});
     CHECK_THROWS(kernels::attention_forward(out, lse, q, k, v, 0.5, false));
 }
+
+TEST_CASE("cpu attention kernels refuse operands that do not fit: batch, head size, keys, out, gradients") {
+    Tensor q = randn({2, 4, 3, 8}), k = randn({2, 2, 5, 8}), v = randn({2, 2, 5, 6});
+    Tensor out = empty({2, 4, 3, 6}), lse = empty({2, 4, 3});
+    kernels::attention_forward(out, lse, q, k, v, 0.5, false);                       // fits
+    CHECK_THROWS(kernels::attention_forward(out, lse, q, randn({1, 2, 5, 8}), v, 0.5, false));   // batch
+    CHECK_THROWS(kernels::attention_forward(out, lse, q, randn({2, 2, 5, 4}), v, 0.5, false));   // HS
+    CHECK_THROWS(kernels::attention_forward(out, lse, q, k, randn({2, 2, 4, 6}), 0.5, false));   // S
+    CHECK_THROWS(kernels::attention_forward(empty({2, 4, 3, 8}), lse, q, k, v, 0.5, false));    // HSv
+    Tensor dout = randn({2, 4, 3, 6});
+    // dk with the query heads' count (the contract before grouped K/V) would leave heads unwritten
+    CHECK_THROWS(kernels::attention_backward(empty(q.sizes()), empty({2, 4, 5, 8}), empty(v.sizes()), dout, out, lse,
+                                             q, k, v, 0.5, false));
+    CHECK_THROWS(kernels::attention_backward(empty(q.sizes()), Tensor(), Tensor(), randn({2, 4, 3, 8}), out, lse, q,
+                                             k, v, 0.5, false));                     // dout like q, not out
+    kernels::attention_backward(empty(q.sizes()), empty(k.sizes()), Tensor(), dout, out, lse, q, k, v, 0.5, false);
+}

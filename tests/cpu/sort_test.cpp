@@ -38,6 +38,18 @@ TEST_CASE("cpu take_along_last and put_along_last: a shared index, inverse of ea
     CHECK_THROWS_AS(kernels::put_along_last(zeros({2, 4}), empty({2, 1}), bad), IndexError);
 }
 
+TEST_CASE("cpu sort, take_along_last, put_along_last refuse operands that do not fit") {
+    Tensor x = tensor<float>({0, 1, 2, 3, 4, 5, 6, 7}, {2, 4});
+    TensorOptions i64(kInt64);
+    CHECK_THROWS(kernels::sort(empty({2, 4}), empty({2, 3}, i64), x, false));          // indices (R,N)
+    CHECK_THROWS(kernels::sort(empty({2, 4}, TensorOptions(kFloat64)), empty({2, 4}, i64), x, false));   // dtype
+    Tensor index = tensor<int64_t>({3, 0, 2}, {1, 3});
+    CHECK_THROWS(kernels::take_along_last(empty({3, 3}), x, index));                  // more rows than in
+    CHECK_THROWS(kernels::take_along_last(empty({2, 2}), x, index));                  // K differs from index
+    CHECK_THROWS(kernels::take_along_last(empty({2, 3}), x, tensor<int64_t>({0, 1, 2, 3, 0, 1, 2, 3, 0}, {3, 3})));
+    CHECK_THROWS(kernels::put_along_last(zeros({1, 4}), empty({2, 3}), index));      // fewer rows than src
+}
+
 TEST_CASE("cpu cumsum kernel: int64 exact, f16 accumulated in fp32 and rounded once per element") {
     Tensor ints = tensor<int64_t>({1, -2, 3, 4000000000LL}, {1, 4});
     Tensor sums = empty({1, 4}, TensorOptions(kInt64));

@@ -31,3 +31,18 @@ TEST_CASE("cuda attention: grouped K/V match the CPU kernels" * skip_without_gpu
         }
     }
 }
+
+// Refused on the host before any launch (core/kernel_preconditions.hpp): on the GPU a misfit would be
+// an out-of-bounds access, or, for a dk of NH heads, heads left unwritten.
+TEST_CASE("cuda attention: gradients shaped for the query heads are refused" * skip_without_gpu()) {
+    Tensor q = to_gpu(sample({1, 4, 5, 8}, kFloat32, 115)), k = to_gpu(sample({1, 2, 6, 8}, kFloat32, 116));
+    Tensor v = to_gpu(sample({1, 2, 6, 8}, kFloat32, 117)), dout = to_gpu(sample({1, 4, 5, 8}, kFloat32, 118));
+    Tensor out = make_empty({1, 4, 5, 8}, kFloat32, kGpu), lse = make_empty({1, 4, 5}, kFloat32, kGpu);
+    kernels::attention_forward(out, lse, q, k, v, 0.5, true);
+    Tensor dk_nh = make_empty({1, 4, 6, 8}, kFloat32, kGpu);
+    CHECK_THROWS(kernels::attention_backward(Tensor(), dk_nh, Tensor(), dout, out, lse, q, k, v, 0.5, true));
+    CHECK_THROWS(kernels::attention_forward(out, lse, q, to_gpu(sample({1, 2, 7, 8}, kFloat32, 119)), v, 0.5, true));
+    Tensor dk = make_empty(k.sizes(), kFloat32, kGpu);
+    kernels::attention_backward(Tensor(), dk, Tensor(), dout, out, lse, q, k, v, 0.5, true);   // fits
+    CHECK(host_values(dk).size() == 96);
+}

@@ -75,3 +75,17 @@ TEST_CASE("cuda gather/scatter/index ops with strided operands: the CPU's values
                 index_add(xa, 1, rows, source, 0.5));
     CHECK_EXACT(F::one_hot(to_gpu(rows), 5), F::one_hot(rows, 5));
 }
+
+TEST_CASE("cuda gather and scatter kernels over many blocks: the CPU's values" * skip_without_gpu()) {
+    Tensor self = sample({40, 300}, kFloat32, 31);
+    Tensor index = index_sample({70, 300}, 40, 32);                 // 21000 positions, 300 slices along dim 0
+    Tensor out_h = make_empty({70, 300}, kFloat32, kHost), out_g = make_empty({70, 300}, kFloat32, kGpu);
+    kernels::gather(out_h, self, index, 0);
+    kernels::gather(out_g, to_gpu(self), to_gpu(index), 0);
+    CHECK_EXACT(out_g, out_h);
+    Tensor src = sample({70, 300}, kFloat32, 33);
+    Tensor dst_h = self.clone(), dst_g = to_gpu(self);
+    kernels::scatter(dst_h, index, src, 0, true);                   // repeated targets, added in index order
+    kernels::scatter(dst_g, to_gpu(index), to_gpu(src), 0, true);
+    CHECK_EXACT(dst_g, dst_h);
+}

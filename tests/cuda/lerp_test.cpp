@@ -26,3 +26,14 @@ TEST_CASE("cuda lerp: tensor and scalar weights match the CPU in every float dty
         }
     }
 }
+
+TEST_CASE("cuda lerp over many blocks: a broadcast weight row, and a scalar weight" * skip_without_gpu()) {
+    Tensor a = sample({129, 67}, kFloat32, 64), b = sample({129, 67}, kFloat32, 65), w = sample({67}, kFloat32, 66);
+    Tensor expected = make_empty({129, 67}, kFloat32, kHost), out = make_empty({129, 67}, kFloat32, kGpu);
+    kernels::lerp(expected, a, b, make_view(w, {129, 67}, {0, 1}, 0), 0.0);
+    kernels::lerp(out, to_gpu(a), to_gpu(b), make_view(to_gpu(w), {129, 67}, {0, 1}, 0), 0.0);
+    CHECK_GPU_CLOSE(out, expected, tol_for(kFloat32));
+    kernels::lerp(expected, a, b, Tensor(), 0.6);
+    kernels::lerp(out, to_gpu(a), to_gpu(b), Tensor(), 0.6);
+    CHECK_GPU_CLOSE(out, expected, tol_for(kFloat32));
+}

@@ -29,3 +29,16 @@ TEST_CASE("cuda rotary_embedding: forward and transpose match the CPU in both la
             }
     }
 }
+
+TEST_CASE("cuda rotary_embedding over many blocks: Llama-sized heads match the CPU" * skip_without_gpu()) {
+    const Shape shape = {2, 4, 33, 64};                                                   // (B,NH,T,HS): 8448 pairs
+    Tensor x = sample(shape, kFloat32, 74), c = sample({33, 64}, kFloat32, 75), s = sample({33, 64}, kFloat32, 76);
+    auto tables = [&](const Tensor& t) { return make_view(t, shape, {0, 0, 64, 1}, 0); };   // (T,HS) broadcast
+    for (bool interleaved : {false, true}) {
+        CAPTURE(interleaved);
+        Tensor expected = make_empty(shape, kFloat32, kHost), out = make_empty(shape, kFloat32, kGpu);
+        kernels::rotary_embedding(expected, x, tables(c), tables(s), interleaved, false);
+        kernels::rotary_embedding(out, to_gpu(x), tables(to_gpu(c)), tables(to_gpu(s)), interleaved, false);
+        CHECK_GPU_CLOSE(out, expected, tol_for(kFloat32));
+    }
+}

@@ -73,3 +73,30 @@ TEST_CASE("cuda sort, topk, flip, roll, repeat, cumsum, slice: the CPU's values 
         CHECK(argsort(to_gpu(x), 1).to(kHost).to_vector<int64_t>() == argsort(x, 1).to_vector<int64_t>());
     }
 }
+
+// More elements than one block of threads (sort: a thread per element; cumsum: a thread per row), so
+// every block's first_index / grid stride is exercised, with rows of one NaN-free dtype and of f16.
+TEST_CASE("cuda sort, cumsum, take/put_along_last kernels over many blocks equal the CPU's" * skip_without_gpu()) {
+    for (DType dtype : {kFloat32, kFloat16, kInt32}) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = (sample({300, 61}, kFloat32, 75) * 4.0).to(dtype);                 // (300,61): 72 blocks
+        Tensor v = make_empty({300, 61}, dtype, kHost), i = make_empty({300, 61}, kInt64, kHost);
+        Tensor vg = make_empty({300, 61}, dtype, kGpu), ig = make_empty({300, 61}, kInt64, kGpu);
+        kernels::sort(v, i, x, true);
+        kernels::sort(vg, ig, to_gpu(x), true);
+        CHECK_EXACT(vg, v);
+        CHECK_EXACT(ig, i);
+        Tensor sums = make_empty({300, 61}, dtype, kHost), sums_g = make_empty({300, 61}, dtype, kGpu);
+        kernels::cumsum(sums, x);
+        kernels::cumsum(sums_g, to_gpu(x));
+        CHECK_EXACT(sums_g, sums);
+        Tensor back = zeros({300, 61}, TensorOptions(dtype)), back_g = zeros({300, 61}, TensorOptions(dtype).device(kGpu));
+        kernels::put_along_last(back, v, i);                                            // un-sorts: back == x
+        kernels::put_along_last(back_g, vg, ig);
+        CHECK_EXACT(back_g, x);
+        CHECK_EXACT(back, x);
+        Tensor taken = make_empty({300, 61}, dtype, kGpu);
+        kernels::take_along_last(taken, to_gpu(x), ig);                                 // per-row index (R,K)
+        CHECK_EXACT(taken, v);
+    }
+}
