@@ -62,6 +62,15 @@ void head_scores(Mat<C>& s, const Mat<C>& q, const Mat<C>& k, C scale) {
     s.noalias() = scale * (q * k.transpose());
 }
 
+// exp(scores - shift) of one row, with exp(-inf) exactly 0. Eigen's vectorised exp of a double
+// clamps its argument near -745 and returns 5.6e-309 for -inf (its float exp gives 0): a -inf score
+// (a -inf in q or k) would then weigh 5.6e-309, so an inf in v gave inf where PyTorch's 0 * inf is
+// NaN, and dS times a -inf key gave -inf.
+template <typename Scores, typename C>
+auto exp_of_shifted(const Eigen::ArrayBase<Scores>& scores, C shift) {
+    return (scores == -std::numeric_limits<C>::infinity()).select(C(0), (scores - shift).exp());
+}
+
 template <typename T, typename C>
 void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C>& k, Mat<C>& v, Mat<C>& s,
                   Mat<C>& o) {
@@ -81,7 +90,7 @@ void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C
             lse[i] = static_cast<compute_t<T>>(mx);
             continue;
         }
-        row.head(n) = (row.head(n).array() - mx).exp();
+        row.head(n) = exp_of_shifted(row.head(n).array(), mx);
         const C sum = row.head(n).sum();
         row.head(n) *= C(1) / sum;
         row.tail(S - n).setZero();
@@ -130,7 +139,7 @@ void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScr
             row.setZero();
             continue;
         }
-        row.head(n) = (row.head(n).array() - static_cast<C>(lse[i])).exp();
+        row.head(n) = exp_of_shifted(row.head(n).array(), static_cast<C>(lse[i]));
         row.tail(S - n).setZero();
     }
     w.delta = (w.dout.array() * w.o.array()).rowwise().sum();            // (T) D_i = dO_i . O_i

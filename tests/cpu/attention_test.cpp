@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "cpu/attention.hpp"
 #include "tests/support/check_close.hpp"
@@ -139,4 +140,20 @@ TEST_CASE("fused attention kernel: q empty by its head size, and no queries, sti
         CHECK(equal(dk0, zeros(k0.sizes(), kFloat64)));
         CHECK(equal(dv0, zeros(v.sizes(), kFloat64)));
     }
+}
+
+// PyTorch 2.15's values: a -inf score weighs exactly 0, so 0 * inf in v is NaN, and dS = 0 times a
+// -inf key makes dq NaN. Eigen's double exp(-inf) is 5.6e-309, which gave inf for both.
+TEST_CASE("fused attention kernel in f64: a -inf score weighs exactly 0 (0 * inf is NaN, as PyTorch)") {
+    const double inf = std::numeric_limits<double>::infinity();
+    auto f64 = [](std::vector<double> v, Shape s) { return tensor(v, s); };
+    Tensor out = F::scaled_dot_product_attention(f64({1.0}, {1, 1, 1, 1}), f64({-inf, 0.5}, {1, 1, 2, 1}),
+                                                 f64({inf, 2.0}, {1, 1, 2, 1}));
+    CHECK(std::isnan(out.item<double>()));
+    Tensor q = f64({0.236}, {1, 1, 1, 1}).requires_grad_(true);
+    Tensor o = F::scaled_dot_product_attention(q, f64({0.0, -inf, -0.44, 0.21}, {1, 1, 4, 1}),
+                                               f64({5.7, 1.8, 1.1, -3.0}, {1, 1, 4, 1}));
+    CHECK(o.item<double>() == doctest::Approx(1.1988).epsilon(1e-4));
+    o.sum().backward();
+    CHECK(std::isnan(q.grad().item<double>()));
 }
