@@ -65,10 +65,12 @@ void head_scores(Mat<C>& s, const Mat<C>& q, const Mat<C>& k, C scale) {
 // exp(scores - shift) of one row, with exp(-inf) exactly 0. Eigen's vectorised exp of a double
 // clamps its argument near -745 and returns 5.6e-309 for -inf (its float exp gives 0): a -inf score
 // (a -inf in q or k) would then weigh 5.6e-309, so an inf in v gave inf where PyTorch's 0 * inf is
-// NaN, and dS times a -inf key gave -inf.
+// NaN, and dS times a -inf key gave -inf. A NaN shift (the row's lse is NaN: an inf in q met keys
+// of both signs) keeps every weight NaN, as exp(-inf - NaN) is in PyTorch.
 template <typename Scores, typename C>
 auto exp_of_shifted(const Eigen::ArrayBase<Scores>& scores, C shift) {
-    return (scores == -std::numeric_limits<C>::infinity()).select(C(0), (scores - shift).exp());
+    const C minus_inf_weight = shift != shift ? shift : C(0);
+    return (scores == -std::numeric_limits<C>::infinity()).select(minus_inf_weight, (scores - shift).exp());
 }
 
 template <typename T, typename C>

@@ -129,6 +129,17 @@ dnnl::matmul matmul_for(const OperandLayout& la, const OperandLayout& lb, int64_
     return cache.emplace(key, dnnl::matmul(pd)).first->second;
 }
 
+// One row or one column read with a stride other than 1 (e.g. every other element of a row), copied
+// densely first. Passed as a 1 x N "column-major" matrix with a leading dimension of 2, oneDNN's bf16
+// matmul with K = 1 combined the neighbouring elements into the product (an inf in the other operand
+// came out NaN, 0 * inf); the f32 sgemm path reads such a layout correctly. A vector is cheap to copy.
+template <typename T>
+MatrixBatch<T> dense_if_strided_vector(const MatrixBatch<T>& m, int64_t batch, std::vector<T>& buffer) {
+    const bool strided_row = m.rows == 1 && m.cols > 1 && m.col_stride != 1;
+    const bool strided_column = m.cols == 1 && m.rows > 1 && m.row_stride != 1;
+    return strided_row || strided_column ? pack_batch<T>(m, batch, buffer) : m;
+}
+
 }  // namespace
 
 void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int64_t n, const MatrixBatch<BFloat16>& a,
@@ -141,12 +152,15 @@ void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int6
         else scale_only(static_cast<BFloat16*>(out), batch * m * n, beta);
         return;
     }
-    const OperandLayout la = operand_layout(a, trans_a, batch), lb = operand_layout(b, trans_b, batch);
+    std::vector<BFloat16> a_buffer, b_buffer;
+    const MatrixBatch<BFloat16> pa = dense_if_strided_vector(a, batch, a_buffer);
+    const MatrixBatch<BFloat16> pb = dense_if_strided_vector(b, batch, b_buffer);
+    const OperandLayout la = operand_layout(pa, trans_a, batch), lb = operand_layout(pb, trans_b, batch);
     dnnl::matmul matmul = matmul_for(la, lb, batch, m, n, out_dtype, alpha, beta);
     using dt = dnnl::memory::data_type;
     const dnnl::engine& engine = cpu_engine();
-    dnnl::memory src({la.dims, dt::bf16, la.strides}, engine, const_cast<BFloat16*>(a.data));
-    dnnl::memory weights({lb.dims, dt::bf16, lb.strides}, engine, const_cast<BFloat16*>(b.data));
+    dnnl::memory src({la.dims, dt::bf16, la.strides}, engine, const_cast<BFloat16*>(pa.data));
+    dnnl::memory weights({lb.dims, dt::bf16, lb.strides}, engine, const_cast<BFloat16*>(pb.data));
     dnnl::memory dst({{batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{m * n, n, 1}},
                      engine, out);
     dnnl::stream stream(engine);

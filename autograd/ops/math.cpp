@@ -181,7 +181,9 @@ Tensor remainder(const Tensor& a, double b) {
     return remainder(a, ops::wrapped_scalar(b, a));
 }
 
-// ---- atan2(a, b): with r = a^2 + b^2, d/da = g b / r, d/db = -g a / r (PyTorch's atan2_backward) ----
+// ---- atan2(a, b): with r = a^2 + b^2, d/da = g b / r, d/db = -g a / r (PyTorch's atan2_backward);
+// where r is 0 (the origin, or squares that underflow) 1/r counts as 0, as PyTorch 2.15 gives: 0
+// with the signs of g b and -g a, not 0/0 = NaN ----
 Tensor atan2(const Tensor& a_in, const Tensor& b_in) {
     Tensor a = a_in, b = b_in;
     ops::check_defined("atan2", a, "a");
@@ -194,7 +196,8 @@ Tensor atan2(const Tensor& a_in, const Tensor& b_in) {
     Tensor out = binary_raw(BinaryOp::kAtan2, "atan2", a, b);
     return record("atan2", out, {a, b}, {a, b}, [](BackwardContext& ctx, const tensor_list& g) {
         Tensor y = ctx.saved(0), x = ctx.saved(1);
-        Tensor inv_r = reciprocal(y * y + x * x);
+        Tensor r = y * y + x * x;
+        Tensor inv_r = where(ne(r, zeros_like(r)), reciprocal(r), 0.0);
         tensor_list d(2);
         if (ctx.needs_input_grad(0)) d[0] = g[0] * x * inv_r;
         if (ctx.needs_input_grad(1)) d[1] = g[0] * -y * inv_r;

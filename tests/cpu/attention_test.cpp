@@ -156,4 +156,11 @@ TEST_CASE("fused attention kernel in f64: a -inf score weighs exactly 0 (0 * inf
     CHECK(o.item<double>() == doctest::Approx(1.1988).epsilon(1e-4));
     o.sum().backward();
     CHECK(std::isnan(q.grad().item<double>()));
+    // An inf in q against keys of both signs: scores +inf and -inf, the row's lse NaN; every weight of
+    // the row is NaN then (exp(-inf - NaN)), so dv is NaN at both keys, as PyTorch's.
+    Tensor v = f64({1.0, 2.0}, {1, 1, 2, 1}).requires_grad_(true);
+    Tensor nan_row = F::scaled_dot_product_attention(f64({inf}, {1, 1, 1, 1}), f64({1.0, -1.0}, {1, 1, 2, 1}), v);
+    CHECK(std::isnan(nan_row.item<double>()));
+    nan_row.sum().backward();
+    for (double d : v.grad().to_vector<double>()) CHECK(std::isnan(d));
 }

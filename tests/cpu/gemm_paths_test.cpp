@@ -5,6 +5,8 @@
 // (out = beta * out).
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "ampgrad_config.h"
 #include "core/gemm_paths.hpp"
 #include "tests/support/check_close.hpp"
@@ -138,6 +140,25 @@ TEST_CASE("cpu gemm paths: zero-size dims and K == 0") {
             CHECK_CLOSE(out, full({2, 4, 3}, 1.0, o), tol_for(dt));
             kernels::gemm(out, randn({2, 0, 4}, o), randn({2, 0, 3}, o), true, false, 1.0, 0.0);
             CHECK_CLOSE(out, zeros({2, 4, 3}, o), tol_for(dt));
+        }
+    }
+}
+
+// K = 1 with a strided row (every other element): oneDNN's bf16 matmul read it as a 1 x N
+// column-major matrix with a leading dimension of 2 and gave NaN where an inf met it; the row is now
+// copied densely first. Every path must give inf * b exactly (PyTorch's -inf, inf).
+TEST_CASE("cpu gemm paths: K == 1 with a strided row and an inf gives +-inf, not NaN") {
+    const float inf = std::numeric_limits<float>::infinity();
+    for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
+        LibraryGuard guard(library);
+        for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+            CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+            Tensor a = tensor(std::vector<float>{0.5f, inf, 2.0f}, {3, 1}).to(dt);
+            Tensor b = tensor(std::vector<float>{-3.0f, 7.0f, 1.0f, -0.0f}, {1, 4}).to(dt).view({1, 2, 2}).select(-1, 0);
+            Tensor out = empty({3, 2}, TensorOptions(dt));
+            kernels::gemm(out, a, b, false, false, 1.0, 0.0);
+            const std::vector<float> got = out.to(kFloat32).to_vector<float>();
+            CHECK(got == std::vector<float>{-1.5f, 0.5f, -inf, inf, -6.0f, 2.0f});
         }
     }
 }

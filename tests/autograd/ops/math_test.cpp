@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
@@ -240,5 +241,29 @@ TEST_CASE("the math ops are Tensor methods too, with the free functions' results
     for (size_t i = 0; i < pairs.size(); ++i) {
         CAPTURE(i);
         CHECK(equal(pairs[i].first, pairs[i].second));
+    }
+}
+
+// PyTorch 2.15's values: where a^2 + b^2 is 0 (the origin, or f32 squares that underflow) the
+// gradients are 0 signed as g b and -g a; an inf argument still gives NaN where PyTorch's does.
+TEST_CASE("atan2's gradient at the origin is 0 with PyTorch's signs, not 0/0") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> a = {0.0f, -0.0f, 0.0f, 1e-30f, inf, 3.0f};
+    const std::vector<float> b = {0.0f, -0.0f, -0.0f, 1e-30f, 1.0f, 4.0f};
+    Tensor ta = tensor(a, {6}).requires_grad_(true), tb = tensor(b, {6}).requires_grad_(true);
+    atan2(ta, tb).sum().backward();
+    const std::vector<float> da = ta.grad().to_vector<float>(), db = tb.grad().to_vector<float>();
+    const std::vector<float> want_da = {0.0f, -0.0f, -0.0f, 0.0f, 0.0f, 0.16f};
+    const std::vector<float> want_db = {-0.0f, 0.0f, -0.0f, -0.0f, NAN, -0.12f};
+    for (size_t i = 0; i < a.size(); ++i) {
+        CAPTURE(i);
+        CHECK(da[i] == doctest::Approx(want_da[i]));
+        CHECK(std::signbit(da[i]) == std::signbit(want_da[i]));
+        if (std::isnan(want_db[i])) {
+            CHECK(std::isnan(db[i]));
+            continue;
+        }
+        CHECK(db[i] == doctest::Approx(want_db[i]));
+        CHECK(std::signbit(db[i]) == std::signbit(want_db[i]));
     }
 }
