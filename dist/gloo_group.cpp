@@ -16,6 +16,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -86,10 +87,21 @@ private:
     std::exception_ptr error_;
 };
 
+// Gloo writes to its peers with writev, which raises SIGPIPE once a peer's socket is gone, and the
+// default action kills this process on the spot, silently, before Gloo can report the lost rank as an
+// error (seen as a rank dying with no output when another was killed mid all_reduce). Python ignores
+// SIGPIPE from startup, so PyTorch's Gloo never meets this. Ignored here, unless the program has a
+// handler of its own: writev then fails with EPIPE and the collective raises DistError.
+void ignore_sigpipe_unless_handled() {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
+
 class GlooGroup : public ProcessGroup {
 public:
     GlooGroup(std::shared_ptr<TCPStore> store, const RendezvousInfo& info, const InitOptions& opt)
         : store_(std::move(store)), name_(opt.group_name) {
+        ignore_sigpipe_unless_handled();
         const SocketChoice choice = choose_socket(info.master_addr, info.master_port);
         gloo::transport::tcp::attr attr;
         attr.hostname = choice.address;   // listen there and advertise it (dist/socket_address.hpp)

@@ -59,6 +59,19 @@ TEST_CASE("dist: a rank killed during all_reduce gives the others an error withi
     }
 }
 
+// Gloo writes with writev: a peer that is gone raises SIGPIPE, whose default action killed a
+// surviving rank silently (rarely, when it was writing as the other died). The Gloo group ignores it.
+TEST_CASE("dist: a Gloo process ignores SIGPIPE, so a gone peer is an error, not a silent death") {
+    auto results = run_workers("sigpipe", 2, free_port(), all_ranks(2), std::chrono::seconds(30));
+    for (size_t r = 0; r < results.size(); ++r) {
+        CAPTURE(r);
+        CAPTURE(results[r].output);
+        CHECK(results[r].signal == 0);
+        CHECK(results[r].exit_code == 0);
+        CHECK(contains(results[r].output, "survived SIGPIPE"));
+    }
+}
+
 TEST_CASE("dist: rendezvous errors are clear") {
     SUBCASE("WORLD_SIZE larger than the processes started") {
         auto results = run_workers("init", 3, free_port(), all_ranks(2, {{"AMPGRAD_TEST_TIMEOUT_MS", "1500"}}),

@@ -200,6 +200,10 @@ int main(int argc, char** argv) {
         dist::init_process_group(scenario == "nccl" ? "nccl" : "gloo", opts);
         start = std::chrono::steady_clock::now();
         if (scenario == "collectives") rc = run_collectives();
+        else if (scenario == "sigpipe") {   // a write to a gone peer must not kill the process
+            std::raise(SIGPIPE);
+            std::printf("survived SIGPIPE\n");
+        }
         else if (scenario == "kill") rc = run_kill();
         else if (scenario == "nccl") rc = run_nccl();
         else if (scenario == "init") dist::barrier();
