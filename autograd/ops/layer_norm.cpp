@@ -86,7 +86,13 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
         Tensor w_rows = w.defined() ? w.reshape({C}).contiguous() : Tensor();                    // (C)
         tensor_list d;
         if (GradMode::is_enabled()) {                                                            // create_graph
-            d = layer_norm_backward_composite(x.reshape({N, C}), w_rows, dy, eps, needed);
+            // f16/bf16 in f32, as the kernels keep the statistics: in bf16 the recomputed mean of a
+            // constant row missed x, and xhat = (x - mean) rstd was far from 0 (difftest seed 68).
+            const bool widen = x.dtype() == kFloat16 || x.dtype() == kBFloat16;
+            auto wide = [widen](const Tensor& t) { return widen && t.defined() ? t.to(kFloat32) : t; };
+            d = layer_norm_backward_composite(wide(x.reshape({N, C})), wide(w_rows), wide(dy), eps, needed);
+            for (Tensor& t : d)
+                if (widen && t.defined()) t = t.to(x.dtype());
         } else {
             d = {needed[0] ? make_empty({N, C}, x.dtype(), x.device()) : Tensor(),             // (N,C)
                  needed[1] ? make_empty({C}, x.dtype(), x.device()) : Tensor(),                // (C)

@@ -114,3 +114,17 @@ TEST_CASE("layer_norm computes in f32 under autocast") {
     amp::AutocastGuard guard(kCPU, kBFloat16);
     CHECK(F::layer_norm(x, {8}, w.to(kBFloat16), b).dtype() == kFloat32);
 }
+
+// Under create_graph the backward is recomputed from differentiable ops; in bf16 those ran in bf16,
+// so a constant row's recomputed mean missed x and xhat = (x - mean) rstd (rstd = 316) was far from
+// its 0: a second derivative of 0.88 where the exact one is 0 (difftest seed 68). They run in f32 now.
+TEST_CASE("layer_norm's create_graph backward in bf16 keeps a constant row's xhat at 0") {
+    Tensor x = full({3}, 0.10693359375, TensorOptions(kBFloat16)).requires_grad_(true);
+    Tensor w = tensor(std::vector<float>{-0.44140625f, -1.140625f, 0.5f}, {3}).to(kBFloat16).requires_grad_(true);
+    Tensor y = F::layer_norm(x, {3}, w, Tensor(), 1e-5);
+    Tensor dy = tensor(std::vector<float>{0.8828125f, 0.484375f, -0.10107421875f}, {3}).to(kBFloat16);
+    tensor_list g = autograd::grad({y}, {x, w}, {dy}, true, /*create_graph=*/true);
+    CHECK(g[1].to(kFloat32).abs().max().item<float>() == 0.0f);                    // dw = dy * xhat = 0
+    Tensor dw_of_dx = autograd::grad({(g[0].to(kFloat32) * full({3}, 0.55)).sum()}, {w}, {}, true)[0];
+    CHECK(dw_of_dx.to(kFloat32).abs().max().item<float>() < 1e-3f);               // sum_i v (d dx_i / dw) = 0 (was 0.9)
+}
