@@ -278,18 +278,29 @@ tensor_list split(const Tensor& x, int64_t split_size, int64_t dim_in) {
     return parts;
 }
 
-Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
-    if (tensors_in.empty()) throw ValueError("cat: expected a non-empty list of Tensors");
-    tensor_list tensors = tensors_in;
+namespace {
+// PyTorch's legacy rule: a 1-d tensor of size 0 (torch.empty(0)) is left out of cat's shape checks
+// and output, whatever the dim, so `acc = cat({acc, x})` may start from an empty accumulator. It
+// still takes part in the dtype promotion and gets an empty gradient.
+bool legacy_empty(const Tensor& t) { return t.defined() && t.dim() == 1 && t.size(0) == 0; }
+}  // namespace
+
+// out = the tensors joined along dim; d/d(tensor i) = its slice of g
+Tensor cat(const tensor_list& tensors, int64_t dim_in) {
+    if (tensors.empty()) throw ValueError("cat: expected a non-empty list of Tensors");
     // Autocast policy for cat/stack is "widest type", which is what cat does anyway (promote_types).
-    const Tensor& first = tensors[0];
-    int64_t dim = ops::wrap_dim("cat", dim_in, first.dim());
+    auto kept = std::find_if(tensors.begin(), tensors.end(), [](const Tensor& t) { return !legacy_empty(t); });
+    const Tensor& first = kept == tensors.end() ? tensors[0] : *kept;
+    const bool all_empty = kept == tensors.end();
+    int64_t dim = all_empty ? 0 : ops::wrap_dim("cat", dim_in, first.dim());
     DType dt = first.dtype();
     int64_t total = 0;
     for (size_t i = 0; i < tensors.size(); ++i) {
         const Tensor& t = tensors[i];
         ops::check_defined("cat", t, "tensors");
         ops::check_same_device("cat", {&first, &t});
+        dt = promote_types(dt, t.dtype());
+        if (legacy_empty(t) && !all_empty) continue;
         if (t.dim() == 0)
             throw ShapeError(fmt::format("cat: zero-dimensional tensor (at position {}) cannot be concatenated ({})",
                                          i, t.describe()));
@@ -301,15 +312,18 @@ Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
                 throw ShapeError(fmt::format("cat: sizes of tensors must match except in dimension {}: tensor 0 is "
                                              "{}, tensor {} is {} (dimension {})", dim, first.describe(), i,
                                              t.describe(), d));
-        dt = promote_types(dt, t.dtype());
         total += t.sizes()[dim];
     }
     Shape shape = first.sizes();
     shape[dim] = total;
     Tensor out = make_empty(shape, dt, first.device());
-    std::vector<int64_t> sizes;
+    std::vector<int64_t> sizes;                                       // each input's length along dim; -1: skipped
     int64_t offset = 0;
     for (const Tensor& t : tensors) {
+        if (legacy_empty(t) && !all_empty) {
+            sizes.push_back(-1);
+            continue;
+        }
         Shape part = shape;
         part[dim] = t.sizes()[dim];
         kernels::copy(make_view(out, part, out.strides(), offset * out.strides()[dim]), t);
@@ -321,8 +335,8 @@ Tensor cat(const tensor_list& tensors_in, int64_t dim_in) {
         tensor_list d;
         int64_t start = 0;
         for (int64_t s : sizes) {
-            d.push_back(narrow(g[0], dim, start, s));
-            start += s;
+            d.push_back(s < 0 ? make_empty({0}, g[0].dtype(), g[0].device()) : narrow(g[0], dim, start, s));
+            start += std::max<int64_t>(s, 0);
         }
         return d;
     })[0];

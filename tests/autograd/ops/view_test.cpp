@@ -102,3 +102,21 @@ TEST_CASE("shape ops reject bad input naming the op and operands") {
     CHECK_THROWS_WITH_AS(x.permute({0, 0}), doctest::Contains("permute: repeated dim"), ValueError);
     CHECK_THROWS_WITH_AS(x.view({-1, -1}), doctest::Contains("only one dimension can be inferred"), ShapeError);
 }
+
+// PyTorch's legacy rule (torch.cat([torch.empty(0), x], 1) is x): 1-d tensors of size 0 are left out
+// of cat's shape checks, whatever the dim; they still promote the dtype and get an empty gradient.
+TEST_CASE("cat skips 1-d empty tensors, as PyTorch's legacy rule, and gives them empty gradients") {
+    Tensor acc = empty({0}, TensorOptions(kFloat16)).requires_grad_(true);
+    Tensor x = randn({2, 3}).requires_grad_(true);
+    Tensor y = cat({acc, x}, 1);                                            // (2,3): dim 1 of x
+    CHECK(y.sizes() == Shape{2, 3});
+    CHECK(y.dtype() == kFloat32);
+    CHECK(equal(y, x));
+    y.sum().backward();
+    CHECK(acc.grad().sizes() == Shape{0});
+    CHECK(acc.grad().dtype() == kFloat16);
+    CHECK(equal(x.grad(), ones({2, 3})));
+    CHECK(cat({x, empty({0}), x}, 0).sizes() == Shape{4, 3});
+    CHECK(cat({empty({0}), empty({0})}, 5).sizes() == Shape{0});           // all skipped: any dim
+    CHECK_THROWS_AS(cat({empty({0, 3}), x}, 1), ShapeError);                // 2-d empty is not skipped
+}
