@@ -98,9 +98,15 @@ Tensor remainder_op(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
         if (ctx.needs_input_grad(1)) {
             Tensor quotient;
             {
+                // f16/bf16 in f32, as PyTorch's div(rounding_mode=...) rounds once after the trunc or
+                // floor: a quotient of 0.9998 rounded to the dtype first would truncate to 1, not 0.
                 NoGradGuard no_grad;
                 Tensor a = ctx.saved(0), b = ctx.saved(1);
+                const DType dtype = ops::result_type(a, b);
+                const bool half = dtype == kFloat16 || dtype == kBFloat16;
+                if (half) a = a.to(kFloat32), b = b.to(kFloat32);
                 quotient = op == BinaryOp::kFmod ? trunc(a / b) : floor_quotient(a, b);
+                if (half) quotient = quotient.to(dtype);
             }
             d[1] = -g[0] * quotient;
         }

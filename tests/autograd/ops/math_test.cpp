@@ -267,3 +267,16 @@ TEST_CASE("atan2's gradient at the origin is 0 with PyTorch's signs, not 0/0") {
         CHECK(std::signbit(db[i]) == std::signbit(want_db[i]));
     }
 }
+
+// PyTorch 2.15's values: the divisor's gradient is -g trunc(a / b) (fmod) or -g floor(a / b)
+// (remainder), with the quotient rounded once after the trunc/floor; an f16 a over an f32 0-d b of
+// -1.19070518 (a quotient of 0.9998) truncates to 0, where rounding to f16 first gave 1.
+TEST_CASE("fmod and remainder: the divisor's gradient takes the f16 quotient in f32, as PyTorch") {
+    Tensor a = tensor(std::vector<float>{-1.1904296875f, 2.5f}, {2}).to(kFloat16).requires_grad_(true);
+    Tensor b = full({}, -1.1907051801681519, TensorOptions(kFloat32)).requires_grad_(true);
+    fmod(a, b).sum().backward();
+    CHECK(b.grad().item<float>() == 2.0f);
+    Tensor c = full({}, 1.1907051801681519, TensorOptions(kFloat32)).requires_grad_(true);
+    remainder(a.detach().requires_grad_(true), c).sum().backward();
+    CHECK(c.grad().item<float>() == -1.0f);
+}
