@@ -230,6 +230,20 @@ Tensor prod(const Tensor& x) {
 // ---- var / std: sum((x - mean)^2) / max(0, n - correction), over several dims. Backward is
 // PyTorch's var_backward, (2 / divisor) g (x - mean(x)), in differentiable ops: the mean's own
 // derivative is left out (it sums to zero), which keeps one inf from turning every gradient nan.
+namespace {
+// x - mean(x) over d, with the mean corrected once by the mean of the residuals (the corrected
+// two-pass algorithm): a slice of equal values gets exactly 0, as PyTorch's Welford does, where
+// sum / n may miss the value by an ulp and leave a variance of 1e-34 (std 1e-17), whose gradient
+// (x - mean) / (n std) is O(1) instead of PyTorch's 0 (difftest seed 98). For the forward's
+// statistics only: the backward keeps PyTorch's x - mean(x), whose NaN and inf patterns it matches.
+Tensor centered_on_mean(const Tensor& x, const Shape& d) {
+    if (d.empty()) return x - x;
+    Tensor m = mean(x, d, true);
+    Tensor residual = x - m;
+    return residual - mean(residual, d, true);
+}
+}  // namespace
+
 Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
     ops::check_defined("var", x, "input");
     ops::check_floating("var", x);
@@ -241,7 +255,7 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
     {
         NoGradGuard no_grad;
         Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
-        Tensor centered = d.empty() ? xc - xc : xc - mean(xc, d, true);
+        Tensor centered = centered_on_mean(xc, d);
         out = d.empty() ? centered * centered / divisor : sum(centered * centered, d, keepdim) / divisor;
         out = to_dtype(out, x.dtype());
     }

@@ -247,3 +247,17 @@ TEST_CASE("min(dim) of a 0-dim tensor passes the gradient through, even for nan"
     v.backward();
     CHECK(x.grad().item<double>() == 1.0);
 }
+
+// Three equal values whose sum / 3 misses them by an ulp left a variance of 1e-34 (std 1e-17), and the
+// gradient (x - mean) / (n std) came out O(1); PyTorch's Welford gives std 0 and gradient 0. The
+// forward now centres with the corrected two-pass mean (difftest seed 98).
+TEST_CASE("std and var of equal values are exactly 0, and std's gradient there is 0, as PyTorch") {
+    Tensor base = tensor<double>({0.03849685744544619, -1.984899762140905, 1.5904721270984608, 1.7530789688384307,
+                                  -4.03113575217934}, {1, 5, 1}).requires_grad_(true);
+    Tensor x = base.expand({3, 5, 1});                                     // each column: 3 equal values
+    Tensor s = ampgrad::std(x, {2, 0}, 0.0, true);                        // (1,5,1)
+    CHECK(s.abs().max().item<double>() == 0.0);
+    CHECK(var(x, {2, 0}, 0.0, true).abs().max().item<double>() == 0.0);
+    s.sum().backward();
+    CHECK(base.grad().abs().max().item<double>() == 0.0);
+}
