@@ -25,7 +25,7 @@ AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev lib
 install_missing_packages() {
     local missing=() p
     for p in "${AMPGRAD_PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -c "install ok installed" > /dev/null || missing+=("$p")
     done
     if [ "${#missing[@]}" -eq 0 ]; then
         echo "setup: all ${#AMPGRAD_PACKAGES[@]} packages already installed"

@@ -19,7 +19,8 @@ SRC=$(sed -n "s/^.*source_dir': '\([^']*\)'.*$/\1/p" "$B/meson-info/meson-info.j
 [ -n "$SRC" ] || SRC=$(cd "$B/.." && pwd)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ -f "$B/libampgrad.so" ] || { echo "bundle: no $B/libampgrad.so: build first" >&2; exit 1; }
-readelf -d "$B/libampgrad.so" | grep -q 'libcudart' || { echo "bundle: $B was built without CUDA (-Dcuda=enabled, nvcc on PATH)" >&2; exit 1; }
+# grep -c reads to the end: grep -q would stop early and, under pipefail, readelf's SIGPIPE fail the test
+readelf -d "$B/libampgrad.so" | grep -c 'libcudart' > /dev/null || { echo "bundle: $B was built without CUDA (-Dcuda=enabled, nvcc on PATH)" >&2; exit 1; }
 rm -rf "$O"; mkdir -p "$O/deps" "$O/tests" "$O/app" "$O/tools" "$O/bench"
 cp "$B/libampgrad.so" "$O/"
 for f in tests/test_cuda tests/test_dist tests/dist_worker app/ampgrad tools/ampgrad-run; do

@@ -213,7 +213,7 @@ fi
 # ---- both hosts advertise 127.0.0.1: one connect is refused, and the other rank stops at once
 two_hosts loopback 1 GLOO_SOCKET_IFNAME=lo AMPGRAD_TEST_TIMEOUT_MS=60000 -- "$worker" init
 if [ "$rc_a" -eq 0 ] || [ "$rc_b" -eq 0 ] || [ "$rc_a" -eq 124 ] || [ "$rc_b" -eq 124 ] ||
-   ! cat "$work"/loopback.*.log | grep -q "stopped because rank [01] on host .* failed"; then
+   ! grep -q "stopped because rank [01] on host .* failed" "$work"/loopback.*.log; then
     fail "hosts advertising 127.0.0.1: expected one refused connect and a fail-fast stop (exit $rc_a, $rc_b)"
     show "$work"/loopback.*.log
 else
