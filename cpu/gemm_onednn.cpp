@@ -152,6 +152,15 @@ void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int6
         else scale_only(static_cast<BFloat16*>(out), batch * m * n, beta);
         return;
     }
+    if (batch > 1 && a.batch_stride == 0 && b.batch_stride == 0) {
+        // Both operands shared by the whole batch (expanded): oneDNN's matmul refuses a destination
+        // batch that neither input has, so each entry is its own product (beta may differ per entry).
+        const size_t entry_bytes = static_cast<size_t>(m * n) * (out_dtype == kFloat32 ? 4 : 2);
+        for (int64_t i = 0; i < batch; ++i)
+            gemm_onednn_bf16(static_cast<char*>(out) + static_cast<size_t>(i) * entry_bytes, out_dtype, 1, m, n, a,
+                             trans_a, b, trans_b, alpha, beta);
+        return;
+    }
     std::vector<BFloat16> a_buffer, b_buffer;
     const MatrixBatch<BFloat16> pa = dense_if_strided_vector(a, batch, a_buffer);
     const MatrixBatch<BFloat16> pb = dense_if_strided_vector(b, batch, b_buffer);

@@ -162,3 +162,20 @@ TEST_CASE("cpu gemm paths: K == 1 with a strided row and an inf gives +-inf, not
         }
     }
 }
+
+// Both operands expanded over the batch (stride 0): oneDNN's bf16 matmul could not create a
+// descriptor for a destination batch that neither input has (difftest seed 115).
+TEST_CASE("cpu gemm paths: a batch whose operands are both broadcast, with beta") {
+    for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
+        LibraryGuard guard(library);
+        for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+            CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+            TensorOptions o(dt);
+            Tensor a = randn({1, 5, 4}, o).expand({3, 5, 4}), b = randn({1, 4, 2}, o).expand({3, 4, 2});
+            Tensor out0 = randn({3, 5, 2}, o), out = out0.clone();
+            kernels::gemm(out, a, b, false, false, 1.0, 0.5);
+            Tensor expected = (reference(a, b, false, false, kFloat64) + out0.to(kFloat64) * 0.5).to(dt);
+            CHECK_CLOSE(out, expected, product_tolerance(dt, 4));
+        }
+    }
+}
