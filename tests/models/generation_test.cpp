@@ -5,6 +5,7 @@
 // max_positions, and bad options raise typed errors.
 #include <doctest/doctest.h>
 
+#include "tests/support/causal_lm_checks.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -55,18 +56,7 @@ public:
 TEST_CASE("greedy with the cache gives the tokens of greedy without it (and of GPT::generate)") {
     manual_seed(11);
     GPT model(toy_config());
-    GenerationConfig g;
-    g.max_new_tokens = 10;
-    for (const auto& prompt : std::vector<std::vector<int64_t>>{{1}, {3, 1, 4}, {2, 7, 1, 8, 2, 8}}) {
-        CAPTURE(prompt.size());
-        g.use_cache = true;
-        Tensor cached = generate(model, ids(prompt), Tensor(), g);
-        g.use_cache = false;
-        Tensor recomputed = generate(model, ids(prompt), Tensor(), g);
-        CHECK(cached.sizes() == Shape{1, static_cast<int64_t>(prompt.size()) + 10});
-        CHECK(equal(cached, recomputed));
-        CHECK(equal(cached, model.generate(ids(prompt), 10, 0.0)));                   // the old loop (no cache)
-    }
+    ampgrad::testing::check_cached_greedy_matches_uncached(model);
 }
 
 TEST_CASE("a left-padded batch gives each row's own tokens, with and without the cache") {

@@ -5,6 +5,7 @@
 // overflows and bad shapes raise typed errors.
 #include <doctest/doctest.h>
 
+#include "tests/support/causal_lm_checks.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -32,15 +33,7 @@ TEST_CASE("cached logits equal the full forward's: the prefill, then one token a
     NoGradGuard no_grad;
     const std::vector<int64_t> seq{3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
     KVCache cache = model.make_cache(1, 16);
-    Tensor prefill = model.forward_cached(ids({3, 1, 4, 1}), cache);                  // (1,4,V)
-    CHECK_CLOSE(prefill, model.forward(ids({3, 1, 4, 1})), tol_for(kFloat32, 32));
-    for (size_t t = 4; t < seq.size(); ++t) {
-        CAPTURE(t);
-        Tensor step = model.forward_cached(ids({seq[t]}), cache);                       // (1,1,V)
-        Tensor full = model.forward(ids(std::vector<int64_t>(seq.begin(), seq.begin() + t + 1)));
-        CHECK_CLOSE(step.select(1, 0), full.select(1, static_cast<int64_t>(t)), tol_for(kFloat32, 32));
-        CHECK(cache.length() == static_cast<int64_t>(t) + 1);
-    }
+    ampgrad::testing::check_cached_steps_match_full_forward(model, cache, seq, 4);
     // a multi-token step after a prefill (causal with an offset, through the mask)
     KVCache two = model.make_cache(1, 16);
     model.forward_cached(ids({3, 1, 4}), two);

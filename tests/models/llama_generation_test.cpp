@@ -5,6 +5,7 @@
 // tokens (RoPE positions count only a row's real tokens).
 #include <doctest/doctest.h>
 
+#include "tests/support/causal_lm_checks.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -38,14 +39,7 @@ TEST_CASE("Llama: cached logits equal the full forward's: the prefill, then one 
     const std::vector<int64_t> seq{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
     KVCache cache = model.make_cache(1, 24);
     CHECK(cache.keys(0).sizes() == Shape{1, 2, 24, 12});                              // (B,NKV,Tmax,HS)
-    Tensor prefill = model.forward_cached(ids({3, 1, 4, 1}), cache);                  // (1,4,V)
-    CHECK_CLOSE(prefill, model.forward(ids({3, 1, 4, 1})), tol_for(kFloat32, 32));
-    for (size_t t = 4; t < seq.size(); ++t) {
-        CAPTURE(t);
-        Tensor step = model.forward_cached(ids({seq[t]}), cache);                       // (1,1,V)
-        Tensor full = model.forward(ids(std::vector<int64_t>(seq.begin(), seq.begin() + t + 1)));
-        CHECK_CLOSE(step.select(1, 0), full.select(1, static_cast<int64_t>(t)), tol_for(kFloat32, 32));
-    }
+    ampgrad::testing::check_cached_steps_match_full_forward(model, cache, seq, 4);
     CHECK_THROWS_AS(model.make_cache(1, 25), ValueError);                              // past the context
 }
 
@@ -53,18 +47,7 @@ TEST_CASE("Llama: greedy with the cache gives the tokens of greedy without it an
     manual_seed(22);
     Llama model(toy_llama());
     model.eval();
-    GenerationConfig g;
-    g.max_new_tokens = 10;
-    for (const auto& prompt : std::vector<std::vector<int64_t>>{{1}, {3, 1, 4}, {2, 7, 1, 8, 2, 8}}) {
-        CAPTURE(prompt.size());
-        g.use_cache = true;
-        Tensor cached = generate(model, ids(prompt), Tensor(), g);
-        g.use_cache = false;
-        Tensor recomputed = generate(model, ids(prompt), Tensor(), g);
-        CHECK(cached.sizes() == Shape{1, static_cast<int64_t>(prompt.size()) + 10});
-        CHECK(equal(cached, recomputed));
-        CHECK(equal(cached, model.generate(ids(prompt), 10, 0.0)));                   // the uncached loop
-    }
+    ampgrad::testing::check_cached_greedy_matches_uncached(model);
 }
 
 TEST_CASE("Llama: a left-padded batch gives each row's own tokens through the cache") {
