@@ -271,8 +271,7 @@ int run_eval(const EvalOptions& o) {
 int run_export(const ExportOptions& o) {
     std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, std::nullopt);
     const LanguageModel& lm = t->model();
-    const models::PretrainedModel model = lm.gpt() ? models::PretrainedModel{"GPT2LMHeadModel", "gpt2", lm.gpt()}
-                                                   : models::PretrainedModel{"LlamaForCausalLM", "llama", lm.llama()};
+    const models::PretrainedModel model = lm.pretrained_model();
     models::save_pretrained(model, o.hf_out);
     const data::Tokenizer& tokenizer = t->corpus().tokenizer;
     if (tokenizer.bpe() != nullptr) write_tokenizer_files(*tokenizer.bpe(), o.hf_out);   // the folder is complete

@@ -35,6 +35,11 @@ const models::CausalLM& LanguageModel::causal_lm() const {
     return *gpt_;
 }
 
+models::PretrainedModel LanguageModel::pretrained_model() const {
+    if (llama_) return {"LlamaForCausalLM", "llama", llama_};
+    return {"GPT2LMHeadModel", "gpt2", gpt_};
+}
+
 Tensor LanguageModel::forward(const Tensor& idx, const Tensor& targets) const {
     return llama_ ? llama_->forward(idx, targets) : gpt_->forward(idx, targets);
 }

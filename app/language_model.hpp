@@ -16,6 +16,7 @@
 #include "app/run_config.hpp"
 #include "models/gpt.hpp"
 #include "models/llama.hpp"
+#include "models/pretrained.hpp"
 
 namespace ampgrad::app {
 
@@ -39,6 +40,8 @@ public:
     std::string shape_text() const;                     // "L=3, NH=4, C=96, T=64, V=65" (GQA: "NKV=2" too)
     nlohmann::json config_json() const;                 // state.json's "model_config"
     const models::CausalLM& causal_lm() const;          // for models::generate (the KV-cache loop)
+    // As a Hugging Face architecture (GPT2LMHeadModel or LlamaForCausalLM), for load/save_pretrained.
+    models::PretrainedModel pretrained_model() const;
     std::shared_ptr<models::GPT> gpt() const { return gpt_; }       // null for a Llama
     std::shared_ptr<models::Llama> llama() const { return llama_; } // null for a GPT
 

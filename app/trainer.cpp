@@ -159,13 +159,6 @@ void Trainer::adopt_pretrained_sizes() {
     cfg_.context_length(c.vocab_size);                                     // --block-size within the context
 }
 
-// The folder's weights into the model just built (on the host; a Mistral folder fills a Llama).
-void Trainer::load_pretrained_weights() {
-    models::PretrainedModel target = model_->gpt() ? models::PretrainedModel{"GPT2LMHeadModel", "gpt2", model_->gpt()}
-                                                   : models::PretrainedModel{"LlamaForCausalLM", "llama", model_->llama()};
-    models::load_pretrained_weights(target, cfg_.init_from);
-}
-
 // Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
 // (seed + 1 + rank) and dropout masks, and takes batch_size / world_size sequences per step.
 void Trainer::join_process_group() {
@@ -213,7 +206,8 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         if (load_pretrained) allocate_only.emplace();
         model_ = LanguageModel::make(cfg_, vocab, addition_ ? addition_->sequence_length() : 0);
     }
-    if (load_pretrained) load_pretrained_weights();
+    if (load_pretrained)   // on the host, before any move; a Mistral folder fills a Llama
+        models::load_pretrained_weights(model_->pretrained_model(), cfg_.init_from);
     if (device_.is_cuda()) model_->module()->to(device_);
     if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_->module());   // fp16-master may turn the weights to f16

@@ -111,7 +111,6 @@ private:
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
     void join_process_group();
     void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
-    void load_pretrained_weights();                  // --init-from: the folder's weights into model_
     void restore_rank_streams(const nlohmann::json& state);
     std::pair<Tensor, Tensor> next_batch();
     Tensor loss_on(const Tensor& x, const Tensor& y);
