@@ -3,8 +3,8 @@
 // AMPGRAD_REGISTER_KERNEL, listed by kernels::all() and kernels::missing()), kept apart from the
 // primitives because each is an optimisation with a composed fallback: a caller asks
 // `kernels::x.has(device)` and otherwise builds the same result from primitives or ops. The CPU
-// implementations are cpu/gemm.cpp, cpu/attention.cpp and cpu/optim.cpp; CUDA has none yet, so
-// kernels::missing(kCUDA) lists them all.
+// implementations are cpu/gemm_epilogue.cpp, cpu/attention.cpp, cpu/attention_rows.cpp and
+// cpu/optim.cpp; their CUDA twins are in cuda/ under the same names (.cu).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -74,6 +74,21 @@ extern constinit Kernel<void(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal)> attention_backward;
 
+// The GEMM path's two row steps (core/attention_gemm.cpp runs attention as batched GEMMs around
+// them). Rows come in groups: row r of a group is query position r % T (a kv head's query heads are
+// stacked, T rows each). scores, probs (G,R,S) contiguous: scores in the compute type (f32; f64 for
+// f64), probs in the inputs' floating dtype; lse (G*R) contiguous, the compute type.
+//   recompute false (forward): probs = softmax of each row's visible scores, 0 where masked; lse =
+//     the row's log-sum-exp. A row whose visible scores are all -inf gets probs 0 and lse -inf.
+//   recompute true (backward): probs = exp(scores - lse) from the given lse (0 where lse is -inf).
+extern constinit Kernel<void(const Tensor& probs, const Tensor& lse, const Tensor& scores, int64_t T, bool causal,
+                             bool recompute)> attention_probs;
+// dscores (G,R,S) = probs * (dprobs - D), D_r = dout_r . out_r in the compute type. dscores and
+// probs share a dtype and may be one tensor (written in place); dprobs (G,R,S) in the compute type;
+// dout, out (G,R,HSv) contiguous in the inputs' dtype.
+extern constinit Kernel<void(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, const Tensor& dout,
+                             const Tensor& out)> attention_score_grad;
+
 // One-pass multi-tensor optimizer steps, PyTorch's single-tensor formulas applied to each
 // parameter in turn (one call per parameter group: no per-parameter dispatch). Every tensor
 // contiguous, of its parameter's shape, one dtype per call (the CPU loops take f32 and f64;
@@ -86,7 +101,8 @@ extern constinit Kernel<void(const AdamTensors& t, const AdamScalars& s, const S
 // Every kernel above, once (core/kernels.cpp defines them; kernels::all() lists them after
 // AMPGRAD_KERNELS; tests/layering_test.py checks that this list and the declarations agree).
 #define AMPGRAD_FUSED_KERNELS(X) \
-    X(gemm_epilogue) X(attention_forward) X(attention_backward) X(sgd_step) X(adam_step)
+    X(gemm_epilogue) X(attention_forward) X(attention_backward) X(attention_probs) X(attention_score_grad) \
+        X(sgd_step) X(adam_step)
 
 }  // namespace kernels
 

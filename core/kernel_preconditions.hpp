@@ -108,4 +108,35 @@ inline void check_sort_rows(const Tensor& values, const Tensor& indices, const T
                   values.describe(), indices.describe());
 }
 
+// The GEMM attention path's row kernels (core/fused_kernels.hpp): scores (G,R,S) contiguous in the
+// compute type of probs' floating dtype, probs (G,R,S) contiguous, lse (G*R) contiguous in the compute
+// type, T > 0 dividing R.
+inline DType attention_compute_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
+inline void check_attention_rows(const char* kernel, const Tensor& probs, const Tensor& lse, const Tensor& scores,
+                                 int64_t T) {
+    const DType compute = attention_compute_dtype(probs.dtype());
+    AMPGRAD_CHECK(scores.dim() == 3 && scores.is_contiguous() && probs.is_contiguous() &&
+                      probs.sizes() == scores.sizes() && is_floating(probs.dtype()) && scores.dtype() == compute &&
+                      lse.is_contiguous() && lse.dtype() == compute && lse.numel() == scores.size(0) * scores.size(1) &&
+                      T > 0 && scores.size(1) % T == 0,
+                  "{}: expected contiguous scores (G,R,S) in {}, probs of that shape, lse (G*R) and R a multiple of "
+                  "T = {}; got scores {}, probs {}, lse {}",
+                  kernel, dtype_name(compute), T, scores.describe(), probs.describe(), lse.describe());
+}
+// dscores, probs (G,R,S) one floating dtype, dprobs (G,R,S) its compute type, dout and out (G,R,HSv) in
+// probs' dtype; all contiguous.
+inline void check_attention_score_grad(const char* kernel, const Tensor& dscores, const Tensor& probs,
+                                       const Tensor& dprobs, const Tensor& dout, const Tensor& out) {
+    const DType dtype = probs.dtype();
+    AMPGRAD_CHECK(probs.dim() == 3 && out.dim() == 3 && is_floating(dtype) && dscores.dtype() == dtype &&
+                      dprobs.dtype() == attention_compute_dtype(dtype) && dout.dtype() == dtype &&
+                      out.dtype() == dtype && dscores.sizes() == probs.sizes() && dprobs.sizes() == probs.sizes() &&
+                      dout.sizes() == out.sizes() && out.size(0) == probs.size(0) && out.size(1) == probs.size(1) &&
+                      dscores.is_contiguous() && probs.is_contiguous() && dprobs.is_contiguous() &&
+                      dout.is_contiguous() && out.is_contiguous(),
+                  "{}: expected contiguous dscores, probs (G,R,S), dprobs (G,R,S) in the compute type and dout, out "
+                  "(G,R,HSv); got dscores {}, probs {}, dprobs {}, dout {}, out {}",
+                  kernel, dscores.describe(), probs.describe(), dprobs.describe(), dout.describe(), out.describe());
+}
+
 }  // namespace ampgrad

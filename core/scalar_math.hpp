@@ -15,6 +15,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -324,6 +325,25 @@ struct SortBefore {
         }
         return descending ? b < a : a < b;
     }
+};
+
+// ---- attention rows (the GEMM path's row kernels, core/attention_gemm.cpp; docs/ops/attention.md) ----
+// Keys query position t sees: all S, or 0..t under the causal mask (top-left aligned, as PyTorch's is_causal).
+AMPGRAD_HOST_DEVICE inline int64_t attention_visible_keys(int64_t t, int64_t S, bool causal) {
+    return causal ? (t + 1 < S ? t + 1 : S) : S;
+}
+// The weight exp(s - shift) of score s, where shift is the row's max (forward) or its lse (backward).
+// A -inf score weighs exactly 0, or NaN when the shift is NaN (an inf in q met keys of both signs),
+// as exp(-inf - NaN) is in PyTorch; written out because a vectorised exp may not give exactly 0.
+struct AttentionWeight {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T s, T shift) {
+        if (s == -std::numeric_limits<T>::infinity()) return shift != shift ? shift : T(0);
+        return exp(s - shift);
+    }
+};
+// dS = P * (dP - D), D = dO . O of the row: the softmax backward with D computed from the output.
+struct AttentionScoreGrad {
+    template <class T> AMPGRAD_HOST_DEVICE static T value(T p, T dp, T delta) { return p * (dp - delta); }
 };
 
 // ---- rotary embeddings: one pair (x1, x2) of a row turned by its angle (docs/ops/rotary.md) ----

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/attention_gemm.hpp"
 #include "core/fused_kernels.hpp"
 #include "core/kernel_preconditions.hpp"
 #include "cpu/attention.hpp"
@@ -208,12 +209,15 @@ void attention_backward(const AttentionGradArgs& g) {
 }
 
 namespace {
+// The registered kernels: these fused loops, or the GEMM path when AMPGRAD_ATTENTION=gemm asks for it.
 void forward_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                     double scale, bool causal) {
+    if (attention_uses_gemm(q)) return attention_forward_gemm(out, lse, q, k, v, scale, causal);
     attention_forward({out, lse, q, k, v, scale, causal});
 }
 void backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
                      const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
+    if (attention_uses_gemm(q)) return attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
     attention_backward({{out, lse, q, k, v, scale, causal}, dout, dq, dk, dv});
 }
 }  // namespace

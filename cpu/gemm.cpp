@@ -3,6 +3,7 @@
 // cpu/gemm_select.cpp): f64 always Eigen; f32 oneDNN's sgemm or Eigen, read in place from the
 // (strided) tensors; bf16 oneDNN's matmul (no widening) where the CPU has avx512_bf16; f16, and
 // bf16 elsewhere, widened to f32 buffers, multiplied by the f32 path and rounded once on store.
+// f16/bf16 operands may also write an f32 out (not rounded): the attention GEMM path's scores.
 // Not here: shape checks for users (the op layer, autograd/ops/matmul.cpp, does those; a bad call
 // here is an internal error).
 //
@@ -102,19 +103,42 @@ void gemm_in_place(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatc
     else gemm_eigen<T>(out, batch, m, n, ra, trans_a, rb, trans_b, alpha, beta);
 }
 
-// f16 / bf16 widened: operands to f32 buffers, multiplied by the f32 path, rounded once on store.
+// f16 / bf16 operands widened to f32 buffers and multiplied by the f32 path into an f32 out.
+template <typename T>
+void gemm_widened_f32_out(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
+                          const MatrixBatch<T>& b, bool trans_b, float alpha, float beta) {
+    std::vector<float> a_buf, b_buf;
+    gemm_f32(out, batch, m, n, pack_batch<float>(a, batch, a_buf), trans_a, pack_batch<float>(b, batch, b_buf),
+             trans_b, alpha, beta);
+}
+
+// f16 / bf16 widened: the product in an f32 buffer, rounded once on store.
 template <typename T>
 void gemm_widened(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
                   const MatrixBatch<T>& b, bool trans_b, float alpha, float beta) {
     const int64_t numel = batch * m * n;
-    std::vector<float> a_buf, b_buf, c_buf(static_cast<size_t>(numel));
+    std::vector<float> c_buf(static_cast<size_t>(numel));
     if (beta != 0.0f)
         for (int64_t i = 0; i < numel; ++i) c_buf[i] = static_cast<float>(out[i]);
-    gemm_f32(c_buf.data(), batch, m, n, pack_batch<float>(a, batch, a_buf), trans_a, pack_batch<float>(b, batch, b_buf),
-             trans_b, alpha, beta);
+    gemm_widened_f32_out<T>(c_buf.data(), batch, m, n, a, trans_a, b, trans_b, alpha, beta);
     parallel_for(numel, kGrainSize, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) out[i] = static_cast<T>(c_buf[i]);
     });
+}
+
+// f16 / bf16 operands with an f32 out (the attention GEMM path's scores): nothing is rounded.
+template <typename T>
+void gemm_half_f32_out(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
+                       const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, GemmPath path) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+        if (path == GemmPath::kOneDnnMatmul) {
+            std::vector<BFloat16> a_buf, b_buf;
+            gemm_onednn_bf16(out, kFloat32, batch, m, n, readable_or_packed(a, batch, a_buf), trans_a,
+                             readable_or_packed(b, batch, b_buf), trans_b, alpha, beta);
+            return;
+        }
+    }
+    gemm_widened_f32_out<T>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
 }
 
 // bf16 without widening: oneDNN's matmul reads the bf16 operands and accumulates in f32.
@@ -129,7 +153,8 @@ void check_gemm_operands(const Tensor& out, const Tensor& a, const Tensor& b, bo
     AMPGRAD_CHECK(out.is_contiguous() && out.dim() >= 2 && out.dim() <= 3, "gemm: out is {}", out.describe());
     AMPGRAD_CHECK(a.dim() >= 2 && a.dim() <= 3 && b.dim() >= 2 && b.dim() <= 3, "gemm: a is {}, b is {}",
                   a.describe(), b.describe());
-    AMPGRAD_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(), "gemm: dtypes differ: {} {} {}",
+    const bool half_to_f32 = out.dtype() == kFloat32 && (a.dtype() == kFloat16 || a.dtype() == kBFloat16);
+    AMPGRAD_CHECK(b.dtype() == a.dtype() && (a.dtype() == out.dtype() || half_to_f32), "gemm: dtypes differ: {} {} {}",
                   out.describe(), a.describe(), b.describe());
     const int64_t batch = out.dim() == 3 ? out.size(0) : 1;
     const int64_t m = out.size(-2), n = out.size(-1);
@@ -151,12 +176,19 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     if (out.numel() == 0) return;
     const int64_t batch = out.dim() == 3 ? out.size(0) : 1;
     const int64_t m = out.size(-2), n = out.size(-1);
-    const GemmPath path = cpu_gemm_path(out.dtype());
-    dispatch_float(out.dtype(), "gemm", [&](auto tag) {
+    const GemmPath path = cpu_gemm_path(a.dtype());
+    dispatch_float(a.dtype(), "gemm", [&](auto tag) {
         using T = decltype(tag);
         using C = compute_t<T>;
         auto ma = batch_of<T>(a, a.data_ptr<T>());
         auto mb = batch_of<T>(b, b.data_ptr<T>());
+        if constexpr (!std::is_same_v<T, C>) {
+            if (out.dtype() == kFloat32) {
+                gemm_half_f32_out<T>(out.data_ptr<float>(), batch, m, n, ma, trans_a, mb, trans_b, float(alpha),
+                                     float(beta), path);
+                return;
+            }
+        }
         T* o = out.data_ptr<T>();
         if constexpr (std::is_same_v<T, C>) {
             gemm_in_place<T>(o, batch, m, n, ma, trans_a, mb, trans_b, T(alpha), T(beta));

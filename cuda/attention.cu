@@ -18,9 +18,12 @@
 // kv head h / (NH / NKV), and the dk, dv kernel's blocks take kv heads and loop over their query heads,
 // so K/V are never copied per head and the sums stay deterministic.
 // Head sizes up to kMaxHead; q, k, v, out, dout, dq, dk, dv may have any strides.
+// These kernels run f64 (and anything AMPGRAD_ATTENTION=fused asks for); f32/f16/bf16 go by default
+// to the GEMM path (core/attention_gemm.hpp), whose products run on cuBLAS's tensor cores.
 #include <algorithm>
 #include <limits>
 
+#include "core/attention_gemm.hpp"
 #include "core/fused_kernels.hpp"
 #include "core/kernel_preconditions.hpp"
 #include "cuda/loops.cuh"
@@ -314,6 +317,12 @@ int64_t tiles_of(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
 void forward_entry(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double scale, bool causal) {
+    if (attention_uses_gemm(q)) {                                 // cuBLAS products (core/attention_gemm.hpp)
+        require_on_device("attention", q.device().index, {&out, &lse, &q, &k, &v});
+        DeviceGuard guard(q.device().index);
+        attention_forward_gemm(out, lse, q, k, v, scale, causal);
+        return;
+    }
     check_args("attention", out, lse, q, k, v);
     if (lse.numel() == 0) return;   // B*NH*T == 0. HS == 0 still writes: scores 0, P uniform over the visible keys
     DeviceGuard guard(q.device().index);
@@ -335,10 +344,15 @@ Heads<T> heads_or_null(const Tensor& t) {
 
 void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
                     const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
-    check_args("attention_backward", out, lse, q, k, v);
-    require_on_device("attention_backward", q.device().index, {&dout});
+    require_on_device("attention_backward", q.device().index, {&out, &lse, &q, &k, &v, &dout});
     for (const Tensor* g : {&dq, &dk, &dv})
         if (g->defined()) require_on_device("attention_backward", q.device().index, {g});
+    if (attention_uses_gemm(q)) {                                 // cuBLAS products (core/attention_gemm.hpp)
+        DeviceGuard guard(q.device().index);
+        attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
+        return;
+    }
+    check_args("attention_backward", out, lse, q, k, v);
     check_attention_grads("attention_backward", dq, dk, dv, dout, out, q, k, v);
     auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };
     if (!has_elements(dq) && !has_elements(dk) && !has_elements(dv)) return;   // T == 0 still zeroes dk, dv

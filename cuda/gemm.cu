@@ -1,8 +1,9 @@
 // gemm.cu: batched GEMM through cuBLAS (kernels::gemm), and GEMM with a bias / bias+tanh-GELU
 // epilogue through cuBLASLt (kernels::gemm_epilogue), the GPU twins of cpu/gemm.cpp.
 // kernels::gemm: f32/f16/bf16 use cublasGemmStridedBatchedEx with fp32 compute (no TF32, like
-// PyTorch's default); f64 uses cublasDgemmStridedBatched. kernels::gemm_epilogue: cublasLtMatmul
-// with fp32 compute (tensor cores for f16/bf16), its algorithm cached per shape (cuda/gemm_lt.cu).
+// PyTorch's default; f16/bf16 operands may write an f32 out); f64 uses cublasDgemmStridedBatched.
+// kernels::gemm_epilogue: cublasLtMatmul with fp32 compute (tensor cores for f16/bf16), its
+// algorithm cached per shape (cuda/gemm_lt.cu).
 // cuBLAS is column-major and we are row-major. A row-major (R,C) matrix is the column-major
 // (C,R) matrix, its transpose, so we compute out^T = op(b)^T @ op(a)^T: cuBLAS's "A" is our b
 // and its "B" is our a, with m = N, n = M.
@@ -87,8 +88,9 @@ MatrixArg cublas_operand(const Tensor& t, bool trans, Tensor& holder) {
 // ---- launchers ----
 
 // out (B,M,N) contiguous; lhs is cuBLAS's A (our b), rhs its B (our a)
-void gemm_cublas(cublasHandle_t handle, const Tensor& out, const MatrixArg& lhs, const MatrixArg& rhs, int64_t batch,
-                 int64_t M, int64_t N, int64_t K, double alpha, double beta) {
+// operands of in_dtype (out's dtype, or f16/bf16 with an f32 out: cuBLAS's mixed-precision GemmEx)
+void gemm_cublas(cublasHandle_t handle, const Tensor& out, DType in_dtype, const MatrixArg& lhs, const MatrixArg& rhs,
+                 int64_t batch, int64_t M, int64_t N, int64_t K, double alpha, double beta) {
     int m = as_int("N", N), n = as_int("M", M), k = as_int("K", K);
     int lda = as_int("ld", std::max<int64_t>(lhs.ld, 1)), ldb = as_int("ld", std::max<int64_t>(rhs.ld, 1));
     int ldc = std::max(m, 1), count = as_int("batch", batch);
@@ -104,10 +106,10 @@ void gemm_cublas(cublasHandle_t handle, const Tensor& out, const MatrixArg& lhs,
         return;
     }
     float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
-    cudaDataType_t type = cuda_data_type(out.dtype());
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, lhs.op, rhs.op, m, n, k, &alpha32, lhs.ptr, type, lda,
-                                            lhs.batch_stride, rhs.ptr, type, ldb, rhs.batch_stride, &beta32,
-                                            out.raw_data(), type, ldc, M * N, count, CUBLAS_COMPUTE_32F,
+    const cudaDataType_t in_type = cuda_data_type(in_dtype), out_type = cuda_data_type(out.dtype());
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, lhs.op, rhs.op, m, n, k, &alpha32, lhs.ptr, in_type, lda,
+                                            lhs.batch_stride, rhs.ptr, in_type, ldb, rhs.batch_stride, &beta32,
+                                            out.raw_data(), out_type, ldc, M * N, count, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
 }
 
@@ -131,8 +133,9 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     AMPGRAD_CHECK(a.dim() == b.dim() && out.dim() == a.dim() && (a.dim() == 2 || a.dim() == 3),
                   "gemm: expected 2-d or 3-d operands, got a {}, b {}, out {}", a.describe(), b.describe(),
                   out.describe());
-    AMPGRAD_CHECK(a.dtype() == b.dtype() && a.dtype() == out.dtype(), "gemm: dtypes differ: a {}, b {}, out {}",
-                  a.describe(), b.describe(), out.describe());
+    const bool half_to_f32 = out.dtype() == kFloat32 && (a.dtype() == kFloat16 || a.dtype() == kBFloat16);
+    AMPGRAD_CHECK(a.dtype() == b.dtype() && (a.dtype() == out.dtype() || half_to_f32),
+                  "gemm: dtypes differ: a {}, b {}, out {}", a.describe(), b.describe(), out.describe());
     AMPGRAD_CHECK(out.is_contiguous(), "gemm: out must be contiguous, got {}", out.describe());
     int64_t d = a.dim();
     int64_t M = out.size(d - 2), N = out.size(d - 1), batch = d == 3 ? out.size(0) : 1;
@@ -156,7 +159,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     MatrixArg rhs = cublas_operand(a, trans_a, a_mat), lhs = cublas_operand(b, trans_b, b_mat);
     CublasHandle& h = cublas_for(index);
     std::lock_guard<std::mutex> lock(h.mutex);
-    gemm_cublas(h.handle, out, lhs, rhs, batch, M, N, K, alpha, beta);
+    gemm_cublas(h.handle, out, a.dtype(), lhs, rhs, batch, M, N, K, alpha, beta);
 }
 
 // ---- GEMM with a bias (+ tanh-GELU) epilogue ----
@@ -262,7 +265,7 @@ void gemm_epilogue(const Tensor& out, const Tensor& aux, const Tensor& a, const 
     {                                                               // 3: cuBLAS, then one pass
         CublasHandle& h = cublas_for(index);
         std::lock_guard<std::mutex> lock(h.mutex);
-        gemm_cublas(h.handle, out, lhs, rhs, 1, M, N, K, 1.0, 0.0);
+        gemm_cublas(h.handle, out, out.dtype(), lhs, rhs, 1, M, N, K, 1.0, 0.0);
     }
     epilogue_pass(out, out, bias, aux, gelu);
 }

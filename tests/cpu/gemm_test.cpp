@@ -2,7 +2,8 @@
 // every trans_a/trans_b pair, alpha/beta (beta = 0 never reads out), batch broadcast (stride 0),
 // column-major, column-strided and stride-0 operands, 2-d operands, K == 0, and the
 // batch-parallel path (many small products). Every check runs once per library (oneDNN where
-// built, and Eigen pinned: core/gemm_paths.hpp), so each path meets the same cases.
+// built, and Eigen pinned: core/gemm_paths.hpp), so each path meets the same cases. Also f16/bf16
+// operands into an f32 out.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -58,7 +59,7 @@ void check_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool ta, bo
     const Tensor out0 = out.clone();
     for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
         set_cpu_gemm_library(library);
-        CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+        CAPTURE(gemm_path_name(cpu_gemm_path(a.dtype())));
         Tensor result = out0.clone();
         kernels::gemm(result, a, b, ta, tb, alpha, beta);
         CHECK_CLOSE(result, expected, tol);
@@ -84,6 +85,29 @@ TEST_CASE("cpu gemm: every dtype, trans flag pair and beta") {
                     check_gemm(out, a, b, ta, tb, 0.75, beta, dt);
                 }
     }
+}
+
+// The attention GEMM path's scores (core/attention_gemm.cpp): f16/bf16 operands, f32 accumulation
+// and an f32 out. Held to f32's tolerance against the exact product, so a rounding to f16/bf16
+// anywhere would fail it.
+TEST_CASE("cpu gemm: f16/bf16 operands write an f32 out without rounding; other dtype mixes are refused") {
+    manual_seed(37);
+    const int64_t B = 2, M = 6, K = 9, N = 5;
+    for (DType dt : {kFloat16, kBFloat16}) {
+        CAPTURE(dtype_name(dt));
+        for (bool ta : {false, true})
+            for (bool tb : {false, true})
+                for (double beta : {0.0, 1.0}) {
+                    Tensor a = randn(ta ? Shape{B, K, M} : Shape{B, M, K}).to(dt);
+                    Tensor b = randn(tb ? Shape{B, N, K} : Shape{B, K, N}).to(dt);
+                    Tensor out = randn({B, M, N});
+                    check_gemm(out, a, b, ta, tb, 0.75, beta, kFloat32);
+                }
+    }
+    Tensor a32 = randn({2, 3}), b32 = randn({3, 4});
+    CHECK_THROWS(kernels::gemm(empty({2, 4}, kFloat16), a32, b32, false, false, 1.0, 0.0));      // f32 into f16
+    CHECK_THROWS(kernels::gemm(empty({2, 4}, kFloat32), a32.to(kFloat16), b32.to(kBFloat16), false, false, 1.0, 0.0));
+    CHECK_THROWS(kernels::gemm(empty({2, 4}, kFloat64), a32.to(kFloat16), b32.to(kFloat16), false, false, 1.0, 0.0));
 }
 
 TEST_CASE("cpu gemm: beta = 0 overwrites NaN garbage in out") {

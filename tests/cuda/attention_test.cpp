@@ -1,7 +1,8 @@
-// attention_test.cpp: cuda/attention.cu (flash-style attention) against the CPU kernel
-// (cpu/attention.cpp) on the same inputs: out, lse, dq, dk, dv in f32, f64, f16 and bf16, causal
-// and not, T != S both ways, tile-straddling sizes, a strided q (a view of a (B,T,NH,HS) tensor),
-// a row whose scores are all -inf, empty inputs and the head-size limit.
+// attention_test.cpp: both CUDA attention paths, cuda/attention.cu's flash-style kernels and the
+// GEMM path (core/attention_gemm.cpp on cuBLAS with cuda/attention_rows.cu), against the fused CPU
+// kernel (cpu/attention.cpp) on the same inputs: out, lse, dq, dk, dv in f32, f64, f16 and bf16,
+// causal and not, T != S both ways, tile-straddling sizes, a strided q (a view of a (B,T,NH,HS)
+// tensor), a row whose scores are all -inf, empty inputs and the fused kernel's head-size limit.
 #include <limits>
 
 #include "core/fused_kernels.hpp"
@@ -52,25 +53,44 @@ AttentionInputs to_gpu(const AttentionInputs& in) {
 }
 
 // Outputs round once from the compute type; the gradients sum products of rounded values twice
-// over (dS, then dS k), hence the looser f16/bf16 tolerance there.
-Tolerance out_tol(DType dtype) { return tol_for(dtype); }
+// over (dS, then dS k), hence the looser f16/bf16 tolerance there. The GEMM path also rounds P and dS
+// to f16/bf16 before multiplying (as FlashAttention does): tests/core/attention_gemm_test.cpp's bounds.
+bool half(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
+Tolerance out_tol(DType dtype) { return half(dtype) && attention_path() == AttentionPath::kGemm ? tol_for(dtype, 4.0) : tol_for(dtype); }
 Tolerance grad_tol(DType dtype) {
     if (dtype == kFloat32) return {1e-4, 1e-4};
-    return dtype == kFloat64 ? tol_for(dtype) : tol_for(dtype, 8.0);
+    if (dtype == kFloat64) return tol_for(dtype);
+    return tol_for(dtype, attention_path() == AttentionPath::kGemm ? 16.0 : 8.0);
 }
 
-// The same inputs on the host and on the GPU (any strides on either side).
-void check_case(const AttentionCase& c, const AttentionInputs& host, const AttentionInputs& gpu_in) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(c.HS));
-    AttentionResults cpu = run(c, host, scale);
-    AttentionResults gpu = run(c, gpu_in, scale);
-    CHECK_GPU_CLOSE(gpu.out, cpu.out, out_tol(c.dtype));
-    CHECK_GPU_CLOSE(gpu.lse, cpu.lse, out_tol(lse_dtype(c.dtype)));
-    CHECK_GPU_CLOSE(gpu.dq, cpu.dq, grad_tol(c.dtype));
-    CHECK_GPU_CLOSE(gpu.dk, cpu.dk, grad_tol(c.dtype));
-    CHECK_GPU_CLOSE(gpu.dv, cpu.dv, grad_tol(c.dtype));
+// The CPU reference: the fused kernel, whatever path the GPU runs.
+AttentionResults run_on_cpu(const AttentionCase& c, const AttentionInputs& in, double scale);
+
+AttentionResults run_on_cpu(const AttentionCase& c, const AttentionInputs& in, double scale) {
+    ScopedAttentionPath fused(AttentionPath::kFused);
+    return run(c, in, scale);
 }
-void check_case(const AttentionCase& c, const AttentionInputs& host) { check_case(c, host, to_gpu(host)); }
+
+// The same inputs on the host and on the GPU (any strides on either side), the GPU on each path.
+void check_case(const AttentionCase& c, const AttentionInputs& host, const AttentionInputs& gpu_in,
+                const std::vector<AttentionPath>& paths = kAttentionPaths) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.HS));
+    AttentionResults cpu = run_on_cpu(c, host, scale);
+    for (AttentionPath path : paths) {
+        CAPTURE(attention_path_name(path));
+        ScopedAttentionPath scoped(path);
+        AttentionResults gpu = run(c, gpu_in, scale);
+        CHECK_GPU_CLOSE(gpu.out, cpu.out, out_tol(c.dtype));
+        CHECK_GPU_CLOSE(gpu.lse, cpu.lse, out_tol(lse_dtype(c.dtype)));
+        CHECK_GPU_CLOSE(gpu.dq, cpu.dq, grad_tol(c.dtype));
+        CHECK_GPU_CLOSE(gpu.dk, cpu.dk, grad_tol(c.dtype));
+        CHECK_GPU_CLOSE(gpu.dv, cpu.dv, grad_tol(c.dtype));
+    }
+}
+void check_case(const AttentionCase& c, const AttentionInputs& host,
+                const std::vector<AttentionPath>& paths = kAttentionPaths) {
+    check_case(c, host, to_gpu(host), paths);
+}
 
 // A host tensor of `dtype` holding `values` (row-major).
 Tensor host_tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
@@ -129,10 +149,13 @@ TEST_CASE("cuda attention: a row whose scores are all -inf gets P = 0 and lse = 
         // head 0's dk is NaN on both sides (dk = dS^T q multiplies the dead row's dS = 0 by its
         // -inf q); CHECK_CLOSE equates NaN with NaN and -inf with -inf.
         check_case(c, in);
-        Tensor lse = make_empty({1, 2, 9}, kFloat32, kGpu), out = make_empty({1, 2, 9, 8}, dtype, kGpu);
-        kernels::attention_forward(out, lse, testing::to_gpu(in.q), testing::to_gpu(in.k), testing::to_gpu(in.v), 1.0,
-                                   false);
-        CHECK(host_values(lse)[3] == -std::numeric_limits<double>::infinity());
+        for (AttentionPath path : kAttentionPaths) {
+            ScopedAttentionPath scoped(path);
+            Tensor lse = make_empty({1, 2, 9}, kFloat32, kGpu), out = make_empty({1, 2, 9, 8}, dtype, kGpu);
+            kernels::attention_forward(out, lse, testing::to_gpu(in.q), testing::to_gpu(in.k), testing::to_gpu(in.v),
+                                       1.0, false);
+            CHECK(host_values(lse)[3] == -std::numeric_limits<double>::infinity());
+        }
     }
 }
 
@@ -144,20 +167,28 @@ TEST_CASE("cuda attention: a query row with a NaN comes out NaN, as on the CPU" 
     std::vector<double> q = host_values(in.q);
     q[static_cast<size_t>(2 * c.HS)] = NAN;                                     // row 2
     in.q = host_tensor(q, in.q.sizes(), kFloat32);
-    AttentionResults cpu = run(c, in, 0.5), gpu = run(c, to_gpu(in), 0.5);
-    const std::vector<double> out = host_values(gpu.out), lse = host_values(gpu.lse);
-    CHECK(std::isnan(lse[2]));
-    for (int64_t x = 0; x < c.HSv; ++x) CHECK(std::isnan(out[static_cast<size_t>(2 * c.HSv + x)]));
-    CHECK_GPU_CLOSE(gpu.out, cpu.out, out_tol(kFloat32));                       // NaN equals NaN here
-    CHECK_GPU_CLOSE(gpu.lse, cpu.lse, out_tol(kFloat32));
+    AttentionResults cpu = run_on_cpu(c, in, 0.5);
+    for (AttentionPath path : kAttentionPaths) {
+        CAPTURE(attention_path_name(path));
+        ScopedAttentionPath scoped(path);
+        AttentionResults gpu = run(c, to_gpu(in), 0.5);
+        const std::vector<double> out = host_values(gpu.out), lse = host_values(gpu.lse);
+        CHECK(std::isnan(lse[2]));
+        for (int64_t x = 0; x < c.HSv; ++x) CHECK(std::isnan(out[static_cast<size_t>(2 * c.HSv + x)]));
+        CHECK_GPU_CLOSE(gpu.out, cpu.out, out_tol(kFloat32));                   // NaN equals NaN here
+        CHECK_GPU_CLOSE(gpu.lse, cpu.lse, out_tol(kFloat32));
+    }
 }
 
 TEST_CASE("cuda attention: empty inputs, and head sizes past the kernel's limit" * skip_without_gpu()) {
     SUBCASE("T == 0 and B == 0: nothing to do, no error") {
         for (AttentionCase c : {AttentionCase{kFloat32, 1, 2, 0, 5, 8, 8, true}, AttentionCase{kFloat32, 0, 2, 4, 5, 8, 8, false}}) {
-            AttentionInputs gpu = to_gpu(sample_inputs(c));
-            AttentionResults r = run(c, gpu, 1.0);
-            CHECK(r.out.numel() == 0);
+            for (AttentionPath path : kAttentionPaths) {
+                ScopedAttentionPath scoped(path);
+                AttentionInputs gpu = to_gpu(sample_inputs(c));
+                AttentionResults r = run(c, gpu, 1.0);
+                CHECK(r.out.numel() == 0);
+            }
         }
     }
     SUBCASE("q empty by its head size, and T == 0 with keys: every output written, as on the CPU") {
@@ -167,26 +198,34 @@ TEST_CASE("cuda attention: empty inputs, and head sizes past the kernel's limit"
             CAPTURE(c.HS);
             CAPTURE(c.T);
             AttentionInputs host = sample_inputs(c), gpu = to_gpu(host);
-            AttentionResults cpu = run(c, host, 0.5);
-            AttentionResults r;
-            r.out = testing::to_gpu(full({c.B, c.NH, c.T, c.HSv}, NAN, TensorOptions(kFloat32)));
-            r.lse = testing::to_gpu(full({c.B, c.NH, c.T}, NAN, TensorOptions(kFloat32)));
-            kernels::attention_forward(r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
-            r.dq = testing::to_gpu(full(gpu.q.sizes(), NAN, TensorOptions(kFloat32)));
-            r.dk = testing::to_gpu(full(gpu.k.sizes(), NAN, TensorOptions(kFloat32)));
-            r.dv = testing::to_gpu(full(gpu.v.sizes(), NAN, TensorOptions(kFloat32)));
-            kernels::attention_backward(r.dq, r.dk, r.dv, gpu.dout, r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
-            CHECK_GPU_CLOSE(r.out, cpu.out, out_tol(kFloat32));
-            CHECK_GPU_CLOSE(r.lse, cpu.lse, out_tol(kFloat32));
-            CHECK_GPU_CLOSE(r.dk, cpu.dk, grad_tol(kFloat32));
-            CHECK_GPU_CLOSE(r.dv, cpu.dv, grad_tol(kFloat32));
-            for (double x : host_values(r.dv)) REQUIRE(!std::isnan(x));
+            AttentionResults cpu = run_on_cpu(c, host, 0.5);
+            for (AttentionPath path : kAttentionPaths) {
+                CAPTURE(attention_path_name(path));
+                ScopedAttentionPath scoped(path);
+                AttentionResults r;
+                r.out = testing::to_gpu(full({c.B, c.NH, c.T, c.HSv}, NAN, TensorOptions(kFloat32)));
+                r.lse = testing::to_gpu(full({c.B, c.NH, c.T}, NAN, TensorOptions(kFloat32)));
+                kernels::attention_forward(r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+                r.dq = testing::to_gpu(full(gpu.q.sizes(), NAN, TensorOptions(kFloat32)));
+                r.dk = testing::to_gpu(full(gpu.k.sizes(), NAN, TensorOptions(kFloat32)));
+                r.dv = testing::to_gpu(full(gpu.v.sizes(), NAN, TensorOptions(kFloat32)));
+                kernels::attention_backward(r.dq, r.dk, r.dv, gpu.dout, r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+                CHECK_GPU_CLOSE(r.out, cpu.out, out_tol(kFloat32));
+                CHECK_GPU_CLOSE(r.lse, cpu.lse, out_tol(kFloat32));
+                CHECK_GPU_CLOSE(r.dk, cpu.dk, grad_tol(kFloat32));
+                CHECK_GPU_CLOSE(r.dv, cpu.dv, grad_tol(kFloat32));
+                for (double x : host_values(r.dv)) REQUIRE(!std::isnan(x));
+            }
         }
     }
-    SUBCASE("HS = 512 is reported, not computed wrongly") {
+    SUBCASE("HS = 512: the fused kernels report it, not compute it wrongly; the GEMM path computes it") {
         AttentionCase c{kFloat32, 1, 1, 4, 4, 512, 8, false};
         AttentionInputs gpu = to_gpu(sample_inputs(c));
         Tensor out = make_empty({1, 1, 4, 8}, kFloat32, kGpu), lse = make_empty({1, 1, 4}, kFloat32, kGpu);
-        CHECK_THROWS_AS(kernels::attention_forward(out, lse, gpu.q, gpu.k, gpu.v, 1.0, false), NotImplementedError);
+        {
+            ScopedAttentionPath fused(AttentionPath::kFused);
+            CHECK_THROWS_AS(kernels::attention_forward(out, lse, gpu.q, gpu.k, gpu.v, 1.0, false), NotImplementedError);
+        }
+        check_case(c, sample_inputs(c), {AttentionPath::kGemm});
     }
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ampgrad/ampgrad.h"
+#include "core/attention_gemm.hpp"
 #include "tests/support/check_close.hpp"
 
 namespace ampgrad::testing {
@@ -21,6 +22,17 @@ inline const Device kGpu(kCUDA, 0);
 inline const Device kHost(kCPU);
 inline const std::vector<DType> kFloatDTypes = {kFloat32, kFloat64, kFloat16, kBFloat16};
 inline const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kBool};
+
+// The attention path (core/attention_gemm.hpp) for one scope: the CUDA attention tests run the GPU
+// under each path and the CPU under the fused kernel, their reference.
+struct ScopedAttentionPath {
+    AttentionPath before;
+    explicit ScopedAttentionPath(AttentionPath path) : before(attention_path()) { set_attention_path(path); }
+    ~ScopedAttentionPath() { set_attention_path(before); }
+    ScopedAttentionPath(const ScopedAttentionPath&) = delete;
+    ScopedAttentionPath& operator=(const ScopedAttentionPath&) = delete;
+};
+inline const std::vector<AttentionPath> kAttentionPaths = {AttentionPath::kFused, AttentionPath::kGemm};
 
 // A contiguous copy of t (any device, any strides) on `device`, same dtype. Transfers between
 // host and GPU are the CUDA backend's job whichever side the GPU is on.

@@ -102,6 +102,28 @@ TEST_CASE("cuda gemm: mismatched dtypes are an internal error, not a wrong answe
     Tensor a = to_gpu(sample({2, 3}, kFloat32, 12)), b = to_gpu(sample({3, 4}, kFloat64, 13));
     Tensor out = make_empty({2, 4}, kFloat32, kGpu);
     CHECK_THROWS_AS(kernels::gemm(out, a, b, false, false, 1.0, 0.0), InternalError);
+    Tensor out16 = make_empty({2, 4}, kFloat16, kGpu), b32 = to_gpu(sample({3, 4}, kFloat32, 13));
+    CHECK_THROWS_AS(kernels::gemm(out16, a, b32, false, false, 1.0, 0.0), InternalError);   // f32 into f16
+}
+
+// The attention GEMM path's scores: cuBLAS's mixed-precision GemmEx (f16/bf16 in, f32 out), held to
+// f32's tolerance against the double product of the same inputs, so a rounding to f16/bf16 would fail.
+TEST_CASE("cuda gemm: f16/bf16 operands write an f32 out without rounding" * skip_without_gpu()) {
+    const int64_t B = 3, M = 5, K = 33, N = 4;
+    for (DType dtype : {kFloat16, kBFloat16}) {
+        for (bool ta : {false, true}) {
+            for (bool tb : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(ta);
+                CAPTURE(tb);
+                Tensor a = to_gpu(sample(ta ? Shape{B, K, M} : Shape{B, M, K}, dtype, 14));
+                Tensor b = to_gpu(sample(tb ? Shape{B, N, K} : Shape{B, K, N}, dtype, 15));
+                Tensor c0 = sample({B, M, N}, kFloat32, 16);
+                check_gemm(a, b, c0, ta, tb, 0.5, 0.0);
+                check_gemm(a, b, c0, ta, tb, 1.0, 1.0);
+            }
+        }
+    }
 }
 
 // ---- kernels::gemm_epilogue ----

@@ -1,0 +1,44 @@
+// attention_gemm.hpp: scaled-dot-product attention as batched GEMMs around two row kernels (the
+// GEMM path), and the choice between it and the fused flash-style kernels. It meets the contract of
+// kernels::attention_forward / attention_backward (core/fused_kernels.hpp) with any backend's
+// kernels::gemm, so on a GPU the four products of the backward and the two of the forward run on
+// cuBLAS (tensor cores for f16/bf16), where the fused CUDA kernel computes them one FMA at a time.
+// The price is memory: it holds the (T,S) scores of a chunk of heads at a time (a workspace bound,
+// not the whole batch) and, like FlashAttention, rounds P and dS to the inputs' dtype before
+// multiplying them (exact for f32 and f64). docs/ops/attention.md derives both paths.
+//
+// Which path runs: the fused kernels, except on CUDA for f32/f16/bf16 (AttentionPath::kAuto).
+// AMPGRAD_ATTENTION=auto|fused|gemm or set_attention_path() overrides it, process-wide; the tests run
+// the attention cases on both paths with it.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.hpp"
+
+namespace ampgrad {
+
+enum class AttentionPath {
+    kAuto,    // GEMM path on CUDA for f32/f16/bf16, fused kernels elsewhere
+    kFused,   // the flash-style kernels (cpu/attention.cpp, cuda/attention.cu)
+    kGemm,    // this file's path, on every device and dtype
+};
+void set_attention_path(AttentionPath path);
+AttentionPath attention_path();                   // starts as AMPGRAD_ATTENTION says (default auto)
+const char* attention_path_name(AttentionPath path);
+
+// Whether attention on q's device and dtype takes the GEMM path under the current setting.
+bool attention_uses_gemm(const Tensor& q);
+
+// The workspace bound of one chunk (scores and probabilities of as many kv heads as fit, at least
+// one), in bytes: 1 GiB on a GPU, 64 MiB on the CPU, when `workspace_bytes` is 0.
+int64_t attention_workspace_bytes(const Tensor& q, int64_t workspace_bytes = 0);
+
+// kernels::attention_forward's contract: out (B,NH,T,HSv), lse (B,NH,T) = attention(q, k, v).
+void attention_forward_gemm(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                            double scale, bool causal, int64_t workspace_bytes = 0);
+// kernels::attention_backward's contract: dq, dk, dv (each may be undefined) from dout, out, lse.
+void attention_backward_gemm(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                             const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                             double scale, bool causal, int64_t workspace_bytes = 0);
+
+}  // namespace ampgrad

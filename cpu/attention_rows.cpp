@@ -1,0 +1,99 @@
+// attention_rows.cpp: the two row kernels of the GEMM attention path (core/attention_gemm.cpp)
+// on the CPU: attention_probs (the masked softmax of the scores and its log-sum-exp, or the
+// backward's recomputation from a saved lse) and attention_score_grad (dS = P * (dP - D)). The
+// formulas are core/scalar_math.hpp's AttentionWeight and AttentionScoreGrad, shared with
+// cuda/attention_rows.cu. Rows are independent, so threads split rows. Contracts:
+// core/fused_kernels.hpp.
+#include <cmath>
+#include <limits>
+
+#include "core/fused_kernels.hpp"
+#include "core/kernel_preconditions.hpp"
+#include "core/scalar_math.hpp"
+#include "cpu/loops.hpp"
+
+namespace ampgrad::cpu {
+
+namespace {
+
+// ---- kernels ----
+
+// probs (rows,S) and lse (rows) from scores (rows,S), row by row; row r is query position r % T
+template <typename T, typename C>
+void probs_rows(T* probs, C* lse, const C* scores, int64_t rows, int64_t S, int64_t T_, bool causal, bool recompute) {
+    const C minus_inf = -std::numeric_limits<C>::infinity();
+    parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            const C* s = scores + r * S;
+            T* p = probs + r * S;
+            const int64_t n = formulas::attention_visible_keys(r % T_, S, causal);
+            C shift = recompute ? lse[r] : minus_inf, inv = C(1);
+            bool dead = recompute && shift == minus_inf;        // the forward found every score -inf
+            if (!recompute) {
+                for (int64_t j = 0; j < n; ++j) shift = s[j] > shift ? s[j] : shift;   // the max, NaN skipped
+                C sum = 0;
+                for (int64_t j = 0; j < n; ++j) sum += formulas::AttentionWeight::value(s[j], shift);
+                dead = sum == C(0);                             // every visible score -inf (a NaN gives NaN)
+                lse[r] = dead ? minus_inf : shift + std::log(sum);
+                inv = C(1) / sum;
+            }
+            if (dead) {                                         // P = 0, as PyTorch's _safe_softmax
+                for (int64_t j = 0; j < S; ++j) p[j] = T(0);
+                continue;
+            }
+            for (int64_t j = 0; j < n; ++j) p[j] = static_cast<T>(formulas::AttentionWeight::value(s[j], shift) * inv);
+            for (int64_t j = n; j < S; ++j) p[j] = T(0);
+        }
+    });
+}
+
+// dscores (rows,S) = probs * (dprobs - D), D_r = dout_r . out_r; dscores may be probs
+template <typename T, typename C>
+void score_grad_rows(T* dscores, const T* probs, const C* dprobs, const T* dout, const T* out, int64_t rows,
+                     int64_t S, int64_t HSv) {
+    parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S + HSv, 1)), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            C delta = 0;
+            for (int64_t x = 0; x < HSv; ++x)
+                delta += static_cast<C>(dout[r * HSv + x]) * static_cast<C>(out[r * HSv + x]);
+            for (int64_t j = 0; j < S; ++j) {
+                const C p = static_cast<C>(probs[r * S + j]);
+                dscores[r * S + j] = static_cast<T>(formulas::AttentionScoreGrad::value(p, dprobs[r * S + j], delta));
+            }
+        }
+    });
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void attention_probs(const Tensor& probs, const Tensor& lse, const Tensor& scores, int64_t T, bool causal,
+                     bool recompute) {
+    check_attention_rows("attention_probs", probs, lse, scores, T);
+    const int64_t rows = scores.size(0) * scores.size(1), S = scores.size(2);
+    if (rows == 0) return;
+    dispatch_float(probs.dtype(), "attention_probs", [&](auto tag) {
+        using T_ = decltype(tag);
+        using C = compute_t<T_>;
+        probs_rows<T_, C>(probs.data_ptr<T_>(), lse.data_ptr<C>(), scores.data_ptr<C>(), rows, S, T, causal, recompute);
+    });
+}
+
+void attention_score_grad(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, const Tensor& dout,
+                          const Tensor& out) {
+    check_attention_score_grad("attention_score_grad", dscores, probs, dprobs, dout, out);
+    const int64_t rows = probs.size(0) * probs.size(1), S = probs.size(2), HSv = out.size(2);
+    if (rows == 0) return;
+    dispatch_float(probs.dtype(), "attention_score_grad", [&](auto tag) {
+        using T = decltype(tag);
+        using C = compute_t<T>;
+        score_grad_rows<T, C>(dscores.data_ptr<T>(), probs.data_ptr<T>(), dprobs.data_ptr<C>(), dout.data_ptr<T>(),
+                              out.data_ptr<T>(), rows, S, HSv);
+    });
+}
+
+AMPGRAD_REGISTER_KERNEL(kernels::attention_probs, kCPU, attention_probs);
+AMPGRAD_REGISTER_KERNEL(kernels::attention_score_grad, kCPU, attention_score_grad);
+
+}  // namespace ampgrad::cpu

@@ -1,0 +1,223 @@
+// attention_gemm_test.cpp: the GEMM attention path (core/attention_gemm.cpp) on the CPU against the
+// fused CPU kernel (cpu/attention.cpp, itself checked against an f64 composition and PyTorch's
+// values): out, lse, dq, dk, dv in f64, f32, f16 and bf16, causal and not, T != S both ways,
+// grouped-query heads, strided inputs and outputs, one kv head per chunk, HS == 0, T == 0 and -inf /
+// NaN rows; its two row kernels against hand-computed rows; the path setting. The same code runs on a
+// GPU with cuBLAS's products: tests/cuda/attention_test.cpp compares that with the CPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/attention_gemm.hpp"
+#include "core/fused_kernels.hpp"
+#include "cpu/attention.hpp"
+#include "tests/support/check_close.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+namespace {
+
+struct Results {
+    Tensor out, lse, dq, dk, dv;
+};
+
+struct Inputs {
+    Tensor q, k, v, dout;
+};
+
+std::vector<bool> nan_mask(const Tensor& t) {
+    std::vector<bool> mask;
+    for (double x : t.to(kFloat64).contiguous().to_vector<double>()) mask.push_back(std::isnan(x));
+    return mask;
+}
+
+DType lse_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
+
+// Outputs written through transposed (non-contiguous) views, as the op layer writes them.
+Results empty_results(const Inputs& in) {
+    const Tensor& q = in.q;
+    Results r;
+    r.out = empty({q.size(0), q.size(2), q.size(1), in.v.size(3)}, q.dtype()).transpose(1, 2);
+    r.lse = empty({q.size(0), q.size(1), q.size(2)}, lse_dtype(q.dtype()));
+    r.dq = empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.dtype()).transpose(1, 2);
+    r.dk = empty(in.k.sizes(), q.dtype());
+    r.dv = empty(in.v.sizes(), q.dtype());
+    return r;
+}
+
+Results fused(const Inputs& in, bool causal, double scale) {
+    Results r = empty_results(in);
+    cpu::AttentionArgs a{r.out, r.lse, in.q, in.k, in.v, scale, causal};
+    cpu::attention_forward(a);
+    cpu::attention_backward({a, in.dout, r.dq, r.dk, r.dv});
+    return r;
+}
+
+Results gemm_path(const Inputs& in, bool causal, double scale, int64_t workspace_bytes = 0) {
+    Results r = empty_results(in);
+    attention_forward_gemm(r.out, r.lse, in.q, in.k, in.v, scale, causal, workspace_bytes);
+    attention_backward_gemm(r.dq, r.dk, r.dv, in.dout, r.out, r.lse, in.q, in.k, in.v, scale, causal, workspace_bytes);
+    return r;
+}
+
+Inputs sample_inputs(DType dtype, int64_t B, int64_t NH, int64_t NKV, int64_t T, int64_t S, int64_t HS,
+                     int64_t HSv) {
+    return {randn({B, NH, T, HS}).to(dtype), randn({B, NKV, S, HS}).to(dtype), randn({B, NKV, S, HSv}).to(dtype),
+            randn({B, NH, T, HSv}).to(dtype)};
+}
+
+// f32/f64 multiply the same values in another order; f16/bf16 also round P and dS to the dtype
+// before their products (as FlashAttention does), where the fused kernel keeps them in f32.
+void check_same(const Results& got, const Results& want, DType dtype) {
+    const bool half = dtype == kFloat16 || dtype == kBFloat16;
+    const Tolerance out_tol = half ? tol_for(dtype, 4) : tol_for(dtype);
+    const Tolerance grad_tol = half ? tol_for(dtype, 16) : tol_for(dtype, 8);
+    CHECK_CLOSE(got.out, want.out, out_tol);
+    CHECK_CLOSE(got.lse, want.lse, tol_for(lse_dtype(dtype)));
+    CHECK_CLOSE(got.dq, want.dq, grad_tol);
+    CHECK_CLOSE(got.dk, want.dk, grad_tol);
+    CHECK_CLOSE(got.dv, want.dv, grad_tol);
+}
+
+}  // namespace
+
+TEST_CASE("gemm attention path equals the fused kernel: every dtype, causal, T != S, grouped-query heads") {
+    manual_seed(211);
+    struct Case {
+        int64_t NH, NKV, T, S, HS, HSv;
+    };
+    for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+        for (Case c : {Case{3, 3, 6, 6, 5, 4}, Case{4, 2, 4, 7, 8, 8}, Case{4, 1, 9, 3, 3, 6}, Case{2, 2, 33, 40, 16, 16}}) {
+            for (bool causal : {false, true}) {
+                CAPTURE(dtype_name(dtype));
+                CAPTURE(c.NH);
+                CAPTURE(c.NKV);
+                CAPTURE(c.T);
+                CAPTURE(c.S);
+                CAPTURE(causal);
+                const Inputs in = sample_inputs(dtype, 2, c.NH, c.NKV, c.T, c.S, c.HS, c.HSv);
+                const double scale = 1.0 / std::sqrt(static_cast<double>(c.HS));
+                check_same(gemm_path(in, causal, scale), fused(in, causal, scale), dtype);
+            }
+        }
+    }
+}
+
+TEST_CASE("gemm attention path reads strided q/k/v and gives the same result one kv head per chunk") {
+    manual_seed(223);
+    const int64_t B = 2, T = 9, NH = 4, HS = 4;
+    Tensor qkv = randn({B, T, 3 * NH * HS}, kFloat32);                          // (B,T,3C)
+    tensor_list parts = split(qkv, NH * HS, 2);
+    tensor_list heads;
+    for (const Tensor& p : parts) heads.push_back(p.view({B, T, NH, HS}).transpose(1, 2));   // (B,NH,T,HS)
+    REQUIRE_FALSE(heads[0].is_contiguous());
+    Tensor dout = randn({B, NH, T, HS}).transpose(2, 3).contiguous().transpose(2, 3);          // odd strides
+    const Inputs in{heads[0], heads[1], heads[2], dout};
+    const Results whole = gemm_path(in, true, 0.5);
+    check_same(whole, fused(in, true, 0.5), kFloat32);
+    // A workspace of one byte: every chunk holds one kv head (8 chunks instead of 1).
+    const Results chunked = gemm_path(in, true, 0.5, 1);
+    check_same(chunked, whole, kFloat32);
+}
+
+TEST_CASE("gemm attention path: q empty by its head size, and no queries, still write every output") {
+    auto nan_filled = [](const Shape& shape) { return full(shape, NAN, TensorOptions(kFloat64)); };
+    for (bool causal : {false, true}) {
+        CAPTURE(causal);
+        manual_seed(227);
+        const Inputs in{randn({1, 2, 4, 0}, kFloat64), randn({1, 2, 5, 0}, kFloat64), randn({1, 2, 5, 3}, kFloat64),
+                        randn({1, 2, 4, 3}, kFloat64)};                                  // HS == 0
+        Results want = fused(in, causal, 0.5);
+        Tensor out = nan_filled({1, 2, 4, 3}), lse = nan_filled({1, 2, 4});
+        attention_forward_gemm(out, lse, in.q, in.k, in.v, 0.5, causal);
+        CHECK_CLOSE(out, want.out, tol_for(kFloat64));
+        CHECK_CLOSE(lse, want.lse, tol_for(kFloat64));
+        Tensor dq = nan_filled(in.q.sizes()), dk = nan_filled(in.k.sizes()), dv = nan_filled(in.v.sizes());
+        attention_backward_gemm(dq, dk, dv, in.dout, out, lse, in.q, in.k, in.v, 0.5, causal);
+        CHECK_CLOSE(dv, want.dv, tol_for(kFloat64));
+
+        Tensor q0 = randn({1, 2, 0, 3}, kFloat64), k0 = randn({1, 2, 5, 3}, kFloat64);   // T == 0
+        Tensor out0 = empty({1, 2, 0, 3}, kFloat64), lse0 = empty({1, 2, 0}, kFloat64);
+        attention_forward_gemm(out0, lse0, q0, k0, in.v, 0.5, causal);
+        Tensor dk0 = nan_filled(k0.sizes()), dv0 = nan_filled(in.v.sizes());
+        attention_backward_gemm(empty({1, 2, 0, 3}, kFloat64), dk0, dv0, empty({1, 2, 0, 3}, kFloat64), out0, lse0, q0,
+                                k0, in.v, 0.5, causal);
+        CHECK(equal(dk0, zeros(k0.sizes(), kFloat64)));
+        CHECK(equal(dv0, zeros(in.v.sizes(), kFloat64)));
+    }
+}
+
+// PyTorch's values (tests/cpu/attention_test.cpp checks the fused kernel against the same): a -inf
+// score weighs exactly 0; an inf in q against keys of both signs gives a NaN lse and a NaN row.
+TEST_CASE("gemm attention path: -inf scores weigh 0, and an inf query row comes out NaN, as the fused kernel") {
+    const double inf = std::numeric_limits<double>::infinity();
+    auto f64 = [](std::vector<double> values, Shape shape) { return tensor<double>(values, shape); };
+    const Inputs minus_inf_key{f64({1.0, 0.3}, {1, 1, 2, 1}), f64({-inf, 0.5}, {1, 1, 2, 1}),
+                               f64({inf, 2.0}, {1, 1, 2, 1}), f64({1.0, -1.0}, {1, 1, 2, 1})};
+    const Inputs inf_query{f64({inf, 0.5}, {1, 1, 2, 1}), f64({1.0, -1.0}, {1, 1, 2, 1}),
+                           f64({0.25, 2.0}, {1, 1, 2, 1}), f64({1.0, 1.0}, {1, 1, 2, 1})};
+    for (const Inputs* in : {&minus_inf_key, &inf_query}) {
+        for (bool causal : {false, true}) {
+            CAPTURE(causal);
+            const Results got = gemm_path(*in, causal, 1.0), want = fused(*in, causal, 1.0);
+            for (auto [g, w] : {std::pair{got.out, want.out}, std::pair{got.lse, want.lse}, std::pair{got.dq, want.dq},
+                                std::pair{got.dk, want.dk}, std::pair{got.dv, want.dv}}) {
+                CHECK(nan_mask(g) == nan_mask(w));
+                CHECK_CLOSE(g, w, tol_for(kFloat64));
+            }
+        }
+    }
+}
+
+TEST_CASE("attention_probs and attention_score_grad kernels: hand-computed rows, masked and dead") {
+    const float inf = std::numeric_limits<float>::infinity();
+    // One group, T = 2 query positions, S = 3 keys; row 1 of the scores is all -inf (a dead row).
+    Tensor scores = tensor<float>({1.0f, 2.0f, 3.0f, -inf, -inf, -inf}, {1, 2, 3});
+    Tensor probs = empty({1, 2, 3}, kFloat32), lse = empty({2}, kFloat32);
+    kernels::attention_probs(probs, lse, scores, 2, false, false);
+    const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+    CHECK_CLOSE(probs, tensor<float>({float(std::exp(1.0) / z), float(std::exp(2.0) / z), float(std::exp(3.0) / z),
+                                      0.0f, 0.0f, 0.0f}, {1, 2, 3}), tol_for(kFloat32));
+    CHECK(lse.to_vector<float>()[0] == doctest::Approx(std::log(z)));
+    CHECK(lse.to_vector<float>()[1] == -inf);
+    // Causal: query 0 sees key 0 only (P = 1), and the backward's recomputation from lse agrees.
+    Tensor causal_scores = tensor<float>({1.0f, 2.0f, 3.0f, 0.5f, 0.5f, 9.0f}, {1, 2, 3});
+    kernels::attention_probs(probs, lse, causal_scores, 2, true, false);
+    CHECK(probs.to_vector<float>() == std::vector<float>{1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.0f});
+    Tensor again = empty({1, 2, 3}, kFloat32);
+    kernels::attention_probs(again, lse, causal_scores, 2, true, true);
+    CHECK_CLOSE(again, probs, tol_for(kFloat32));
+    // dS = P (dP - D), D = dO . O, written in place over P.
+    Tensor dprobs = tensor<float>({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {1, 2, 3});
+    Tensor dout = tensor<float>({1.0f, 2.0f, 0.5f, -1.0f}, {1, 2, 2}), out = tensor<float>({3.0f, 1.0f, 2.0f, 2.0f}, {1, 2, 2});
+    kernels::attention_score_grad(probs, probs, dprobs, dout, out);   // D = 5, then -1
+    CHECK(probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
+}
+
+TEST_CASE("attention path setting: auto takes the GEMM path on CUDA only, and AMPGRAD_ATTENTION names") {
+    const AttentionPath before = attention_path();
+    Tensor q64 = zeros({1, 1, 1, 1}, kFloat64), q32 = zeros({1, 1, 1, 1}, kFloat32);
+    set_attention_path(AttentionPath::kAuto);
+    CHECK_FALSE(attention_uses_gemm(q32));                    // the CPU keeps the fused kernel
+    set_attention_path(AttentionPath::kGemm);
+    CHECK(attention_uses_gemm(q64));
+    set_attention_path(AttentionPath::kFused);
+    CHECK_FALSE(attention_uses_gemm(q32));
+    CHECK(std::string(attention_path_name(AttentionPath::kGemm)) == "gemm");
+    CHECK(attention_workspace_bytes(q32) == int64_t(64) << 20);
+    CHECK(attention_workspace_bytes(q32, 4096) == 4096);
+    set_attention_path(before);
+}
+
+TEST_CASE("attention row kernels refuse mismatched operands by name") {
+    Tensor scores = zeros({1, 4, 3}, kFloat32), probs = zeros({1, 4, 3}, kFloat16), lse = zeros({4}, kFloat32);
+    CHECK_THROWS_WITH_AS(kernels::attention_probs(probs, lse, scores, 3, false, false),
+                         doctest::Contains("attention_probs: expected contiguous scores"), Error);   // 4 % 3 != 0
+    CHECK_THROWS_WITH_AS(kernels::attention_probs(probs, lse, scores.to(kFloat16), 2, false, false),
+                         doctest::Contains("attention_probs"), Error);                               // f16 scores
+    CHECK_THROWS_WITH_AS(kernels::attention_score_grad(probs, probs, scores, zeros({1, 4, 2}, kFloat32),
+                                                       zeros({1, 4, 2}, kFloat16)),
+                         doctest::Contains("attention_score_grad"), Error);                         // f32 dout
+}
