@@ -51,7 +51,8 @@ void probs_rows(T* probs, C* lse, const C* scores, int64_t rows, int64_t S, int6
 template <typename T, typename C>
 void score_grad_rows(T* dscores, const T* probs, const C* dprobs, const T* dout, const T* out, int64_t rows,
                      int64_t S, int64_t HSv) {
-    parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S + HSv, 1)), [&](int64_t begin, int64_t end) {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S + HSv, 1));
+    parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
             C delta = 0;
             for (int64_t x = 0; x < HSv; ++x)

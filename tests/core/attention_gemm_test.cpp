@@ -89,7 +89,8 @@ TEST_CASE("gemm attention path equals the fused kernel: every dtype, causal, T !
         int64_t NH, NKV, T, S, HS, HSv;
     };
     for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
-        for (Case c : {Case{3, 3, 6, 6, 5, 4}, Case{4, 2, 4, 7, 8, 8}, Case{4, 1, 9, 3, 3, 6}, Case{2, 2, 33, 40, 16, 16}}) {
+        for (Case c : {Case{3, 3, 6, 6, 5, 4}, Case{4, 2, 4, 7, 8, 8}, Case{4, 1, 9, 3, 3, 6},
+                       Case{2, 2, 33, 40, 16, 16}}) {
             for (bool causal : {false, true}) {
                 CAPTURE(dtype_name(dtype));
                 CAPTURE(c.NH);
@@ -191,7 +192,8 @@ TEST_CASE("attention_probs and attention_score_grad kernels: hand-computed rows,
     CHECK_CLOSE(again, probs, tol_for(kFloat32));
     // dS = P (dP - D), D = dO . O, written in place over P.
     Tensor dprobs = tensor<float>({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {1, 2, 3});
-    Tensor dout = tensor<float>({1.0f, 2.0f, 0.5f, -1.0f}, {1, 2, 2}), out = tensor<float>({3.0f, 1.0f, 2.0f, 2.0f}, {1, 2, 2});
+    Tensor dout = tensor<float>({1.0f, 2.0f, 0.5f, -1.0f}, {1, 2, 2});
+    Tensor out = tensor<float>({3.0f, 1.0f, 2.0f, 2.0f}, {1, 2, 2});
     kernels::attention_score_grad(probs, probs, dprobs, dout, out);   // D = 5, then -1
     CHECK(probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
 }

@@ -56,7 +56,9 @@ AttentionInputs to_gpu(const AttentionInputs& in) {
 // over (dS, then dS k), hence the looser f16/bf16 tolerance there. The GEMM path also rounds P and dS
 // to f16/bf16 before multiplying (as FlashAttention does): tests/core/attention_gemm_test.cpp's bounds.
 bool half(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
-Tolerance out_tol(DType dtype) { return half(dtype) && attention_path() == AttentionPath::kGemm ? tol_for(dtype, 4.0) : tol_for(dtype); }
+Tolerance out_tol(DType dtype) {
+    return half(dtype) && attention_path() == AttentionPath::kGemm ? tol_for(dtype, 4.0) : tol_for(dtype);
+}
 Tolerance grad_tol(DType dtype) {
     if (dtype == kFloat32) return {1e-4, 1e-4};
     if (dtype == kFloat64) return tol_for(dtype);

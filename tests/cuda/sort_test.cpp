@@ -1,7 +1,7 @@
 // sort_test.cpp: cuda/sort.cu and cuda/cumsum.cu against the CPU kernels, and the ops built on them
 // (sort, argsort, topk, flip, roll, repeat, cumsum, slice) on cuda:0 against the CPU: the same values
 // and indices (both sorts are stable, so ties and NaN give the same order), and gradients within a
-// rounding. Skipped without a GPU.
+// rounding; rows past the rank sort's limit through the merge sort. Skipped without a GPU.
 #include <cmath>
 
 #include "tests/cuda/cuda_test_util.hpp"
@@ -99,4 +99,34 @@ TEST_CASE("cuda sort, cumsum, take/put_along_last kernels over many blocks equal
         kernels::take_along_last(taken, to_gpu(x), ig);                                 // per-row index (R,K)
         CHECK_EXACT(taken, v);
     }
+}
+
+// Rows longer than the rank sort's limit (cuda/sort.cu's kRankSortMax) take CUB's stable merge sort:
+// the same values and indices as the CPU, with ties, NaN and signed zeros (equal, so kept in index
+// order) in every dtype, and a vocabulary-sized row through topk.
+TEST_CASE("cuda sort kernel on long rows (merge sort): values and indices equal the CPU's" * skip_without_gpu()) {
+    for (DType dtype : kAllDTypes) {
+        CAPTURE(dtype_name(dtype));
+        Tensor x = (sample({3, 5000}, kFloat32, 76) * 40.0).round();               // (3,5000): many ties
+        if (is_floating(dtype)) {
+            x = where(x > 70.0, full({}, std::nan(""), TensorOptions(kFloat32)), x);
+            const TensorOptions f32(kFloat32);
+            x = where(eq(x, full({}, 3.0, f32)), full({}, -0.0, f32), x);          // -0 among the +0
+        }
+        x = x.to(dtype);
+        for (bool desc : {false, true}) {
+            CAPTURE(desc);
+            Tensor v = make_empty({3, 5000}, dtype, kHost), i = make_empty({3, 5000}, kInt64, kHost);
+            kernels::sort(v, i, x, desc);
+            Tensor vg = make_empty({3, 5000}, dtype, kGpu), ig = make_empty({3, 5000}, kInt64, kGpu);
+            kernels::sort(vg, ig, to_gpu(x), desc);
+            CHECK_EXACT(vg, v);
+            CHECK_EXACT(ig, i);
+        }
+    }
+    Tensor logits = sample({2, 50257}, kFloat32, 77);                               // (2,V) GPT-2's vocabulary
+    auto [values, indices] = topk(to_gpu(logits), 50, -1, true);
+    auto [values_cpu, indices_cpu] = topk(logits, 50, -1, true);
+    CHECK_EXACT(values, values_cpu);
+    CHECK_EXACT(indices, indices_cpu);
 }
