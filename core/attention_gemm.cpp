@@ -1,7 +1,8 @@
 // attention_gemm.cpp: the GEMM attention path (what and why: core/attention_gemm.hpp). Grouped-query
-// attention needs no special case: with q, k, v dense, a kv head's `rep` = NH / NKV query heads are
-// consecutive, so they stack into one (rep*T, HS) matrix against that kv head's (S, HS) keys. Every
-// input is then a batch of G = B*NKV groups, and each product is one batched GEMM per chunk:
+// attention needs no special case: in a (B,NH,T,HS) layout a kv head's `rep` = NH / NKV query heads
+// are consecutive, so they stack into one (rep*T, HS) matrix against that kv head's (S, HS) keys.
+// Every input is then a batch of G = B*NKV groups (a view where the strides allow, as for a KV
+// cache's slice; else a contiguous copy), and each product is one batched GEMM per chunk:
 //   forward:  S = scale q k^T (compute type);  P, lse = masked softmax of S;  O = P v
 //   backward: S = scale q k^T;  P = exp(S - lse);  dv = P^T dO;  dP = dO v^T (into S's buffer);
 //             dS = P (dP - D) (into P's buffer);  dq = scale dS k;  dk = scale dS^T q
@@ -49,30 +50,37 @@ Groups groups_of(const Tensor& q, const Tensor& k, const Tensor& v) {
     return g;
 }
 
-// t itself when contiguous, else a contiguous copy of it.
-Tensor dense(const Tensor& t) {
-    if (t.is_contiguous()) return t;
+// t (B,H,R,X) seen as G groups of (rows, X): a view when t's strides allow one (a contiguous tensor,
+// or a KV cache's slice along its time dim) and, if `contiguous`, that view is contiguous; else a
+// contiguous copy. (The GEMMs read strided operands; the row kernels read contiguous rows.)
+Tensor as_groups(const Tensor& t, int64_t G, int64_t rows, int64_t cols, bool contiguous = false) {
+    const Shape shape{G, rows, cols};
+    if (auto strides = view_strides(t, shape)) {
+        Tensor view = make_view(t, shape, *strides, t.storage_offset());
+        if (!contiguous || view.is_contiguous()) return view;
+    }
     Tensor copy = make_empty(t.sizes(), t.dtype(), t.device());
     kernels::copy(copy, t);
-    return copy;
+    return make_view(copy, shape, contiguous_strides(shape), 0);
 }
 
-// Where a result of t's shape is written: t itself when contiguous, else a scratch tensor that
-// finish() copies into t. Undefined when t is.
-Tensor output_for(const Tensor& t) {
-    if (!t.defined() || t.is_contiguous()) return t;
-    return make_empty(t.sizes(), t.dtype(), t.device());
+// Where a result (B,H,R,X) is written, as (G, rows, X) groups: t itself when contiguous, else a
+// contiguous scratch tensor that finish() copies into t. Undefined when t is.
+Tensor output_groups(const Tensor& t, int64_t G, int64_t rows, int64_t cols) {
+    if (!t.defined()) return t;
+    const Tensor dense = t.is_contiguous() ? t : make_empty(t.sizes(), t.dtype(), t.device());
+    const Shape shape{G, rows, cols};
+    return make_view(dense, shape, contiguous_strides(shape), dense.storage_offset());
 }
 void finish(const Tensor& t, const Tensor& written) {
-    if (t.defined() && written.raw_data() != t.raw_data()) kernels::copy(t, written);
+    if (!t.defined() || written.raw_data() == t.raw_data()) return;
+    kernels::copy(t, make_view(written, t.sizes(), contiguous_strides(t.sizes()), written.storage_offset()));
 }
 
-// Groups [g0, g1) of a contiguous tensor seen as (G, rows, cols).
-Tensor groups_slice(const Tensor& t, int64_t g0, int64_t g1, int64_t rows, int64_t cols) {
-    return make_view(t, {g1 - g0, rows, cols}, {rows * cols, cols, 1}, t.storage_offset() + g0 * rows * cols);
+// Groups [g0, g1) of a (G, rows, cols) tensor.
+Tensor groups_slice(const Tensor& t, int64_t g0, int64_t g1) {
+    return make_view(t, {g1 - g0, t.size(1), t.size(2)}, t.strides(), t.storage_offset() + g0 * t.stride(0));
 }
-// The first n groups of a (chunk, rows, cols) workspace.
-Tensor first_groups(const Tensor& t, int64_t n) { return groups_slice(t, 0, n, t.size(1), t.size(2)); }
 // Elements [begin, end) of a contiguous tensor, as 1-d.
 Tensor flat_slice(const Tensor& t, int64_t begin, int64_t end) {
     return make_view(t, {end - begin}, {1}, t.storage_offset() + begin);
@@ -85,6 +93,10 @@ int64_t chunk_groups(const Groups& g, DType dtype, const Tensor& q, int64_t work
     const int64_t fit = per_group == 0 ? g.G : attention_workspace_bytes(q, workspace_bytes) / per_group;
     return std::clamp<int64_t>(fit, 1, std::max<int64_t>(g.G, 1));
 }
+
+// Below this many scores per head (T*S) the CPU's fused loops cost no more than the GEMM path's
+// copies and calls: measured even at 8x8 (bench/llama_ops.cpp), 1.2x slower for nano's 8x8 heads of 16.
+constexpr int64_t kCpuGemmMinScores = 256;
 
 }  // namespace
 
@@ -100,11 +112,13 @@ const char* attention_path_name(AttentionPath path) {
     return "?";
 }
 
-bool attention_uses_gemm(const Tensor& q) {
+bool attention_uses_gemm(const Tensor& q, const Tensor& k) {
     switch (attention_path()) {
         case AttentionPath::kFused: return false;
         case AttentionPath::kGemm: return true;
-        case AttentionPath::kAuto: return q.device().type == DeviceType::kCUDA && q.dtype() != kFloat64;
+        case AttentionPath::kAuto:
+            if (!q.device().is_cpu()) return q.dtype() != kFloat64;
+            return q.dtype() == kFloat32 && q.size(2) * k.size(2) >= kCpuGemmMinScores;
     }
     return false;
 }
@@ -120,20 +134,19 @@ void attention_forward_gemm(const Tensor& out, const Tensor& lse, const Tensor& 
     if (lse.numel() == 0) return;                                    // B*NH*T == 0
     const Groups g = groups_of(q, k, v);
     const DType dtype = q.dtype(), compute = lse.dtype();
-    const Tensor qd = dense(q), kd = dense(k), vd = dense(v), od = output_for(out);
+    const Tensor qg = as_groups(q, g.G, g.R, g.HS), kg = as_groups(k, g.G, g.S, g.HS);
+    const Tensor vg = as_groups(v, g.G, g.S, g.HSv), og = output_groups(out, g.G, g.R, g.HSv);
     const int64_t chunk = chunk_groups(g, dtype, q, workspace_bytes);
     const Tensor scores = make_empty({chunk, g.R, g.S}, compute, q.device());   // (chunk,R,S)
     const Tensor probs = make_empty({chunk, g.R, g.S}, dtype, q.device());      // (chunk,R,S)
     for (int64_t g0 = 0; g0 < g.G; g0 += chunk) {
         const int64_t g1 = std::min(g.G, g0 + chunk);
-        const Tensor s = first_groups(scores, g1 - g0), p = first_groups(probs, g1 - g0);
-        kernels::gemm(s, groups_slice(qd, g0, g1, g.R, g.HS), groups_slice(kd, g0, g1, g.S, g.HS), false, true, scale,
-                      0.0);                                          // (n,R,S) = scale q k^T
+        const Tensor s = groups_slice(scores, 0, g1 - g0), p = groups_slice(probs, 0, g1 - g0);
+        kernels::gemm(s, groups_slice(qg, g0, g1), groups_slice(kg, g0, g1), false, true, scale, 0.0);   // scale q k^T
         kernels::attention_probs(p, flat_slice(lse, g0 * g.R, g1 * g.R), s, g.T, causal, false);
-        kernels::gemm(groups_slice(od, g0, g1, g.R, g.HSv), p, groups_slice(vd, g0, g1, g.S, g.HSv), false, false, 1.0,
-                      0.0);                                          // (n,R,HSv) = P v
+        kernels::gemm(groups_slice(og, g0, g1), p, groups_slice(vg, g0, g1), false, false, 1.0, 0.0);     // P v
     }
-    finish(out, od);
+    finish(out, og);
 }
 
 void attention_backward_gemm(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
@@ -150,31 +163,31 @@ void attention_backward_gemm(const Tensor& dq, const Tensor& dk, const Tensor& d
         return;
     }
     const DType dtype = q.dtype(), compute = lse.dtype();
-    const Tensor qd = dense(q), kd = dense(k), vd = dense(v), outd = dense(out), doutd = dense(dout);
-    const Tensor dqd = output_for(dq), dkd = output_for(dk), dvd = output_for(dv);
+    const Tensor qa = as_groups(q, g.G, g.R, g.HS), ka = as_groups(k, g.G, g.S, g.HS);
+    const Tensor va = as_groups(v, g.G, g.S, g.HSv), oa = as_groups(out, g.G, g.R, g.HSv, true);
+    const Tensor doa = as_groups(dout, g.G, g.R, g.HSv, true);
+    const Tensor dqa = output_groups(dq, g.G, g.R, g.HS), dka = output_groups(dk, g.G, g.S, g.HS);
+    const Tensor dva = output_groups(dv, g.G, g.S, g.HSv);
     const int64_t chunk = chunk_groups(g, dtype, q, workspace_bytes);
     const Tensor scores = make_empty({chunk, g.R, g.S}, compute, q.device());   // S, then dP
     const Tensor probs = make_empty({chunk, g.R, g.S}, dtype, q.device());      // P, then dS
     for (int64_t g0 = 0; g0 < g.G; g0 += chunk) {
         const int64_t g1 = std::min(g.G, g0 + chunk);
-        const Tensor s = first_groups(scores, g1 - g0), p = first_groups(probs, g1 - g0);
-        const Tensor qg = groups_slice(qd, g0, g1, g.R, g.HS), kg = groups_slice(kd, g0, g1, g.S, g.HS);
-        const Tensor vg = groups_slice(vd, g0, g1, g.S, g.HSv), dog = groups_slice(doutd, g0, g1, g.R, g.HSv);
+        const Tensor s = groups_slice(scores, 0, g1 - g0), p = groups_slice(probs, 0, g1 - g0);
+        const Tensor qg = groups_slice(qa, g0, g1), kg = groups_slice(ka, g0, g1);
+        const Tensor vg = groups_slice(va, g0, g1), dog = groups_slice(doa, g0, g1);
         kernels::gemm(s, qg, kg, false, true, scale, 0.0);                       // (n,R,S) = scale q k^T
         kernels::attention_probs(p, flat_slice(lse, g0 * g.R, g1 * g.R), s, g.T, causal, true);
-        if (dvd.defined())
-            kernels::gemm(groups_slice(dvd, g0, g1, g.S, g.HSv), p, dog, true, false, 1.0, 0.0);   // P^T dO
-        if (!dqd.defined() && !dkd.defined()) continue;
+        if (dva.defined()) kernels::gemm(groups_slice(dva, g0, g1), p, dog, true, false, 1.0, 0.0);   // P^T dO
+        if (!dqa.defined() && !dka.defined()) continue;
         kernels::gemm(s, dog, vg, false, true, 1.0, 0.0);                        // (n,R,S) dP = dO v^T
-        kernels::attention_score_grad(p, p, s, dog, groups_slice(outd, g0, g1, g.R, g.HSv));   // dS, in place
-        if (dqd.defined())
-            kernels::gemm(groups_slice(dqd, g0, g1, g.R, g.HS), p, kg, false, false, scale, 0.0);  // scale dS k
-        if (dkd.defined())
-            kernels::gemm(groups_slice(dkd, g0, g1, g.S, g.HS), p, qg, true, false, scale, 0.0);   // scale dS^T q
+        kernels::attention_score_grad(p, p, s, dog, groups_slice(oa, g0, g1));   // dS, in place of P
+        if (dqa.defined()) kernels::gemm(groups_slice(dqa, g0, g1), p, kg, false, false, scale, 0.0);  // scale dS k
+        if (dka.defined()) kernels::gemm(groups_slice(dka, g0, g1), p, qg, true, false, scale, 0.0);   // scale dS^T q
     }
-    finish(dq, dqd);
-    finish(dk, dkd);
-    finish(dv, dvd);
+    finish(dq, dqa);
+    finish(dk, dka);
+    finish(dv, dva);
 }
 
 }  // namespace ampgrad

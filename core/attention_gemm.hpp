@@ -7,9 +7,11 @@
 // not the whole batch) and, like FlashAttention, rounds P and dS to the inputs' dtype before
 // multiplying them (exact for f32 and f64). docs/ops/attention.md derives both paths.
 //
-// Which path runs: the fused kernels, except on CUDA for f32/f16/bf16 (AttentionPath::kAuto).
-// AMPGRAD_ATTENTION=auto|fused|gemm or set_attention_path() overrides it, process-wide; the tests run
-// the attention cases on both paths with it.
+// Which path runs (AttentionPath::kAuto): this one for f32/f16/bf16 on a GPU and for f32 on the CPU
+// (where oneDNN's GEMMs and vectorised rows make it the faster one: docs/benchmarks.md) unless a head
+// has fewer than 256 scores (T*S); the fused kernels for f64, and for f16/bf16 on the CPU, where they
+// keep P and dS in f32 at no cost in speed. AMPGRAD_ATTENTION=auto|fused|gemm or set_attention_path() overrides it,
+// process-wide; the tests run the attention cases on both paths with it.
 #pragma once
 #include <cstdint>
 
@@ -18,7 +20,7 @@
 namespace ampgrad {
 
 enum class AttentionPath {
-    kAuto,    // GEMM path on CUDA for f32/f16/bf16, fused kernels elsewhere
+    kAuto,    // GEMM path for f32 (CPU: 256 scores per head or more), f16/bf16 off the CPU; else fused
     kFused,   // the flash-style kernels (cpu/attention.cpp, cuda/attention.cu)
     kGemm,    // this file's path, on every device and dtype
 };
@@ -26,8 +28,8 @@ void set_attention_path(AttentionPath path);
 AttentionPath attention_path();                   // starts as AMPGRAD_ATTENTION says (default auto)
 const char* attention_path_name(AttentionPath path);
 
-// Whether attention on q's device and dtype takes the GEMM path under the current setting.
-bool attention_uses_gemm(const Tensor& q);
+// Whether attention of q (B,NH,T,HS) against k (B,NKV,S,HS) takes the GEMM path now.
+bool attention_uses_gemm(const Tensor& q, const Tensor& k);
 
 // The workspace bound of one chunk (scores and probabilities of as many kv heads as fit, at least
 // one), in bytes: 1 GiB on a GPU, 64 MiB on the CPU, when `workspace_bytes` is 0.

@@ -335,10 +335,16 @@ AMPGRAD_HOST_DEVICE inline int64_t attention_visible_keys(int64_t t, int64_t S, 
 // The weight exp(s - shift) of score s, where shift is the row's max (forward) or its lse (backward).
 // A -inf score weighs exactly 0, or NaN when the shift is NaN (an inf in q met keys of both signs),
 // as exp(-inf - NaN) is in PyTorch; written out because a vectorised exp may not give exactly 0.
+// s - shift is never positive (the shift is the max, or the lse >= the max), so a backend may pass an
+// exp that serves only x <= 0 (cpu/rows.hpp's vectorisable exp_nonpositive).
 struct AttentionWeight {
     template <class T> AMPGRAD_HOST_DEVICE static T value(T s, T shift) {
-        if (s == -std::numeric_limits<T>::infinity()) return shift != shift ? shift : T(0);
-        return exp(s - shift);
+        return value(s, shift, [](T x) { return exp(x); });
+    }
+    template <class T, class Exp> AMPGRAD_HOST_DEVICE static T value(T s, T shift, Exp exp_nonpositive) {
+        const T weight = exp_nonpositive(s - shift);                  // both sides computed: no branch
+        const T minus_inf_weight = shift != shift ? shift : T(0);
+        return s == -std::numeric_limits<T>::infinity() ? minus_inf_weight : weight;
     }
 };
 // dS = P * (dP - D), D = dO . O of the row: the softmax backward with D computed from the output.

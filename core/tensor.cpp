@@ -54,6 +54,34 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
                                                b->version));
 }
 
+std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
+    if (x.is_contiguous()) return contiguous_strides(shape);
+    const Shape& old_sizes = x.sizes();
+    const Shape& old_strides = x.strides();
+    Shape new_strides(shape.size(), 0);
+    int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+    int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
+    int64_t tensor_numel = 1, view_numel = 1;
+    for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
+        tensor_numel *= old_sizes[d];
+        if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+                new_strides[view_d] = view_numel * chunk_base_stride;
+                view_numel *= shape[view_d];
+                --view_d;
+            }
+            if (view_numel != tensor_numel) return std::nullopt;
+            if (d > 0) {
+                chunk_base_stride = old_strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if (view_d != -1) return std::nullopt;
+    return new_strides;
+}
+
 const Shape& Tensor::sizes() const { return impl_->sizes; }
 const Shape& Tensor::strides() const { return impl_->strides; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }

@@ -289,5 +289,8 @@ int64_t shape_numel(const Shape& sizes);
 std::string shape_str(const Shape& sizes);
 Tensor make_empty(const Shape& sizes, DType dtype, Device device);     // contiguous, uninitialised
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);  // shares storage+version
+// The strides that view x as `shape` (same numel) without copying, or nullopt when one dimension of
+// `shape` would span two non-contiguous subspaces of x (PyTorch's computeStride).
+std::optional<Shape> view_strides(const Tensor& x, const Shape& shape);
 
 }  // namespace ampgrad

@@ -209,15 +209,15 @@ void attention_backward(const AttentionGradArgs& g) {
 }
 
 namespace {
-// The registered kernels: these fused loops, or the GEMM path when AMPGRAD_ATTENTION=gemm asks for it.
+// The registered kernels: the GEMM path when attention_uses_gemm says so (core/attention_gemm.hpp), else these loops.
 void forward_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                     double scale, bool causal) {
-    if (attention_uses_gemm(q)) return attention_forward_gemm(out, lse, q, k, v, scale, causal);
+    if (attention_uses_gemm(q, k)) return attention_forward_gemm(out, lse, q, k, v, scale, causal);
     attention_forward({out, lse, q, k, v, scale, causal});
 }
 void backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
                      const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
-    if (attention_uses_gemm(q)) return attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
+    if (attention_uses_gemm(q, k)) return attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
     attention_backward({{out, lse, q, k, v, scale, causal}, dout, dq, dk, dv});
 }
 }  // namespace

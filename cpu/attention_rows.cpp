@@ -6,11 +6,13 @@
 // core/fused_kernels.hpp.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/fused_kernels.hpp"
 #include "core/kernel_preconditions.hpp"
 #include "core/scalar_math.hpp"
 #include "cpu/loops.hpp"
+#include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {
 
@@ -18,30 +20,34 @@ namespace {
 
 // ---- kernels ----
 
-// probs (rows,S) and lse (rows) from scores (rows,S), row by row; row r is query position r % T
+// probs (rows,S) and lse (rows) from scores (rows,S), row by row; row r is query position r % T.
+// The max, the weights and their sum are separate passes so that each vectorises (cpu/rows.hpp).
 template <typename T, typename C>
 void probs_rows(T* probs, C* lse, const C* scores, int64_t rows, int64_t S, int64_t T_, bool causal, bool recompute) {
     const C minus_inf = -std::numeric_limits<C>::infinity();
-    parallel_for(rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S, 1)), [&](int64_t begin, int64_t end) {
+    auto exp_of = [](C x) { return exp_nonpositive(x); };
+    parallel_for(rows, row_grain(S), [&](int64_t begin, int64_t end) {
+        std::vector<C> weights(static_cast<size_t>(S));                  // exp(s - shift) of one row
+        C* e = weights.data();
         for (int64_t r = begin; r < end; ++r) {
             const C* s = scores + r * S;
             T* p = probs + r * S;
             const int64_t n = formulas::attention_visible_keys(r % T_, S, causal);
-            C shift = recompute ? lse[r] : minus_inf, inv = C(1);
-            bool dead = recompute && shift == minus_inf;        // the forward found every score -inf
+            const C shift = recompute ? lse[r] : row_max(s, n);        // the max skips NaN
+            for (int64_t j = 0; j < n; ++j) e[j] = formulas::AttentionWeight::value(s[j], shift, exp_of);
+            C inv = C(1);
+            bool dead = recompute && shift == minus_inf;                // the forward found every score -inf
             if (!recompute) {
-                for (int64_t j = 0; j < n; ++j) shift = s[j] > shift ? s[j] : shift;   // the max, NaN skipped
-                C sum = 0;
-                for (int64_t j = 0; j < n; ++j) sum += formulas::AttentionWeight::value(s[j], shift);
-                dead = sum == C(0);                             // every visible score -inf (a NaN gives NaN)
+                const C sum = row_sum(e, n);
+                dead = sum == C(0);                                     // every visible score -inf (a NaN gives NaN)
                 lse[r] = dead ? minus_inf : shift + std::log(sum);
                 inv = C(1) / sum;
             }
-            if (dead) {                                         // P = 0, as PyTorch's _safe_softmax
+            if (dead) {                                                 // P = 0, as PyTorch's _safe_softmax
                 for (int64_t j = 0; j < S; ++j) p[j] = T(0);
                 continue;
             }
-            for (int64_t j = 0; j < n; ++j) p[j] = static_cast<T>(formulas::AttentionWeight::value(s[j], shift) * inv);
+            for (int64_t j = 0; j < n; ++j) p[j] = static_cast<T>(e[j] * inv);
             for (int64_t j = n; j < S; ++j) p[j] = T(0);
         }
     });
@@ -51,12 +57,11 @@ void probs_rows(T* probs, C* lse, const C* scores, int64_t rows, int64_t S, int6
 template <typename T, typename C>
 void score_grad_rows(T* dscores, const T* probs, const C* dprobs, const T* dout, const T* out, int64_t rows,
                      int64_t S, int64_t HSv) {
-    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(S + HSv, 1));
-    parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    parallel_for(rows, row_grain(S + HSv), [&](int64_t begin, int64_t end) {
+        WideRow<T> dout_row(HSv), out_row(HSv);
         for (int64_t r = begin; r < end; ++r) {
-            C delta = 0;
-            for (int64_t x = 0; x < HSv; ++x)
-                delta += static_cast<C>(dout[r * HSv + x]) * static_cast<C>(out[r * HSv + x]);
+            const C* dor = dout_row.load(dout + r * HSv);
+            const C delta = row_dot(dor, out_row.load(out + r * HSv), HSv);
             for (int64_t j = 0; j < S; ++j) {
                 const C p = static_cast<C>(probs[r * S + j]);
                 dscores[r * S + j] = static_cast<T>(formulas::AttentionScoreGrad::value(p, dprobs[r * S + j], delta));

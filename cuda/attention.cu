@@ -317,7 +317,7 @@ int64_t tiles_of(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
 void forward_entry(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double scale, bool causal) {
-    if (attention_uses_gemm(q)) {                                 // cuBLAS products (core/attention_gemm.hpp)
+    if (attention_uses_gemm(q, k)) {                              // cuBLAS products (core/attention_gemm.hpp)
         require_on_device("attention", q.device().index, {&out, &lse, &q, &k, &v});
         DeviceGuard guard(q.device().index);
         attention_forward_gemm(out, lse, q, k, v, scale, causal);
@@ -347,7 +347,7 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
     require_on_device("attention_backward", q.device().index, {&out, &lse, &q, &k, &v, &dout});
     for (const Tensor* g : {&dq, &dk, &dv})
         if (g->defined()) require_on_device("attention_backward", q.device().index, {g});
-    if (attention_uses_gemm(q)) {                                 // cuBLAS products (core/attention_gemm.hpp)
+    if (attention_uses_gemm(q, k)) {                              // cuBLAS products (core/attention_gemm.hpp)
         DeviceGuard guard(q.device().index);
         attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
         return;

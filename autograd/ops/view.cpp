@@ -58,35 +58,6 @@ Shape infer_shape(std::string_view op, const Tensor& x, const Shape& shape) {
     return out;
 }
 
-// Strides for viewing x as `shape` without copying, if possible (PyTorch's computeStride).
-std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
-    if (x.is_contiguous()) return contiguous_strides(shape);
-    const Shape& old_sizes = x.sizes();
-    const Shape& old_strides = x.strides();
-    Shape new_strides(shape.size(), 0);
-    int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-    int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
-    int64_t tensor_numel = 1, view_numel = 1;
-    for (int64_t d = static_cast<int64_t>(old_sizes.size()) - 1; d >= 0; --d) {
-        tensor_numel *= old_sizes[d];
-        if (d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
-            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-                new_strides[view_d] = view_numel * chunk_base_stride;
-                view_numel *= shape[view_d];
-                --view_d;
-            }
-            if (view_numel != tensor_numel) return std::nullopt;
-            if (d > 0) {
-                chunk_base_stride = old_strides[d - 1];
-                tensor_numel = 1;
-                view_numel = 1;
-            }
-        }
-    }
-    if (view_d != -1) return std::nullopt;
-    return new_strides;
-}
-
 Tensor copy_raw(const Tensor& x, DType dtype, Device device) {
     Tensor out = make_empty(x.sizes(), dtype, device);
     kernels::copy(out, x);                         // H2D, D2H and D2D run on the accelerator's copy

@@ -106,7 +106,7 @@ TEST_CASE("gemm attention path equals the fused kernel: every dtype, causal, T !
     }
 }
 
-TEST_CASE("gemm attention path reads strided q/k/v and gives the same result one kv head per chunk") {
+TEST_CASE("gemm attention path reads strided q/k/v and KV-cache slices, and gives the same result one kv head per chunk") {
     manual_seed(223);
     const int64_t B = 2, T = 9, NH = 4, HS = 4;
     Tensor qkv = randn({B, T, 3 * NH * HS}, kFloat32);                          // (B,T,3C)
@@ -121,6 +121,11 @@ TEST_CASE("gemm attention path reads strided q/k/v and gives the same result one
     // A workspace of one byte: every chunk holds one kv head (8 chunks instead of 1).
     const Results chunked = gemm_path(in, true, 0.5, 1);
     check_same(chunked, whole, kFloat32);
+    // k and v as a KV cache's slices along time (read as strided groups, not copied), T != S.
+    Tensor cache_k = randn({B, NH, 20, HS}), cache_v = randn({B, NH, 20, HS});
+    const Inputs cached{heads[0], cache_k.narrow(2, 0, 13), cache_v.narrow(2, 0, 13), dout};
+    REQUIRE_FALSE(cached.k.is_contiguous());
+    check_same(gemm_path(cached, false, 0.5), fused(cached, false, 0.5), kFloat32);
 }
 
 TEST_CASE("gemm attention path: q empty by its head size, and no queries, still write every output") {
@@ -198,15 +203,19 @@ TEST_CASE("attention_probs and attention_score_grad kernels: hand-computed rows,
     CHECK(probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
 }
 
-TEST_CASE("attention path setting: auto takes the GEMM path on CUDA only, and AMPGRAD_ATTENTION names") {
+TEST_CASE("attention path setting: auto takes the GEMM path for f32 (f16/bf16 off the CPU), and names") {
     const AttentionPath before = attention_path();
-    Tensor q64 = zeros({1, 1, 1, 1}, kFloat64), q32 = zeros({1, 1, 1, 1}, kFloat32);
+    Tensor q64 = zeros({1, 1, 16, 1}, kFloat64), q32 = zeros({1, 1, 16, 1}, kFloat32);
+    Tensor k32 = zeros({1, 1, 16, 1}, kFloat32), small_k32 = zeros({1, 1, 15, 1}, kFloat32);
     set_attention_path(AttentionPath::kAuto);
-    CHECK_FALSE(attention_uses_gemm(q32));                    // the CPU keeps the fused kernel
+    CHECK(attention_uses_gemm(q32, k32));                     // 16 x 16 scores per head
+    CHECK_FALSE(attention_uses_gemm(q32, small_k32));          // 16 x 15: the fused loops
+    CHECK_FALSE(attention_uses_gemm(q64, k32.to(kFloat64)));  // f64: the fused kernels
+    CHECK_FALSE(attention_uses_gemm(q32.to(kBFloat16), k32.to(kBFloat16)));   // CPU halves keep P, dS in f32
     set_attention_path(AttentionPath::kGemm);
-    CHECK(attention_uses_gemm(q64));
+    CHECK(attention_uses_gemm(q64, k32.to(kFloat64)));
     set_attention_path(AttentionPath::kFused);
-    CHECK_FALSE(attention_uses_gemm(q32));
+    CHECK_FALSE(attention_uses_gemm(q32, k32));
     CHECK(std::string(attention_path_name(AttentionPath::kGemm)) == "gemm");
     CHECK(attention_workspace_bytes(q32) == int64_t(64) << 20);
     CHECK(attention_workspace_bytes(q32, 4096) == 4096);
