@@ -87,7 +87,8 @@ Acc row_max(const Acc* v, int64_t n) {
 // ---- exp for x <= 0 ----
 // The row kernels only take exp of non-positive numbers (x - rowmax, x - logsumexp, a log
 // probability). std::exp is a libm call, which keeps a loop scalar; this is Cephes' expf as
-// straight-line code that AVX2 builds (-march=native, the default) vectorise, about 3x faster:
+// straight-line code that AVX2 builds vectorise when GCC may if-convert its selects, which takes
+// -fno-trapping-math (meson.build builds the row kernels that call it so: ampgrad_cpu_rows):
 //   x = n ln2 + r, |r| <= ln2/2;  exp(r) by a degree-7 polynomial;  2^n from exponent bits.
 // Max relative error 8.4e-8 (under 1 ulp) on [-87.3, 0]. Between -87.34 and -103.97 expf's result
 // is subnormal (below 1.2e-38): 2^n is applied in two steps, 2^(n+64) then 2^-64, so the one
