@@ -2,8 +2,8 @@
 // fused CPU kernel (cpu/attention.cpp, itself checked against an f64 composition and PyTorch's
 // values): out, lse, dq, dk, dv in f64, f32, f16 and bf16, causal and not, T != S both ways,
 // grouped-query heads, strided inputs and outputs, one kv head per chunk, HS == 0, T == 0 and -inf /
-// NaN rows; its two row kernels against hand-computed rows; the path setting. The same code runs on a
-// GPU with cuBLAS's products: tests/cuda/attention_test.cpp compares that with the CPU.
+// NaN rows; the path setting. Its two row kernels: tests/cpu/attention_rows_test.cpp. The same code
+// runs on a GPU with cuBLAS's products: tests/cuda/attention_test.cpp compares that with the CPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -177,32 +177,6 @@ TEST_CASE("gemm attention path: -inf scores weigh 0, and an inf query row comes 
     }
 }
 
-TEST_CASE("attention_probs and attention_score_grad kernels: hand-computed rows, masked and dead") {
-    const float inf = std::numeric_limits<float>::infinity();
-    // One group, T = 2 query positions, S = 3 keys; row 1 of the scores is all -inf (a dead row).
-    Tensor scores = tensor<float>({1.0f, 2.0f, 3.0f, -inf, -inf, -inf}, {1, 2, 3});
-    Tensor probs = empty({1, 2, 3}, kFloat32), lse = empty({2}, kFloat32);
-    kernels::attention_probs(probs, lse, scores, 2, false, false);
-    const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
-    CHECK_CLOSE(probs, tensor<float>({float(std::exp(1.0) / z), float(std::exp(2.0) / z), float(std::exp(3.0) / z),
-                                      0.0f, 0.0f, 0.0f}, {1, 2, 3}), tol_for(kFloat32));
-    CHECK(lse.to_vector<float>()[0] == doctest::Approx(std::log(z)));
-    CHECK(lse.to_vector<float>()[1] == -inf);
-    // Causal: query 0 sees key 0 only (P = 1), and the backward's recomputation from lse agrees.
-    Tensor causal_scores = tensor<float>({1.0f, 2.0f, 3.0f, 0.5f, 0.5f, 9.0f}, {1, 2, 3});
-    kernels::attention_probs(probs, lse, causal_scores, 2, true, false);
-    CHECK(probs.to_vector<float>() == std::vector<float>{1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.0f});
-    Tensor again = empty({1, 2, 3}, kFloat32);
-    kernels::attention_probs(again, lse, causal_scores, 2, true, true);
-    CHECK_CLOSE(again, probs, tol_for(kFloat32));
-    // dS = P (dP - D), D = dO . O, written in place over P.
-    Tensor dprobs = tensor<float>({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {1, 2, 3});
-    Tensor dout = tensor<float>({1.0f, 2.0f, 0.5f, -1.0f}, {1, 2, 2});
-    Tensor out = tensor<float>({3.0f, 1.0f, 2.0f, 2.0f}, {1, 2, 2});
-    kernels::attention_score_grad(probs, probs, dprobs, dout, out);   // D = 5, then -1
-    CHECK(probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
-}
-
 TEST_CASE("attention path setting: auto takes the GEMM path for f32 (f16/bf16 off the CPU), and names") {
     const AttentionPath before = attention_path();
     Tensor q64 = zeros({1, 1, 16, 1}, kFloat64), q32 = zeros({1, 1, 16, 1}, kFloat32);
@@ -220,15 +194,4 @@ TEST_CASE("attention path setting: auto takes the GEMM path for f32 (f16/bf16 of
     CHECK(attention_workspace_bytes(q32) == int64_t(64) << 20);
     CHECK(attention_workspace_bytes(q32, 4096) == 4096);
     set_attention_path(before);
-}
-
-TEST_CASE("attention row kernels refuse mismatched operands by name") {
-    Tensor scores = zeros({1, 4, 3}, kFloat32), probs = zeros({1, 4, 3}, kFloat16), lse = zeros({4}, kFloat32);
-    CHECK_THROWS_WITH_AS(kernels::attention_probs(probs, lse, scores, 3, false, false),
-                         doctest::Contains("attention_probs: expected contiguous scores"), Error);   // 4 % 3 != 0
-    CHECK_THROWS_WITH_AS(kernels::attention_probs(probs, lse, scores.to(kFloat16), 2, false, false),
-                         doctest::Contains("attention_probs"), Error);                               // f16 scores
-    CHECK_THROWS_WITH_AS(kernels::attention_score_grad(probs, probs, scores, zeros({1, 4, 2}, kFloat32),
-                                                       zeros({1, 4, 2}, kFloat16)),
-                         doctest::Contains("attention_score_grad"), Error);                         // f32 dout
 }
