@@ -6,7 +6,10 @@
 //     contiguous innermost ones (the fast path: coalesced loads, no index division);
 //   - kept dims one contiguous run (e.g. a bias gradient: sum over the rows of (R,N)): a thread per
 //     output column, so neighbouring threads read neighbouring columns; long reductions are cut into
-//     row chunks whose partials a second kernel combines in chunk order.
+//     row chunks whose partials a second kernel combines in chunk order;
+//   - few outputs over long runs (a whole-tensor sum of squares for clip_grad_norm_, a one-row
+//     softmax's statistics): each output's run is cut into chunks, a block per (output, chunk), so the
+//     whole GPU reads, not one block per output; the partials are combined in chunk order as above.
 // As on the CPU, floating sums/products accumulate in double (integers in int64), so f16/bf16/f32
 // sums do not drift with length; max/min run in the compute type and propagate NaN. Every
 // combination order is fixed by the launch shape: results are deterministic (no atomics).
@@ -123,6 +126,21 @@ __global__ void reduce_columns_kernel(int64_t n_out, int64_t n_in, int64_t chunk
     else store_result(dst, o, r, acc, n_in);
 }
 
+// Few outputs, long runs: block (o, c) reduces output o's inner positions [chunk * c, chunk * (c + 1))
+// into partial[c * n_out + o]; every thread of the block takes part in the block reduction.
+template <typename T, typename R>
+__global__ void reduce_split_kernel(int64_t n_out, int64_t n_in, int64_t chunk, DeviceWalk outer, DeviceWalk inner,
+                                    typename R::Acc* partial, const T* src, R r) {
+    using Acc = typename R::Acc;
+    const int64_t o = blockIdx.x, c = blockIdx.y;
+    const int64_t begin = chunk * c, end = begin + chunk < n_in ? begin + chunk : n_in;
+    const T* base = src + outer.offset_of(o);
+    Acc acc = r.identity();
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc = r.step(acc, load_compute(base[inner.offset_of(i)]));
+    acc = block_reduce(acc, [r](Acc a, Acc b) { return r.combine(a, b); }, r.identity());
+    if (threadIdx.x == 0) partial[c * n_out + o] = acc;
+}
+
 // dst[o] = the chunk partials of column o combined in chunk order; partial: (chunks, n_out)
 template <typename T, typename R>
 __global__ void reduce_chunks_kernel(int64_t n_out, int64_t chunks, int64_t n_in, T* dst,
@@ -138,6 +156,10 @@ __global__ void reduce_chunks_kernel(int64_t n_out, int64_t chunks, int64_t n_in
 
 inline constexpr int64_t kBlockReduceLimit = 4096;   // reduced runs longer than this get a block each
 inline constexpr int64_t kColumnChunkTarget = 1024;  // blocks the column path aims for, chunks included
+inline constexpr int64_t kSplitMaxOutputs = 64;      // at most this many outputs ...
+inline constexpr int64_t kSplitMinRun = 65536;       // ... over runs this long take the split path
+inline constexpr int64_t kSplitBlocks = 1024;        // blocks the split path aims for (several per SM)
+inline constexpr int64_t kSplitThreads = 512;
 
 // A device buffer of n values of Acc from the tensor allocator (stream-ordered with the kernels).
 template <typename Acc>
@@ -166,12 +188,33 @@ void reduce_columns(const Tensor& out, const Tensor& in, const DimWalker& inner,
     CUDA_CHECK(cudaGetLastError());
 }
 
+// Few outputs over long runs: chunks of at least kBlockReduceLimit elements, a block per (output,
+// chunk), then reduce_chunks_kernel combines each output's partials in chunk order.
+template <typename T, typename R>
+void reduce_split(const Tensor& out, const Tensor& in, const DimWalker& outer, const DimWalker& inner, R r) {
+    using Acc = typename R::Acc;
+    const int64_t n_out = outer.count(), n_in = inner.count();
+    int64_t chunks = std::clamp<int64_t>(std::min(kSplitBlocks / n_out, n_in / kBlockReduceLimit), 1, 65535);
+    const int64_t chunk = (n_in + chunks - 1) / chunks;
+    chunks = (n_in + chunk - 1) / chunk;                 // no empty chunk
+    Tensor buffer = scratch<Acc>(chunks * n_out, in.device());
+    Acc* partial = static_cast<Acc*>(buffer.raw_data());
+    dim3 grid(static_cast<unsigned>(n_out), static_cast<unsigned>(chunks));
+    reduce_split_kernel<T, R><<<grid, kSplitThreads, 0, current_stream()>>>(
+        n_out, n_in, chunk, to_device(outer, in), to_device(inner, in), partial, device_ptr<const T>(in), r);
+    CUDA_CHECK(cudaGetLastError());
+    reduce_chunks_kernel<T, R><<<grid_for(n_out), kBlockSize, 0, current_stream()>>>(n_out, chunks, n_in,
+                                                                                     device_ptr<T>(out), partial, r);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 template <typename T, typename R>
 void reduce_typed(const Tensor& out, const Tensor& in, std::span<const int64_t> dims, R r) {
     DimWalker outer, inner;
     split_dims(in, dims, outer, inner);
     const int64_t n_out = outer.count(), n_in = inner.count();
     if (outer.sizes.size() == 1 && outer.strides[0] == 1 && n_in > 1) return reduce_columns<T>(out, in, inner, r);
+    if (n_out <= kSplitMaxOutputs && n_in >= kSplitMinRun) return reduce_split<T>(out, in, outer, inner, r);
     RowLaunch l = row_launch(n_out, n_in, kBlockReduceLimit);
     DeviceWalk o = to_device(outer, in), i = to_device(inner, in);
     if (l.block)

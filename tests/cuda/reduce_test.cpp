@@ -1,8 +1,9 @@
 // reduce_test.cpp: cuda/reduce.cu against cpu/reduce.cpp: every ReduceOp over every subset of dims
 // of a contiguous input, over transposed/permuted, broadcast (stride 0) and offset views, empty
-// inputs, inputs with NaN, and 2^20+3-element inputs (block path, column path with chunk partials);
-// then max_with_indices (ties, NaN, strided, large). Both backends accumulate sums in double, so
-// float results agree within tol_for(dtype); integer results and indices must be exact.
+// inputs, inputs with NaN, and 2^20+3-element inputs (the split path for few long runs, the column
+// path with chunk partials, a NaN in one chunk of a split run); then max_with_indices (ties, NaN,
+// strided, large). Both backends accumulate sums in double, so float results agree within
+// tol_for(dtype); integer results and indices must be exact.
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -134,7 +135,7 @@ TEST_CASE("cuda reduce: 2^20+3 elements: whole, by rows, by columns, transposed"
         CAPTURE(dtype_name(dtype));
         Tensor flat = sample({n}, dtype, 106);
         Views whole = both_dense(flat);
-        Views rows = views_of(flat, {3, n / 3}, {n / 3, 1});                  // 3 rows of 349526 (block path)
+        Views rows = views_of(flat, {3, n / 3}, {n / 3, 1});                  // 3 rows of 349526 (split path)
         Views cols = views_of(flat, {n / 3, 3}, {3, 1});                      // sum over rows: column chunks
         Views transposed = views_of(flat, {n / 3, 3}, {1, n / 3});
         for (ReduceOp op : ops) {
@@ -147,6 +148,14 @@ TEST_CASE("cuda reduce: 2^20+3 elements: whole, by rows, by columns, transposed"
     }
     Views ints = both_dense(sample({n}, kInt64, 107));
     for (ReduceOp op : kIntReduceOps) check_reduce(op, ints, {0});
+    // One NaN deep inside one chunk of a whole-tensor (split) reduction reaches the result.
+    Views with_nan = both_dense(with_nans({n}, kFloat32, 108, {n / 2 + 17}));
+    for (ReduceOp op : ops) {
+        check_reduce(op, with_nan, {0});
+        Tensor out = make_empty({1}, kFloat32, kGpu);
+        kernels::reduce(op, out, with_nan.gpu, std::vector<int64_t>{0});
+        CHECK(std::isnan(host_values(out)[0]));
+    }
 }
 
 TEST_CASE("cuda reduce: bool input throws DTypeError" * skip_without_gpu()) {
