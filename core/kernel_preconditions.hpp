@@ -54,6 +54,9 @@ inline void check_gemm_epilogue_shapes(const Tensor& out, const Tensor& aux, con
                   "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
 }
 
+// The compute type of attention in `dtype` (scores, lse): f64 for f64, else f32.
+inline DType attention_compute_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
+
 // The fused attention's operands (core/fused_kernels.hpp): q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv),
 // out (B,NH,T,HSv), one floating dtype, S > 0, NH a multiple of NKV > 0; lse (B,NH,T) contiguous in
 // the compute type (f32, f64 for f64). `op` names the kernel in the message.
@@ -68,7 +71,7 @@ inline void check_attention_args(const char* op, const Tensor& out, const Tensor
                   "{}: q {} k {} v {} out {} do not fit (B,NH,T,HS), (B,NKV,S,HS), (B,NKV,S,HSv), (B,NH,T,HSv)", op,
                   q.describe(), k.describe(), v.describe(), out.describe());
     AMPGRAD_CHECK(lse.is_contiguous() && lse.numel() == q.size(0) * q.size(1) * q.size(2) &&
-                      lse.dtype() == (q.dtype() == kFloat64 ? kFloat64 : kFloat32),
+                      lse.dtype() == attention_compute_dtype(q.dtype()),
                   "{}: lse is {}", op, lse.describe());
     AMPGRAD_CHECK(k.size(2) > 0, "{}: no keys in {}", op, k.describe());
     AMPGRAD_CHECK(k.size(1) > 0 && q.size(1) % k.size(1) == 0 && v.size(1) == k.size(1),
@@ -111,7 +114,6 @@ inline void check_sort_rows(const Tensor& values, const Tensor& indices, const T
 // The GEMM attention path's row kernels (core/fused_kernels.hpp): scores (G,R,S) contiguous in the
 // compute type of probs' floating dtype, probs (G,R,S) contiguous, lse (G*R) contiguous in the compute
 // type, T > 0 dividing R.
-inline DType attention_compute_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
 inline void check_attention_rows(const char* kernel, const Tensor& probs, const Tensor& lse, const Tensor& scores,
                                  int64_t T) {
     const DType compute = attention_compute_dtype(probs.dtype());

@@ -23,6 +23,7 @@
 #include "core/attention_gemm.hpp"
 #include "core/fused_kernels.hpp"
 #include "core/kernel_preconditions.hpp"
+#include "core/scalar_math.hpp"
 #include "cpu/attention.hpp"
 #include "cpu/loops.hpp"
 
@@ -53,8 +54,6 @@ void store_head(const Tensor& t, int64_t b, int64_t h, const Mat<C>& src) {
         for (int64_t x = 0; x < X; ++x) dst[r * sr + x * sx] = static_cast<T>(src(r, x));
 }
 
-// Keys row i may attend to: all S, or 0..i under the causal mask.
-inline int64_t visible_keys(int64_t i, int64_t S, bool causal) { return causal ? std::min(i + 1, S) : S; }
 
 // Scores (T,S) of one head: scale * q k^T.
 template <typename C>
@@ -85,7 +84,7 @@ void forward_head(const AttentionArgs& a, int64_t b, int64_t h, Mat<C>& q, Mat<C
     const int64_t T_ = s.rows(), S = s.cols();
     auto* lse = static_cast<compute_t<T>*>(a.lse.raw_data()) + (b * a.q.size(1) + h) * T_;
     for (int64_t i = 0; i < T_; ++i) {
-        const int64_t n = visible_keys(i, S, a.causal);
+        const int64_t n = formulas::attention_visible_keys(i, S, a.causal);
         auto row = s.row(i);
         const C mx = row.head(n).maxCoeff();
         if (mx == -std::numeric_limits<C>::infinity()) {                 // every score -inf: P = 0 (as
@@ -136,7 +135,7 @@ void backward_head(const AttentionGradArgs& g, int64_t b, int64_t h, BackwardScr
     const int64_t T_ = w.p.rows(), S = w.p.cols();
     const auto* lse = static_cast<const compute_t<T>*>(a.lse.raw_data()) + (b * a.q.size(1) + h) * T_;
     for (int64_t i = 0; i < T_; ++i) {                                   // P = exp(S - lse), 0 where masked
-        const int64_t n = visible_keys(i, S, a.causal);
+        const int64_t n = formulas::attention_visible_keys(i, S, a.causal);
         auto row = w.p.row(i);
         if (lse[i] == -std::numeric_limits<compute_t<T>>::infinity()) {   // a row of all -inf scores: P = 0
             row.setZero();

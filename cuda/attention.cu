@@ -26,6 +26,7 @@
 #include "core/attention_gemm.hpp"
 #include "core/fused_kernels.hpp"
 #include "core/kernel_preconditions.hpp"
+#include "core/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -77,9 +78,9 @@ __device__ __forceinline__ C warp_sum(C v) {
     return v;
 }
 
-// Keys row i may attend to: all S, or 0..i under the causal mask (as cpu/attention.cpp).
+// Keys row i may attend to: all S, or 0..i under the causal mask (core/scalar_math.hpp, shared).
 __device__ __forceinline__ int64_t visible_keys(int64_t i, const Dims& d) {
-    return d.causal ? min(i + 1, d.S) : d.S;
+    return formulas::attention_visible_keys(i, d.S, d.causal);
 }
 
 // rows (rows, X) of one head into shared memory at row stride ld, zeros past `limit` rows.

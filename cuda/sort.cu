@@ -41,13 +41,6 @@ constexpr int64_t kRankSortMax = 128;
 template <typename T>
 using sort_key_t = std::conditional_t<std::is_floating_point_v<compare_t<T>>, compare_t<T>, int64_t>;
 
-template <typename K>
-constexpr DType key_dtype() {
-    if constexpr (std::is_same_v<K, float>) return kFloat32;
-    else if constexpr (std::is_same_v<K, double>) return kFloat64;
-    else return kInt64;
-}
-
 // keys (R*N) = in widened to the key type; positions (R*N) = 0, 1, 2, ...
 template <typename T>
 __global__ void sort_keys_kernel(int64_t n, sort_key_t<T>* keys, int64_t* positions, const T* in) {
@@ -129,7 +122,7 @@ void merge_sort_rows(const Tensor& values, const Tensor& indices, const Tensor& 
     using K = sort_key_t<T>;
     const Device device = in.device();
     const int64_t n = R * N;
-    Tensor keys = make_empty({n}, key_dtype<K>(), device), positions = make_empty({n}, kInt64, device);   // (R*N)
+    Tensor keys = make_empty({n}, dtype_of<K>(), device), positions = make_empty({n}, kInt64, device);   // (R*N)
     sort_keys_kernel<T><<<grid_for(n), kBlockSize, 0, current_stream()>>>(
         n, static_cast<K*>(keys.raw_data()), device_ptr<int64_t>(positions), device_ptr<const T>(in));
     CUDA_CHECK(cudaGetLastError());
