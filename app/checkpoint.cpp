@@ -166,7 +166,7 @@ void Trainer::save(const std::string& dir) const {
 std::string Trainer::save_zero(const std::string& root, int keep, bool node_local) const {
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     zero::SaveOptions o;
-    o.client_state = {{"sampler", {{"seed", s.seed}, {"offset", s.offset}}}};
+    o.client_state = {{"sampler", {{"seed", s.seed}, {"offset", s.offset}}}, {"data_position", data_position_}};
     o.keep = keep;
     o.node_local = node_local;   // then each host's first rank writes state.json too (its RNG and sampler are unused)
     const nlohmann::json state = rank_ == 0 || node_local ? state_json() : nlohmann::json();
@@ -191,6 +191,8 @@ nlohmann::json Trainer::state_json() const {
                             : precision_->state_json()}};
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
+    if (shards_)   // the place in the shards: windows consumed (all ranks), and what the shards were
+        state["data"] = {{"kind", "token_shards"}, {"position", data_position_}, {"train", shards_->train->describe()}};
     if (ddp_) state["data_parallel"] = {{"world_size", world_size_}, {"saved_by_rank", rank_}};
     return state;
 }
@@ -209,6 +211,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     if (t->model_->config_json() != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
                                      state.at("model_config").dump(), t->model_->config_json().dump()));
+    t->restore_data_position(state);
     if (saved_zero) {
         t->step_ = state.at("step").get<int64_t>();
         if (for_inference) {
@@ -230,6 +233,18 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     t->step_ = state.at("step").get<int64_t>();
     t->restore_rank_streams(state);
     return t;
+}
+
+// Token shards: the saved place in the training stream, after checking that the shards are the
+// ones the run was saved with (a run saved on a text file, resumed on shards, is refused too).
+void Trainer::restore_data_position(const nlohmann::json& state) {
+    const bool saved_shards = state.contains("data") && state.at("data").value("kind", "") == "token_shards";
+    if (!shards_ && !saved_shards) return;
+    if (!shards_ || !saved_shards)
+        throw ValueError(fmt::format("--resume: the run was saved training on {}, and this one reads {}",
+                                     saved_shards ? "token shards" : "a text file", shards_ ? "token shards" : "a text file"));
+    data::check_same_data(state.at("data").at("train"), shards_->train->describe());
+    data_position_ = state.at("data").at("position").get<uint64_t>();
 }
 
 // The sampler position and the RNG state of state.json. Data parallel: rank 0 saved them; every

@@ -163,6 +163,14 @@ int run_train(const TrainOptions& o) {
     if (!cfg.init_from.empty() && o.resume.empty())
         std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
     if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
+    if (cfg.grad_accum > 1)
+        std::printf("  gradient accumulation: %lld micro-steps of %lld sequences: %lld tokens per step\n",
+                    static_cast<long long>(cfg.grad_accum), static_cast<long long>(cfg.batch_size),
+                    static_cast<long long>(cfg.grad_accum * cfg.batch_size * lm.block_size()));
+    if (cfg.warmup > cfg.steps)
+        std::printf("  warning: --warmup %lld is longer than --steps %lld: the learning rate never reaches --lr %g (it "
+                    "ends at %.3g)\n", static_cast<long long>(cfg.warmup), static_cast<long long>(cfg.steps), cfg.lr,
+                    trainer->lr_at(cfg.steps - 1));
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
@@ -259,10 +267,13 @@ int run_sample(const SampleOptions& o) {
 
 int run_eval(const EvalOptions& o) {
     std::unique_ptr<Trainer> t = load_model_for_inference(o.checkpoint, o.hf, o.hf_run, o.preset_given);
-    if (o.eval_iters > 0) t->set_eval_iters(o.eval_iters);
-    EvalStats e = t->evaluate();
+    if (o.eval_iters_given && o.eval_iters <= 0)
+        throw ValueError(fmt::format("--eval-iters {}: must be positive (batches per split; --full-split reads the "
+                                     "whole validation split)", o.eval_iters));
+    if (o.eval_iters_given) t->set_eval_iters(o.eval_iters);
+    EvalStats e = t->evaluate(o.full_split);
     nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss},
-                        {"val_perplexity", std::exp(e.val_loss)}};
+                        {"val_perplexity", std::exp(e.val_loss)}, {"protocol", e.protocol}};
     if (e.exact_match) j["exact_match"] = *e.exact_match;
     std::printf("%s\n", j.dump().c_str());
     return 0;

@@ -45,7 +45,9 @@ int run_sample(const SampleOptions& o);
 struct EvalOptions {
     std::string checkpoint, hf;
     RunConfig hf_run;
-    int64_t eval_iters = 0;              // 0: the run's own
+    int64_t eval_iters = 0;              // batches per split (when eval_iters_given; else the run's own)
+    bool eval_iters_given = false;
+    bool full_split = false;             // every window of the validation split
     std::optional<std::string> preset_given;
 };
 int run_eval(const EvalOptions& o);

@@ -29,7 +29,8 @@ void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
 void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckpt) {
     cmd->add_option("--hf", hf, "a Hugging Face GPT-2, Llama or Mistral folder (config.json + safetensors) instead of --ckpt")
         ->excludes(ckpt);
-    cmd->add_option("--data", r.data_file, "--hf: the text (default: the bundled Tiny Shakespeare)");
+    cmd->add_option("--data", r.data_file, "--hf: the text (default: the bundled Tiny Shakespeare), or token shards");
+    cmd->add_option("--val-data", r.val_data, "--hf with token shards: the validation shards");
     add_tokenizer_flag(cmd, r.tokenizer);
     cmd->add_option("--prec", r.prec, "--hf: fp32 | bf16 | fp16 (autocast)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
@@ -54,11 +55,20 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_flag("--checkpoint-blocks", r.checkpoint_blocks, "recompute each block's activations in backward");
     cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
         ->check(CLI::IsMember({"text", "addition"}))->capture_default_str();
-    cmd->add_option("--data", r.data_file, "a text file to train on (default: the bundled Tiny Shakespeare)");
+    cmd->add_option("--data", r.data_file, "a text file to train on (default: the bundled Tiny Shakespeare), or token "
+                                           "shards in llm.c's format: a folder, a glob (\"dir/*_train_*.bin\") or a "
+                                           ".bin file (ampgrad data prepare; docs/data.md)");
+    cmd->add_option("--val-data", r.val_data, "token shards: the validation shards (default: the *_val_* shards beside "
+                                              "--data, or its glob with train -> val)");
     add_tokenizer_flag(cmd, r.tokenizer);
     cmd->add_option("--digits", r.digits, "addition task: digits per operand")->capture_default_str();
     cmd->add_option("--steps", r.steps, "optimiser steps (the LR schedule spans them)")->capture_default_str();
-    cmd->add_option("--batch-size", r.batch_size, "sequences per step")->capture_default_str();
+    cmd->add_option("--batch-size", r.batch_size, "sequences per micro-step, all ranks together")->capture_default_str();
+    cmd->add_option("--grad-accum", r.grad_accum, "gradient accumulation: micro-steps per optimiser step (tokens per "
+                                                  "step = batch size x block size x this)")->capture_default_str();
+    cmd->add_option("--total-batch-size", r.total_batch_size, "tokens per optimiser step (llm.c's -d): sets "
+                                                              "--grad-accum to it / (batch size x block size), which "
+                                                              "must divide it");
     cmd->add_option("--lr", r.lr, "peak learning rate (AdamW)")->capture_default_str();
     cmd->add_option("--min-lr", r.min_lr, "learning rate at the end of the cosine decay")->capture_default_str();
     cmd->add_option("--warmup", r.warmup, "linear warm-up steps")->capture_default_str();
@@ -139,7 +149,10 @@ int main(int argc, char** argv) {
     CLI::Option* eval_ckpt = eval_cmd->add_option("--ckpt", eval.checkpoint, "checkpoint (or training output) folder");
     add_hf_flags(eval_cmd, eval.hf, eval.hf_run, eval_ckpt);
     eval_cmd->add_option("--batch-size", eval.hf_run.batch_size, "--hf: sequences per batch")->capture_default_str();
-    eval_cmd->add_option("--eval-iters", eval.eval_iters, "batches per split (default: the run's)");
+    CLI::Option* eval_iters_opt = eval_cmd->add_option("--eval-iters", eval.eval_iters, "batches per split for the "
+                                                       "estimate (default: the run's; --hf: 20)");
+    eval_cmd->add_flag("--full-split", eval.full_split, "the validation loss over every non-overlapping window of the "
+                                                        "validation split (the figure people quote), not an estimate");
     CLI::Option* eval_preset_opt = eval_cmd->add_option("--preset", eval_preset, "expected preset (checked)");
 
     ExportOptions export_opts;
@@ -183,6 +196,7 @@ int main(int argc, char** argv) {
         }
         if (command == "eval") {
             if (eval_preset_opt->count() > 0) eval.preset_given = eval_preset;
+            eval.eval_iters_given = eval_iters_opt->count() > 0;
             return run_eval(eval);
         }
         if (command == "export") return run_export(export_opts);

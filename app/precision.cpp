@@ -46,7 +46,8 @@ double grad_norm_f32(const std::vector<Tensor>& params) {
 }  // namespace
 
 Precision::Precision(const RunConfig& cfg, nn::Module& model)
-    : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), model_(model) {
+    : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), grad_accum_(cfg.grad_accum),
+      model_(model) {
     optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
     std::vector<optim::ParamGroup> groups = decay_groups(model, cfg.weight_decay, param_names_, params_);
     if (mode_ == "fp16-master") {
@@ -93,24 +94,31 @@ double Precision::loss_scale() const {
     return 1.0;
 }
 
-StepOutcome Precision::step(const Tensor& loss) {
+void Precision::zero_grad() {
+    step_scale_ = loss_scale();
+    if (master_) master_->zero_grad();
+    else adamw_->zero_grad();
+}
+
+void Precision::backward(const Tensor& micro_loss) {
+    const Tensor loss = grad_accum_ == 1 ? micro_loss : micro_loss / static_cast<double>(grad_accum_);
+    if (master_) master_->backward(loss);
+    else if (scaler_) scaler_->scale(loss).backward();
+    else loss.backward();
+}
+
+StepOutcome Precision::step() {
     StepOutcome out;
-    out.scale = loss_scale();
+    out.scale = step_scale_;
     if (master_) {
-        master_->zero_grad();
-        master_->backward(loss);
         out.grad_norm = grad_norm_f32(params_) / out.scale;
         out.skipped = master_->step().skipped();
     } else if (scaler_) {
-        adamw_->zero_grad();
-        scaler_->scale(loss).backward();
         scaler_->unscale_(*adamw_);
         out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
         out.skipped = scaler_->step(*adamw_).skipped();
         scaler_->update();
     } else {
-        adamw_->zero_grad();
-        loss.backward();
         out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
         adamw_->step();
     }

@@ -36,8 +36,19 @@ public:
 
     // An autocast region for the forward pass (none for fp32).
     std::unique_ptr<amp::AutocastGuard> autocast() const;
-    // backward, unscale, clip, step (or skip), update the scale.
-    StepOutcome step(const Tensor& loss);
+    // One optimiser step over grad_accum micro-batches (--grad-accum):
+    //   zero_grad();  for each micro-batch: backward(its mean loss);  step();
+    // backward adds the gradient of loss / grad_accum (scaled by the loss scale with fp16 and
+    // fp16-master), so grad_accum micro-batches of B give the gradient of one batch of grad_accum * B.
+    // step unscales once, clips, steps (or skips) and updates the scale.
+    void zero_grad();
+    void backward(const Tensor& micro_loss);
+    StepOutcome step();
+    StepOutcome step(const Tensor& loss) {   // one micro-batch: zero_grad, backward, step
+        zero_grad();
+        backward(loss);
+        return step();
+    }
     void set_lr(double lr);
     double loss_scale() const;
     int64_t skipped_steps() const { return skipped_; }
@@ -55,6 +66,8 @@ private:
     std::string mode_;
     DeviceType device_;
     double grad_clip_;
+    int64_t grad_accum_;
+    double step_scale_ = 1.0;                              // the loss scale this step's backward used
     nn::Module& model_;
     std::vector<std::string> param_names_;                 // the optimiser's parameter order
     std::vector<Tensor> params_;

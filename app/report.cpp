@@ -43,11 +43,12 @@ std::string ProgressLine::format(const TrainStats& s) {
                                                              static_cast<double>(s.state_bytes.total()) / 1e6)
                                               : "";
     const std::string ranks = s.world_size > 1 ? fmt::format(" | {} ranks, batch {}", s.world_size, s.global_batch) : "";
+    const std::string accum = s.grad_accum > 1 ? fmt::format(" | {} tok/step ({} micro)", s.tokens, s.grad_accum) : "";
     const std::string mfu =
         mfu_per_token_per_s_ ? fmt::format(" | MFU {:.1f}%", 100.0 * tokens_per_s_ * *mfu_per_token_per_s_) : "";
     return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s{} | lr {:.2e} | scale {:g} | skipped {} | "
-                       "gnorm {:.3f}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
-                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, duration_text(eta));
+                       "gnorm {:.3f}{}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
+                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, accum, duration_text(eta));
 }
 
 void ProgressLine::update(const TrainStats& s) {
@@ -110,7 +111,8 @@ void MetricsLog::write(const std::string& line) {
 void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_s, std::optional<double> mfu) {
     nlohmann::json j = {{"kind", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
                         {"scale", s.scale}, {"skipped", s.skipped}, {"skipped_total", s.skipped_total},
-                        {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}};
+                        {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}, {"tokens_per_step", s.tokens},
+                        {"grad_accum", s.grad_accum}, {"data_ms", 1e3 * s.data_seconds}};
     if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
     if (s.world_size > 1) {   // several processes: how many, and the batch of all of them
@@ -126,7 +128,8 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
 }
 
 void MetricsLog::eval(const EvalStats& e) {
-    nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss}};
+    nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss},
+                        {"protocol", e.protocol}};
     if (e.exact_match) j["exact_match"] = *e.exact_match;
     write(j.dump());
 }

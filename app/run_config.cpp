@@ -101,12 +101,28 @@ void RunConfig::validate() const {
     positive("--init-scale", init_scale);
     positive("--scale-window", static_cast<double>(scale_window));
     positive("--eval-iters", static_cast<double>(eval_iters));
+    positive("--grad-accum", static_cast<double>(grad_accum));
+    if (total_batch_size < 0)
+        throw ValueError(fmt::format("--total-batch-size: must be >= 0 (0: --grad-accum sets it), but is {}", total_batch_size));
     if (min_lr < 0 || min_lr > lr) throw ValueError(fmt::format("--min-lr: must be in [0, --lr], but is {}", min_lr));
     if (warmup < 0) throw ValueError(fmt::format("--warmup: must be >= 0, but is {}", warmup));
     if (grad_clip < 0) throw ValueError(fmt::format("--grad-clip: must be >= 0 (0: off), but is {}", grad_clip));
     if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
     if (zero < -1 || zero > 3) throw ValueError(fmt::format("--zero: must be 0, 1, 2 or 3, but is {}", zero));
     if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
+}
+
+void RunConfig::resolve_accumulation(int64_t T) {
+    if (total_batch_size <= 0) return;
+    const int64_t micro_tokens = batch_size * T;
+    if (total_batch_size % micro_tokens != 0)
+        throw ValueError(fmt::format("--total-batch-size {}: not a multiple of the tokens of one micro-step, --batch-size "
+                                     "{} x block size {} = {}", total_batch_size, batch_size, T, micro_tokens));
+    const int64_t accum = total_batch_size / micro_tokens;
+    if (grad_accum != 1 && grad_accum != accum)
+        throw ValueError(fmt::format("--grad-accum {} disagrees with --total-batch-size {} (= {} micro-steps of {} "
+                                     "tokens); give one of them", grad_accum, total_batch_size, accum, micro_tokens));
+    grad_accum = accum;
 }
 
 nlohmann::json to_json(const RunConfig& c) {
@@ -119,7 +135,8 @@ nlohmann::json to_json(const RunConfig& c) {
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
             {"init_scale", c.init_scale}, {"scale_window", c.scale_window}, {"hysteresis", c.hysteresis},
             {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
-            {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)}};
+            {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)},
+            {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -143,6 +160,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     get("eval_every", c.eval_every), get("eval_iters", c.eval_iters);
     if (j.contains("init_from")) {   // since issue 26 (--init-from); earlier runs started from random weights
         get("init_from", c.init_from), get("vocab_size", c.vocab_size), get("layer_norm_epsilon", c.layer_norm_epsilon);
+    }
+    if (j.contains("grad_accum")) {   // since --grad-accum and token shards; earlier runs: 1, a text file
+        get("grad_accum", c.grad_accum), get("total_batch_size", c.total_batch_size), get("val_data", c.val_data);
     }
     if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and

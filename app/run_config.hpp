@@ -34,7 +34,10 @@ struct RunConfig {
     nlohmann::json pretrained_llama;
     // data
     std::string task = "text";          // text | addition
-    std::string data_file;              // empty: the bundled Tiny Shakespeare
+    // A text file (empty: the bundled Tiny Shakespeare), or token shards in llm.c's format
+    // (data/token_shards.hpp): a folder, a glob or a *.bin file (app/shard_data.hpp).
+    std::string data_file;
+    std::string val_data;               // shards: the validation shards (default: *_val_* beside data_file)
     // auto | char | byte | gpt2:DIR | tiktoken:FILE (text task; app/trainer.cpp's make_tokenizer,
     // docs/tokenizers.md). auto: gpt2:DIR when the --init-from / --hf folder DIR holds vocab.json and
     // merges.txt (as a Hub GPT-2 does), else char; the trainer replaces it with what it chose.
@@ -42,7 +45,11 @@ struct RunConfig {
     int64_t digits = 2;                 // addition task
     // optimisation: AdamW, linear warm-up then cosine decay to min_lr
     int64_t steps = 1500;
-    int64_t batch_size = 32;
+    int64_t batch_size = 32;            // sequences per micro-step, all ranks together
+    // Gradient accumulation: micro-steps per optimiser step (tokens per step = batch_size * T *
+    // grad_accum). total_batch_size > 0 (tokens, llm.c's -d) derives grad_accum (resolve_accumulation).
+    int64_t grad_accum = 1;
+    int64_t total_batch_size = 0;
     double lr = 2e-3, min_lr = 2e-4;
     int64_t warmup = 100;
     double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
@@ -71,6 +78,9 @@ struct RunConfig {
     // alone takes --model llama.
     void settle_model(bool model_given, bool preset_given);
     void validate() const;                                       // ValueError naming the flag and value
+    // --total-batch-size: sets grad_accum to total / (batch_size * T); ValueError when it does not
+    // divide, or disagrees with a --grad-accum other than 1.
+    void resolve_accumulation(int64_t T);
 };
 
 nlohmann::json to_json(const RunConfig& c);

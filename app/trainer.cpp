@@ -1,6 +1,7 @@
 // trainer.cpp: one training run (app/trainer.hpp).
 #include "app/trainer.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -20,72 +21,6 @@
 #include "nn/init.hpp"
 
 namespace ampgrad::app {
-
-Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved) {
-    Corpus c;
-    std::string text;
-    if (cfg.data_file.empty()) {
-        text = std::string(data::tiny_shakespeare());
-        c.source = "bundled Tiny Shakespeare";
-    } else {
-        text = data::read_text_file(cfg.data_file);
-        c.source = cfg.data_file;
-    }
-    c.tokenizer = saved ? *saved : make_tokenizer(resolve_tokenizer(cfg.tokenizer, cfg.init_from), text);
-    std::vector<int32_t> ids = c.tokenizer.encode(text);
-    const size_t n_train = ids.size() * 9 / 10;
-    c.train = std::make_shared<std::vector<int32_t>>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n_train));
-    c.val = std::make_shared<std::vector<int32_t>>(ids.begin() + static_cast<std::ptrdiff_t>(n_train), ids.end());
-    return c;
-}
-
-std::string resolve_tokenizer(const std::string& spec, const std::string& pretrained_dir) {
-    if (spec != "auto") return spec;
-    const std::filesystem::path dir(pretrained_dir);
-    const bool has_bpe = !pretrained_dir.empty() && std::filesystem::exists(dir / "vocab.json") &&
-                         std::filesystem::exists(dir / "merges.txt");
-    return has_bpe ? "gpt2:" + pretrained_dir : "char";
-}
-
-data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text) {
-    if (spec == "byte") return data::Tokenizer::bytes();
-    if (spec == "char") return data::Tokenizer::chars_of(text);
-    if (spec.starts_with("gpt2:"))
-        return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_hf_dir(spec.substr(5))));
-    if (spec.starts_with("tiktoken:"))
-        return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_tiktoken(spec.substr(9))));
-    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected auto, char, byte, gpt2:DIR or tiktoken:FILE",
-                                 spec));
-}
-
-// A BPE is saved whole (each id's byte-level spelling and the merges, as in vocab.json and
-// merges.txt), so that a checkpoint samples and evaluates without the files it was trained with.
-nlohmann::json tokenizer_to_json(const data::Tokenizer& t) {
-    nlohmann::json j = {{"kind", t.kind_name()}, {"vocab_size", t.vocab_size()}};
-    if (t.kind() == data::Tokenizer::Kind::kChar) j["code_points"] = t.code_points();
-    if (t.kind() == data::Tokenizer::Kind::kBpe) {
-        j["tokens"] = t.bpe()->token_strings();
-        std::vector<std::string> merges;
-        for (const auto& [left, right] : t.bpe()->merge_strings()) merges.push_back(left + " " + right);
-        j["merges"] = merges;
-    }
-    return j;
-}
-
-data::Tokenizer tokenizer_from_json(const nlohmann::json& j) {
-    const std::string kind = j.at("kind").get<std::string>();
-    if (kind == "byte") return data::Tokenizer::bytes();
-    if (kind == "char") return data::Tokenizer::from_code_points(j.at("code_points").get<std::vector<uint32_t>>());
-    if (kind != "bpe") throw ValueError(fmt::format("checkpoint: unknown tokenizer kind \"{}\"", kind));
-    std::vector<std::pair<std::string, std::string>> merges;
-    for (const std::string& m : j.at("merges").get<std::vector<std::string>>()) {
-        const size_t space = m.find(' ');
-        if (space == std::string::npos) throw ValueError(fmt::format("checkpoint: the tokenizer merge \"{}\" has no space", m));
-        merges.emplace_back(m.substr(0, space), m.substr(space + 1));
-    }
-    return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(
-        data::BpeTokenizer::from_tokens(j.at("tokens").get<std::vector<std::string>>(), merges, "checkpoint tokenizer")));
-}
 
 namespace {
 
@@ -179,27 +114,29 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     cfg_.tokenizer = resolve_tokenizer(cfg_.tokenizer, cfg_.init_from);   // "auto" -> what it stands for
     const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
     if (cfg_.zero >= 0 || data_parallel) join_process_group();
-    int64_t vocab = 0;
     if (cfg_.task == "addition") {
         addition_.emplace(cfg_.digits);
         corpus_.tokenizer = addition_->tokenizer();
         corpus_.source = fmt::format("{}-digit addition", cfg_.digits);
         addition_state_ = {cfg_.seed + 1 + static_cast<uint64_t>(rank_), 0};
-        vocab = corpus_.tokenizer.vocab_size();
     } else {
-        corpus_ = load_corpus(cfg_, tokenizer);
-        sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
-        vocab = corpus_.tokenizer.vocab_size();
+        open_corpus(tokenizer);
     }
+    const int64_t vocab = corpus_.tokenizer.vocab_size();
     if (!cfg_.init_from.empty() && vocab > cfg_.model_vocab_size(vocab))
         throw ValueError(fmt::format("--init-from {}: the {} tokenizer has {} tokens, more than the model's vocabulary of "
                                      "{}", cfg_.init_from, cfg_.tokenizer, vocab, cfg_.model_vocab_size(vocab)));
     // The context (checks the model's config, ValueError naming the field, before any data check).
     const int64_t T = cfg_.context_length(vocab);
-    if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T)
+    cfg_.resolve_accumulation(addition_ ? std::max(T, addition_->sequence_length()) : T);
+    if (uses_token_shards(cfg_)) {   // every token checked against the model's vocabulary, before training
+        shards_ = std::make_unique<ShardData>(open_shard_data(cfg_, T, cfg_.model_vocab_size(vocab)));
+        corpus_.source = shards_->source;
+    } else if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T) {
         throw ValueError(fmt::format("data {}: too short: its {} tokens leave {} for validation, fewer than one "
                                      "window of block_size {} + 1", corpus_.source,
                                      corpus_.train->size() + corpus_.val->size(), corpus_.val->size(), T));
+    }
     manual_seed(cfg_.seed);
     {
         std::optional<nn::init::SkipInitGuard> allocate_only;         // the weights are loaded next
@@ -225,6 +162,19 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     if (rank_ > 0) manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
 }
 
+// A text file is tokenized whole into memory (90% / 10% split); token shards are only named here
+// (the constructor maps and checks them once the model's vocabulary and context are known).
+void Trainer::open_corpus(const std::optional<data::Tokenizer>& tokenizer) {
+    if (!uses_token_shards(cfg_)) {
+        corpus_ = load_corpus(cfg_, tokenizer);
+        sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
+        return;
+    }
+    for (const std::string& shard : data::list_shards(cfg_.data_file, "train"))   // a folder without shards, or
+        data::read_shard_header(shard);                                           // a .bin that is none, is named
+    corpus_.tokenizer = tokenizer ? *tokenizer : shard_tokenizer(cfg_);
+}
+
 double Trainer::lr_at(int64_t it) const {
     if (it < cfg_.warmup) return cfg_.lr * static_cast<double>(it + 1) / static_cast<double>(cfg_.warmup + 1);
     if (it >= cfg_.steps) return cfg_.min_lr;
@@ -239,16 +189,33 @@ void Trainer::set_steps(int64_t steps) {
     cfg_.steps = steps;
 }
 
-std::pair<Tensor, Tensor> Trainer::next_batch() {
+std::pair<Tensor, Tensor> Trainer::next_batch(int64_t micro) {
     const int64_t batch = cfg_.batch_size / world_size_;   // this rank's share (--zero, data parallel)
-    auto [x, y] = addition_ ? addition_->batch(addition_state_, batch) : sampler_->next(batch, model_->block_size());
-    if (device_.is_cuda()) return {x.to(device_), y.to(device_)};
-    return {x, y};
+    std::pair<Tensor, Tensor> xy;
+    if (addition_) xy = addition_->batch(addition_state_, batch);
+    else if (sampler_) xy = sampler_->next(batch, model_->block_size());
+    else   // micro-batch k of rank r: windows position + (r * grad_accum + k) * batch (app/shard_data.hpp)
+        xy = shards_->train->batch_at(data_position_ + static_cast<uint64_t>((rank_ * cfg_.grad_accum + micro) * batch), batch);
+    if (device_.is_cuda()) return {xy.first.to(device_), xy.second.to(device_)};
+    return xy;
 }
 
 Tensor Trainer::loss_on(const Tensor& x, const Tensor& y) {
     std::unique_ptr<amp::AutocastGuard> autocast = zero_ ? zero_->autocast() : precision_->autocast();
     return model_->forward(x, y);
+}
+
+// One micro-batch's backward. Data parallel: only the last micro-batch's backward all-reduces
+// (PyTorch DDP's no_sync); ZeRO's engine knows its accumulation boundary itself.
+void Trainer::backward_micro(const Tensor& loss, bool last) {
+    if (zero_) {
+        zero_->backward(loss);
+    } else if (ddp_ && !last) {
+        auto no_sync = ddp_->no_sync();
+        precision_->backward(loss);
+    } else {
+        precision_->backward(loss);
+    }
 }
 
 TrainStats Trainer::train_step() {
@@ -257,11 +224,23 @@ TrainStats Trainer::train_step() {
     s.lr = lr_at(step_);
     if (zero_) zero_->set_lr(s.lr);
     else precision_->set_lr(s.lr);
-    auto [x, y] = next_batch();
     model_->module()->train();
-    Tensor loss = loss_on(x, y);
-    StepOutcome o = zero_ ? zero_->step(loss) : precision_->step(loss);
-    s.loss = loss.item<double>();
+    if (zero_) zero_->zero_grad();
+    else precision_->zero_grad();
+    const int64_t accum = cfg_.grad_accum;
+    Tensor loss_sum;   // () the micro-batches' mean losses, summed on the device (one read at the end)
+    for (int64_t k = 0; k < accum; ++k) {
+        const auto fetch_start = std::chrono::steady_clock::now();
+        auto [x, y] = next_batch(k);
+        s.data_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - fetch_start).count();
+        Tensor loss = loss_on(x, y);
+        loss_sum = k == 0 ? loss.detach() : loss_sum + loss.detach();
+        backward_micro(loss, k + 1 == accum);
+        s.tokens += x.numel() * world_size_;
+    }
+    StepOutcome o = zero_ ? zero_->step() : precision_->step();
+    if (shards_) data_position_ += static_cast<uint64_t>(cfg_.batch_size * accum);
+    s.loss = loss_sum.item<double>() / static_cast<double>(accum);
     if (zero_ || ddp_) {   // the mean over the ranks' shares
         Tensor l = full({1}, s.loss, TensorOptions().dtype(kFloat64));
         dist::all_reduce(l, dist::ReduceOp::kAvg);
@@ -275,35 +254,76 @@ TrainStats Trainer::train_step() {
     s.scale = o.scale;
     s.skipped = o.skipped;
     s.skipped_total = skipped_steps();
-    s.tokens = x.numel() * world_size_;
+    s.grad_accum = accum;
     s.world_size = world_size_;
-    s.global_batch = x.size(0) * world_size_;
+    s.global_batch = cfg_.batch_size * accum;
     ++step_;
     return s;
 }
 
-EvalStats Trainer::evaluate() {
+double Trainer::mean_loss(const std::vector<std::pair<Tensor, Tensor>>& batches) {
+    double total = 0.0;
+    int64_t windows = 0;
+    for (const auto& [x, y] : batches) {   // weighted by windows: a full split's last batch may be short
+        const double l = loss_on(device_.is_cuda() ? x.to(device_) : x, device_.is_cuda() ? y.to(device_) : y).item<double>();
+        total += l * static_cast<double>(x.size(0));
+        windows += x.size(0);
+    }
+    return total / static_cast<double>(windows);
+}
+
+// Shards: the estimate reads the first eval_iters batches of the validation stream (in order); the
+// full split reads every window of it once. Returns the loss and what it is.
+std::pair<double, std::string> Trainer::split_loss(uint64_t windows, const WindowFetch& fetch) {
+    const uint64_t B = static_cast<uint64_t>(cfg_.batch_size);
+    double total = 0.0;
+    for (uint64_t first = 0; first < windows; first += B) {
+        const int64_t n = static_cast<int64_t>(std::min(B, windows - first));
+        total += mean_loss({fetch(first, n)}) * static_cast<double>(n);
+    }
+    return {total / static_cast<double>(windows),
+            fmt::format("full split: all {} windows of {} tokens", windows, model_->block_size())};
+}
+
+EvalStats Trainer::evaluate(bool full_split) {
     EvalStats e;
     e.step = step_;
     NoGradGuard no_grad;
     model_->module()->eval();
     const GeneratorState rng = get_rng_state();   // evaluation must not move the training RNG
-    auto mean_loss = [&](const std::vector<std::pair<Tensor, Tensor>>& batches) {
-        double total = 0.0;
-        for (const auto& [x, y] : batches)
-            total += loss_on(device_.is_cuda() ? x.to(device_) : x, device_.is_cuda() ? y.to(device_) : y).item<double>();
-        return total / static_cast<double>(batches.size());
-    };
+    const int64_t B = cfg_.batch_size, iters = cfg_.eval_iters;
     if (addition_) {
         data::SamplerState train_state{0xE7A1, 0};
         std::vector<std::pair<Tensor, Tensor>> train;
-        for (int64_t i = 0; i < cfg_.eval_iters; ++i) train.push_back(addition_->batch(train_state, cfg_.batch_size));
+        for (int64_t i = 0; i < iters; ++i) train.push_back(addition_->batch(train_state, B));
         e.train_loss = e.val_loss = mean_loss(train);
         e.exact_match = addition_->exact_match(*model_->gpt(), 500);   // --task addition is GPT only
+        e.protocol = fmt::format("estimate: {} batches of {} problems", iters, B);
+    } else if (shards_) {   // the first windows of the training stream; the validation stream in order
+        const data::ShardLoader &train = *shards_->train, &val = *shards_->val;
+        std::vector<std::pair<Tensor, Tensor>> train_batches, val_batches;
+        for (int64_t i = 0; i < iters; ++i) train_batches.push_back(train.batch_at(static_cast<uint64_t>(i * B), B));
+        e.train_loss = mean_loss(train_batches);
+        if (full_split) {
+            std::tie(e.val_loss, e.protocol) =
+                split_loss(val.windows_per_epoch(), [&](uint64_t first, int64_t n) { return val.batch_at(first, n); });
+        } else {
+            for (int64_t i = 0; i < iters; ++i) val_batches.push_back(val.batch_at(static_cast<uint64_t>(i * B), B));
+            e.val_loss = mean_loss(val_batches);
+            e.protocol = fmt::format("estimate: the first {} batches of {} windows", iters, B);
+        }
     } else {
         const int64_t T = model_->block_size();
-        e.train_loss = mean_loss(data::fixed_batches(corpus_.train, cfg_.eval_iters, cfg_.batch_size, T));
-        e.val_loss = mean_loss(data::fixed_batches(corpus_.val, cfg_.eval_iters, cfg_.batch_size, T));
+        e.train_loss = mean_loss(data::fixed_batches(corpus_.train, iters, B, T));
+        if (full_split) {
+            const uint64_t windows = (corpus_.val->size() - 1) / static_cast<uint64_t>(T);
+            std::tie(e.val_loss, e.protocol) = split_loss(windows, [&](uint64_t first, int64_t n) {
+                return data::sequential_windows(*corpus_.val, first, n, T);
+            });
+        } else {
+            e.val_loss = mean_loss(data::fixed_batches(corpus_.val, iters, B, T));
+            e.protocol = fmt::format("estimate: {} random batches of {} windows", iters, B);
+        }
     }
     set_rng_state(rng);
     model_->module()->train();

@@ -3,14 +3,17 @@
 // stepped one optimiser step at a time. The training loop's own state (step, sampler position,
 // RNG, scaler, optimiser) is exactly what a checkpoint saves (app/checkpoint.hpp).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "app/corpus.hpp"
 #include "app/language_model.hpp"
 #include "app/precision.hpp"
 #include "app/run_config.hpp"
+#include "app/shard_data.hpp"
 #include "app/zero_training.hpp"
 #include "data/addition.hpp"
 #include "data/sampler.hpp"
@@ -20,32 +23,14 @@
 
 namespace ampgrad::app {
 
-// The training text and its tokenizer, split 90% / 10% into train and validation tokens.
-struct Corpus {
-    data::Tokenizer tokenizer;
-    std::shared_ptr<const std::vector<int32_t>> train, val;
-    std::string source;   // "bundled Tiny Shakespeare" or the file's path
-};
-// Reads --data (or the bundled text) and builds the tokenizer --tokenizer names, or the saved one.
-Corpus load_corpus(const RunConfig& cfg, const std::optional<data::Tokenizer>& saved = std::nullopt);
-
-// The one place a --tokenizer value becomes a tokenizer (train, sample, eval, --init-from): byte,
-// char (the characters of `text`), gpt2:DIR (vocab.json + merges.txt) or tiktoken:FILE (a rank file).
-data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text);
-// --tokenizer auto: gpt2:DIR when pretrained_dir (--init-from, --hf) holds vocab.json and
-// merges.txt, else char; any other value is returned as it is.
-std::string resolve_tokenizer(const std::string& spec, const std::string& pretrained_dir);
-// The tokenizer of a run: char (from the text or as saved), byte, bpe (saved whole), or the
-// addition task's.
-nlohmann::json tokenizer_to_json(const data::Tokenizer& t);
-data::Tokenizer tokenizer_from_json(const nlohmann::json& j);
-
 struct TrainStats {
     int64_t step = 0;
     double loss = 0.0, lr = 0.0, grad_norm = 0.0, scale = 1.0;
     bool skipped = false;
     int64_t skipped_total = 0;
-    int64_t tokens = 0;   // tokens in this step's batch (every rank's, with --zero or data parallel)
+    int64_t tokens = 0;   // tokens in this step's batch (every rank's and micro-batch's)
+    int64_t grad_accum = 1;   // micro-batches per step (--grad-accum)
+    double data_seconds = 0.0;   // spent fetching this step's batches (all micro-batches, this rank)
     int world_size = 1;   // processes training together (data parallel or --zero)
     int64_t global_batch = 0;   // sequences per step, all ranks together
     int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
@@ -55,6 +40,8 @@ struct TrainStats {
 struct EvalStats {
     int64_t step = 0;
     double train_loss = 0.0, val_loss = 0.0;
+    // What the losses are: "estimate: 20 batches of 32 windows" or "full split: 1234 windows".
+    std::string protocol;
     std::optional<double> exact_match;   // addition task only
 };
 
@@ -78,7 +65,9 @@ public:
     static std::unique_ptr<Trainer> pretrained_for_inference(const RunConfig& cfg);
 
     TrainStats train_step();   // one optimiser step; step() counts them
-    EvalStats evaluate();      // mean loss over eval_iters fixed batches of each split (eval mode)
+    // Mean loss over eval_iters fixed batches of each split (eval mode); full_split: the validation
+    // loss over every non-overlapping window of the validation split (the train loss stays an estimate).
+    EvalStats evaluate(bool full_split = false);
     std::string sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k);
     // The model's token ids the tokenizer cannot spell (a pretrained model's vocabulary beyond a
     // byte or char tokenizer's): generation suppresses them.
@@ -94,6 +83,7 @@ public:
     // ValueError naming --steps when N is below the step the run is at.
     void set_steps(int64_t steps);
     int64_t step() const { return step_; }
+    uint64_t data_position() const { return data_position_; }   // token shards: windows consumed
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
     const RunConfig& config() const { return cfg_; }
     LanguageModel& model() { return *model_; }   // the GPT or the Llama (--model)
@@ -112,13 +102,22 @@ private:
     void join_process_group();
     void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
     void restore_rank_streams(const nlohmann::json& state);
-    std::pair<Tensor, Tensor> next_batch();
+    void restore_data_position(const nlohmann::json& state);
+    std::pair<Tensor, Tensor> next_batch(int64_t micro);   // micro-batch `micro` of this step, this rank's share
     Tensor loss_on(const Tensor& x, const Tensor& y);
+    void backward_micro(const Tensor& loss, bool last);
+    void open_corpus(const std::optional<data::Tokenizer>& tokenizer);   // the text task's tokens or shards
+    double mean_loss(const std::vector<std::pair<Tensor, Tensor>>& batches);
+    using WindowFetch = std::function<std::pair<Tensor, Tensor>(uint64_t first, int64_t n)>;
+    // The mean loss over windows [0, windows) that fetch reads, B at a time, and "full split: ...".
+    std::pair<double, std::string> split_loss(uint64_t windows, const WindowFetch& fetch);
 
     RunConfig cfg_;
     Corpus corpus_;
     std::optional<data::AdditionTask> addition_;
-    std::unique_ptr<data::BatchSampler> sampler_;   // text task
+    std::unique_ptr<data::BatchSampler> sampler_;   // text task, a text file
+    std::unique_ptr<ShardData> shards_;             // text task, token shards
+    uint64_t data_position_ = 0;                    // shards: training windows consumed, all ranks
     data::SamplerState addition_state_;             // addition task
     std::shared_ptr<LanguageModel> model_;
     std::unique_ptr<Precision> precision_;          // without --zero

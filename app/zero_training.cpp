@@ -43,6 +43,7 @@ zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
     zero::ZeroConfig c;
     c.stage = static_cast<int>(cfg.zero);
     c.train_micro_batch_size_per_gpu = cfg.batch_size / world_size;
+    c.gradient_accumulation_steps = cfg.grad_accum;
     c.gradient_clipping = cfg.grad_clip;
     if (cfg.prec == "fp16-master") {
         const int power = static_cast<int>(std::lround(std::log2(cfg.init_scale)));
@@ -91,11 +92,16 @@ void ZeroTraining::set_lr(double lr) {
     for (optim::ParamGroup& g : engine_->optimizer().param_groups()) g.set_lr(lr);
 }
 
-StepOutcome ZeroTraining::step(const Tensor& loss) {
+void ZeroTraining::backward(const Tensor& micro_loss) {
+    engine_->backward(micro_loss);
+    engine_->step();   // reduces and steps at the accumulation boundary only
+}
+
+StepOutcome ZeroTraining::step() {
+    if (engine_->micro_steps() % engine_->config().gradient_accumulation_steps != 0)
+        throw InternalError("ZeroTraining::step: called between accumulation boundaries");
     StepOutcome out;
-    out.scale = engine_->loss_scale();   // the scale this backward uses
-    engine_->backward(loss);
-    engine_->step();
+    out.scale = step_scale_;
     out.skipped = !engine_->was_step_applied();
     out.grad_norm = out.skipped ? INFINITY : engine_->global_grad_norm();
     return out;

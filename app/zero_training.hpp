@@ -32,7 +32,12 @@ public:
     ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model);   // the GPT or the Llama
 
     std::unique_ptr<amp::AutocastGuard> autocast() const;
-    StepOutcome step(const Tensor& loss);   // engine.backward + engine.step
+    // One optimiser step over grad_accum micro-batches, as Precision: for each micro-batch
+    // backward(its mean loss) (engine.backward, which divides by the accumulation steps, then
+    // engine.step, which reduces and steps only at the boundary), then step() reports the outcome.
+    void zero_grad() { step_scale_ = engine_->loss_scale(); }
+    void backward(const Tensor& micro_loss);
+    StepOutcome step();
     void set_lr(double lr);
     double loss_scale() const { return engine_->loss_scale(); }
     int64_t skipped_steps() const { return engine_->skipped_steps(); }
@@ -43,6 +48,7 @@ public:
 private:
     std::string mode_;
     std::unique_ptr<zero::ZeroEngine> engine_;
+    double step_scale_ = 1.0;   // the loss scale this step's backward used
 };
 
 }  // namespace ampgrad::app

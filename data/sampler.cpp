@@ -47,4 +47,21 @@ std::vector<std::pair<Tensor, Tensor>> fixed_batches(std::shared_ptr<const std::
     return out;
 }
 
+std::pair<Tensor, Tensor> sequential_windows(const std::vector<int32_t>& tokens, uint64_t first, int64_t n, int64_t T) {
+    if (n < 0 || T <= 0) throw ValueError(fmt::format("sequential_windows: n {} and T {} must be >= 0 and > 0", n, T));
+    const uint64_t windows = tokens.size() > 0 ? (tokens.size() - 1) / static_cast<uint64_t>(T) : 0;
+    if (first + static_cast<uint64_t>(n) > windows)
+        throw IndexError(fmt::format("sequential_windows: windows [{}, {}) of T={} are past the {} windows of {} tokens",
+                                     first, first + static_cast<uint64_t>(n), T, windows, tokens.size()));
+    std::vector<int64_t> x(static_cast<size_t>(n * T)), y(static_cast<size_t>(n * T));
+    for (int64_t b = 0; b < n; ++b) {
+        const size_t start = static_cast<size_t>((first + static_cast<uint64_t>(b)) * static_cast<uint64_t>(T));
+        for (int64_t t = 0; t < T; ++t) {
+            x[static_cast<size_t>(b * T + t)] = tokens[start + static_cast<size_t>(t)];
+            y[static_cast<size_t>(b * T + t)] = tokens[start + static_cast<size_t>(t) + 1];
+        }
+    }
+    return {tensor(x, {n, T}), tensor(y, {n, T})};
+}
+
 }  // namespace ampgrad::data

@@ -45,4 +45,9 @@ private:
 std::vector<std::pair<Tensor, Tensor>> fixed_batches(std::shared_ptr<const std::vector<int32_t>> tokens,
                                                      int64_t count, int64_t B, int64_t T);
 
+// Windows [first, first + n) of the non-overlapping windows of T + 1 tokens at starts 0, T, 2T, ...
+// (there are (size - 1) / T of them): x and y, (n,T) int64 each. The full-split protocol reads them
+// all. IndexError past the last window.
+std::pair<Tensor, Tensor> sequential_windows(const std::vector<int32_t>& tokens, uint64_t first, int64_t n, int64_t T);
+
 }  // namespace ampgrad::data

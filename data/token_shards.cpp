@@ -253,7 +253,14 @@ void MappedShard::read(int64_t start, int64_t n, int64_t* dst) const {
 bool names_token_shards(const std::string& spec) {
     if (spec.find_first_of("*?[") != std::string::npos) return true;
     if (fs::is_directory(spec)) return true;
-    return fs::path(spec).extension() == ".bin";
+    if (fs::path(spec).extension() != ".bin" || !fs::is_regular_file(spec)) return false;
+    unsigned char magic[4] = {};   // a .bin file is a shard when it starts with one of llm.c's magics
+    const int fd = ::open(spec.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool read = ::pread(fd, magic, 4, 0) == 4;
+    ::close(fd);
+    const int32_t m = read_le32(magic);
+    return read && (m == kGpt2ShardMagic || m == kLlama3ShardMagic);
 }
 
 std::vector<std::string> list_shards(const std::string& spec, const std::string& split) {

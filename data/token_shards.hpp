@@ -107,7 +107,8 @@ private:
 // (or, when none does, every name not containing "_val_"); "val" keeps names containing "_val_";
 // "" keeps all. IOError when nothing matches.
 std::vector<std::string> list_shards(const std::string& spec, const std::string& split);
-// Whether `spec` looks like shards (a folder, a glob, or a *.bin file) rather than a text file.
+// Whether `spec` names shards rather than a text file: a folder, a glob, or a *.bin file that starts
+// with one of llm.c's magic numbers.
 bool names_token_shards(const std::string& spec);
 
 }  // namespace ampgrad::data

@@ -15,8 +15,11 @@
 set -euo pipefail
 B=$(cd "${1:?usage: bundle.sh BUILD_DIR OUT_DIR}" && pwd)
 O=${2:?usage: bundle.sh BUILD_DIR OUT_DIR}
-SRC=$(sed -n "s/^.*source_dir': '\([^']*\)'.*$/\1/p" "$B/meson-info/meson-info.json" 2>/dev/null || true)
-[ -n "$SRC" ] || SRC=$(cd "$B/.." && pwd)
+# The source tree Meson recorded (meson-info.json: {"directories": {"source": ...}}), so that a build
+# folder outside the checkout (meson setup /elsewhere/build) finds tests/fixtures and bench/*.py.
+SRC=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["directories"]["source"])' \
+      "$B/meson-info/meson-info.json" 2>/dev/null || true)
+[ -n "$SRC" ] && [ -d "$SRC/tests/fixtures" ] || { echo "bundle: cannot read the source folder from $B/meson-info/meson-info.json" >&2; exit 1; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ -f "$B/libampgrad.so" ] || { echo "bundle: no $B/libampgrad.so: build first" >&2; exit 1; }
 # grep -c reads to the end: grep -q would stop early and, under pipefail, readelf's SIGPIPE fail the test

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "tests/app/run_program.hpp"
 
 using namespace ampgrad::testing;
@@ -72,7 +74,10 @@ TEST_CASE("bad flag values and data files are named, with a non-zero exit") {
     std::ofstream(tiny) << "to be or not";
     check_fails(with({"--data", empty}), "the file is empty");
     check_fails(with({"--data", binary}), "not a text file: the byte 0x00 at offset 4 is a NUL byte");
-    check_fails(with({"--data", out}), "not a regular file");
+    // A folder is read as token shards (docs/data.md): this one's only .bin file is not one.
+    check_fails(with({"--data", out}), fmt::format("token shard {}: 7 bytes, shorter than the 1024-byte header", binary));
+    const std::string no_shards = make_temp_dir("no_shards");
+    check_fails(with({"--data", no_shards}), fmt::format("token shards {}: no train shard", no_shards));
     check_fails(with({"--data", tiny}), "too short");
     check_fails(with({"--lr", "-1"}), "--lr: must be positive");
     check_fails(with({"--n-head", "3"}), "n_embd (32) must be a multiple of n_head (3)");
