@@ -211,7 +211,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     if (t->model_->config_json() != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
                                      state.at("model_config").dump(), t->model_->config_json().dump()));
-    t->restore_data_position(state);
+    if (!for_inference) t->restore_data_position(state);   // sample and eval need no place in the data
     if (saved_zero) {
         t->step_ = state.at("step").get<int64_t>();
         if (for_inference) {

@@ -136,7 +136,8 @@ nlohmann::json to_json(const RunConfig& c) {
             {"init_scale", c.init_scale}, {"scale_window", c.scale_window}, {"hysteresis", c.hysteresis},
             {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
             {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)},
-            {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data}};
+            {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data},
+            {"data_format", c.data_format}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -164,6 +165,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     if (j.contains("grad_accum")) {   // since --grad-accum and token shards; earlier runs: 1, a text file
         get("grad_accum", c.grad_accum), get("total_batch_size", c.total_batch_size), get("val_data", c.val_data);
     }
+    if (j.contains("data_format")) get("data_format", c.data_format);
     if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
     // before --zero, nothing).

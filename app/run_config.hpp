@@ -38,6 +38,7 @@ struct RunConfig {
     // (data/token_shards.hpp): a folder, a glob or a *.bin file (app/shard_data.hpp).
     std::string data_file;
     std::string val_data;               // shards: the validation shards (default: *_val_* beside data_file)
+    std::string data_format;            // "text" or "shards": what data_file was found to be ("": not looked yet)
     // auto | char | byte | gpt2:DIR | tiktoken:FILE (text task; app/trainer.cpp's make_tokenizer,
     // docs/tokenizers.md). auto: gpt2:DIR when the --init-from / --hf folder DIR holds vocab.json and
     // merges.txt (as a Hub GPT-2 does), else char; the trainer replaces it with what it chose.

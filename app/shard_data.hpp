@@ -36,7 +36,8 @@ std::string validation_spec(const RunConfig& cfg);
 // folder's meta.json (`ampgrad data prepare`); else GPT-2's BPE, as llm.c's shards are.
 data::Tokenizer shard_tokenizer(const RunConfig& cfg);
 // Lists the train and validation shards, checks every token of every shard against the model's
-// vocabulary (FormatError naming the file and the offset, before any training), and maps them.
-ShardData open_shard_data(const RunConfig& cfg, int64_t T, int64_t model_vocab);
+// vocabulary (FormatError naming the file and the offset, before any training; the training shards
+// only when check_train_tokens: eval reads the validation shards alone), and maps them.
+ShardData open_shard_data(const RunConfig& cfg, int64_t T, int64_t model_vocab, bool check_train_tokens = true);
 
 }  // namespace ampgrad::app

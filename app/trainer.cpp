@@ -120,7 +120,8 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         corpus_.source = fmt::format("{}-digit addition", cfg_.digits);
         addition_state_ = {cfg_.seed + 1 + static_cast<uint64_t>(rank_), 0};
     } else {
-        open_corpus(tokenizer);
+        cfg_.data_format = uses_token_shards(cfg_) ? "shards" : "text";   // saved: a checkpoint knows without looking
+        open_corpus(tokenizer, training);
     }
     const int64_t vocab = corpus_.tokenizer.vocab_size();
     if (!cfg_.init_from.empty() && vocab > cfg_.model_vocab_size(vocab))
@@ -130,8 +131,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     const int64_t T = cfg_.context_length(vocab);
     cfg_.resolve_accumulation(addition_ ? std::max(T, addition_->sequence_length()) : T);
     if (uses_token_shards(cfg_)) {   // every token checked against the model's vocabulary, before training
-        shards_ = std::make_unique<ShardData>(open_shard_data(cfg_, T, cfg_.model_vocab_size(vocab)));
-        corpus_.source = shards_->source;
+        open_shards(T, cfg_.model_vocab_size(vocab), training);
     } else if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T) {
         throw ValueError(fmt::format("data {}: too short: its {} tokens leave {} for validation, fewer than one "
                                      "window of block_size {} + 1", corpus_.source,
@@ -164,15 +164,28 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
 
 // A text file is tokenized whole into memory (90% / 10% split); token shards are only named here
 // (the constructor maps and checks them once the model's vocabulary and context are known).
-void Trainer::open_corpus(const std::optional<data::Tokenizer>& tokenizer) {
+void Trainer::open_corpus(const std::optional<data::Tokenizer>& tokenizer, bool training) {
     if (!uses_token_shards(cfg_)) {
         corpus_ = load_corpus(cfg_, tokenizer);
         sampler_ = std::make_unique<data::BatchSampler>(corpus_.train, cfg_.seed + 1 + static_cast<uint64_t>(rank_));
         return;
     }
-    for (const std::string& shard : data::list_shards(cfg_.data_file, "train"))   // a folder without shards, or
-        data::read_shard_header(shard);                                           // a .bin that is none, is named
+    if (training)   // a folder without shards, or a .bin that is none, is named before anything else
+        for (const std::string& shard : data::list_shards(cfg_.data_file, "train")) data::read_shard_header(shard);
     corpus_.tokenizer = tokenizer ? *tokenizer : shard_tokenizer(cfg_);
+}
+
+// Training checks every token first. Sample, eval and export (training false) check only the
+// validation shards, and do without shards that are gone (evaluate() then says so).
+void Trainer::open_shards(int64_t T, int64_t model_vocab, bool training) {
+    try {
+        shards_ = std::make_unique<ShardData>(open_shard_data(cfg_, T, model_vocab, /*check_train_tokens=*/training));
+        corpus_.source = shards_->source;
+    } catch (const IOError& e) {
+        if (training) throw;
+        data_unavailable_ = e.what();
+        corpus_.source = fmt::format("{} (unavailable: {})", cfg_.data_file, e.what());
+    }
 }
 
 double Trainer::lr_at(int64_t it) const {
@@ -286,6 +299,8 @@ std::pair<double, std::string> Trainer::split_loss(uint64_t windows, const Windo
 }
 
 EvalStats Trainer::evaluate(bool full_split) {
+    if (!addition_ && !sampler_ && !shards_)
+        throw IOError(fmt::format("evaluate: the run's token shards cannot be read: {}", data_unavailable_));
     EvalStats e;
     e.step = step_;
     NoGradGuard no_grad;

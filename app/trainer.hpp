@@ -106,7 +106,8 @@ private:
     std::pair<Tensor, Tensor> next_batch(int64_t micro);   // micro-batch `micro` of this step, this rank's share
     Tensor loss_on(const Tensor& x, const Tensor& y);
     void backward_micro(const Tensor& loss, bool last);
-    void open_corpus(const std::optional<data::Tokenizer>& tokenizer);   // the text task's tokens or shards
+    void open_corpus(const std::optional<data::Tokenizer>& tokenizer, bool training);   // text tokens or shards
+    void open_shards(int64_t T, int64_t model_vocab, bool training);
     double mean_loss(const std::vector<std::pair<Tensor, Tensor>>& batches);
     using WindowFetch = std::function<std::pair<Tensor, Tensor>(uint64_t first, int64_t n)>;
     // The mean loss over windows [0, windows) that fetch reads, B at a time, and "full split: ...".
@@ -118,6 +119,7 @@ private:
     std::unique_ptr<data::BatchSampler> sampler_;   // text task, a text file
     std::unique_ptr<ShardData> shards_;             // text task, token shards
     uint64_t data_position_ = 0;                    // shards: training windows consumed, all ranks
+    std::string data_unavailable_;                  // sample/eval: why the shards could not be opened
     data::SamplerState addition_state_;             // addition task
     std::shared_ptr<LanguageModel> model_;
     std::unique_ptr<Precision> precision_;          // without --zero

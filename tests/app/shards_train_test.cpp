@@ -100,6 +100,14 @@ TEST_CASE("train on token shards: accumulation, bit-exact --resume, the position
     const ProgramResult negative = run_ampgrad({"eval", "--ckpt", straight, "--eval-iters", "-1"});
     CHECK(negative.exit_code == 1);
     CHECK(negative.output.find("--eval-iters -1: must be positive") != std::string::npos);
+
+    // Sampling needs no data: with the shards gone, sample works and eval says why it cannot.
+    fs::rename(data, data + "_moved");
+    const ProgramResult sample = run_ampgrad({"sample", "--ckpt", straight, "--tokens", "5"});
+    CHECK_MESSAGE(sample.exit_code == 0, sample.output);
+    const ProgramResult gone = run_ampgrad({"eval", "--ckpt", straight});
+    CHECK(gone.exit_code == 1);
+    CHECK(gone.output.find("the run's token shards cannot be read") != std::string::npos);
 }
 
 TEST_CASE("token shards refused by name before training: an id outside the vocabulary, a truncated shard") {
