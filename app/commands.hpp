@@ -46,6 +46,8 @@ struct EvalOptions {
     std::string checkpoint, hf;
     RunConfig hf_run;
     int64_t eval_iters = 0;              // 0: the run's own
+    std::string hellaswag;               // --hellaswag FILE: multiple-choice accuracy instead of the loss
+    int64_t limit = 0;                   // --limit: the first N examples of FILE (0: all)
     std::optional<std::string> preset_given;
 };
 int run_eval(const EvalOptions& o);

@@ -107,6 +107,11 @@ void RunConfig::validate() const {
     if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
     if (zero < -1 || zero > 3) throw ValueError(fmt::format("--zero: must be 0, 1, 2 or 3, but is {}", zero));
     if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
+    if (hellaswag_every < 0 || hellaswag_limit < 0)
+        throw ValueError(fmt::format("--hellaswag-every {}, --hellaswag-limit {}: must be >= 0", hellaswag_every,
+                                     hellaswag_limit));
+    if (!hellaswag.empty() && task != "text")
+        throw ValueError(fmt::format("--hellaswag {}: scores endings of a text, so it needs --task text", hellaswag));
 }
 
 nlohmann::json to_json(const RunConfig& c) {
@@ -119,7 +124,8 @@ nlohmann::json to_json(const RunConfig& c) {
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
             {"init_scale", c.init_scale}, {"scale_window", c.scale_window}, {"hysteresis", c.hysteresis},
             {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
-            {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)}};
+            {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)},
+            {"hellaswag", c.hellaswag}, {"hellaswag_every", c.hellaswag_every}, {"hellaswag_limit", c.hellaswag_limit}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -145,6 +151,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
         get("init_from", c.init_from), get("vocab_size", c.vocab_size), get("layer_norm_epsilon", c.layer_norm_epsilon);
     }
     if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
+    if (j.contains("hellaswag")) {   // since --hellaswag; earlier runs had none
+        get("hellaswag", c.hellaswag), get("hellaswag_every", c.hellaswag_every), get("hellaswag_limit", c.hellaswag_limit);
+    }
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
     // before --zero, nothing).
     if (j.contains("zero_stage")) {
