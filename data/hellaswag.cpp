@@ -36,8 +36,9 @@ int label_field(const nlohmann::json& j, const std::string& file, int64_t line) 
     int64_t label = -1;
     if (v.is_number_integer()) {
         label = v.get<int64_t>();
-    } else if (v.is_string() && v.get<std::string>().size() == 1 && std::isdigit(static_cast<unsigned char>(v.get<std::string>()[0]))) {
-        label = v.get<std::string>()[0] - '0';
+    } else if (const std::string* s = v.get_ptr<const std::string*>();
+               s != nullptr && s->size() == 1 && std::isdigit(static_cast<unsigned char>((*s)[0]))) {
+        label = (*s)[0] - '0';
     } else {
         throw HellaswagFormatError(file, line, fmt::format("the field \"label\" must be an integer 0..3, not {} {}",
                                                            json_kind(v), v.dump()));

@@ -44,7 +44,8 @@ struct HellaswagFormatError : FormatError {
 };
 
 // Every example of a jsonl file, in order; blank lines are skipped. IOError when the file cannot be
-// read (data::read_text_file's checks: missing, empty, binary), FormatError when it holds only blank lines, HellaswagFormatError naming the file and the line of the first malformed line.
+// read (data::read_text_file's checks: missing, empty, binary), FormatError when it holds only blank
+// lines, HellaswagFormatError naming the file and the line of the first malformed line.
 std::vector<HellaswagExample> read_hellaswag(const std::string& path);
 // The same for text already in memory; `file` is the name the errors give.
 std::vector<HellaswagExample> parse_hellaswag(std::string_view text, const std::string& file);
