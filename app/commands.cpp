@@ -12,6 +12,7 @@
 #include "amp/autocast_policy.hpp"
 #include "ampgrad_config.h"
 #include "app/checkpoint.hpp"
+#include "app/hellaswag_eval.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
 #include "app/trainer.hpp"
@@ -138,6 +139,7 @@ int run_train(const TrainOptions& o) {
         if (trainer->rank() == 0)
             std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
         if (overrides.steps) change_schedule(*trainer, *overrides.steps);
+        apply_hellaswag_flags(*trainer, o.run, o.flags_given);
     } else {
         trainer = std::make_unique<Trainer>(o.run);
     }
@@ -180,6 +182,8 @@ int run_train(const TrainOptions& o) {
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;
     std::optional<std::string> zero_line;
+    std::unique_ptr<HellaswagDuringTraining> hellaswag = HellaswagDuringTraining::make(*trainer);   // --hellaswag
+    if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
@@ -203,6 +207,7 @@ int run_train(const TrainOptions& o) {
                 print_eval(progress, *final_eval);
             }
         }
+        if (hellaswag) hellaswag->after_step(*trainer, s.step, progress, lead ? &*metrics : nullptr);
         if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -267,6 +272,12 @@ int run_sample(const SampleOptions& o) {
 
 int run_eval(const EvalOptions& o) {
     std::unique_ptr<Trainer> t = load_model_for_inference(o.checkpoint, o.hf, o.hf_run, o.preset_given);
+    if (!o.hellaswag.empty()) {   // multiple-choice accuracy instead of the loss (app/hellaswag_eval.hpp)
+        const std::optional<int64_t> limit = o.limit > 0 ? std::optional<int64_t>(o.limit) : std::nullopt;
+        const auto batches = load_hellaswag(o.hellaswag, t->corpus().tokenizer, t->model().block_size(), limit);
+        std::printf("%s\n", hellaswag_text(o.hellaswag, evaluate_hellaswag(*t, batches)).c_str());
+        return 0;
+    }
     if (o.eval_iters_given && o.eval_iters <= 0)
         throw ValueError(fmt::format("--eval-iters {}: must be positive (batches per split; --full-split reads the "
                                      "whole validation split)", o.eval_iters));

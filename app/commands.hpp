@@ -48,6 +48,8 @@ struct EvalOptions {
     int64_t eval_iters = 0;              // batches per split (when eval_iters_given; else the run's own)
     bool eval_iters_given = false;
     bool full_split = false;             // every window of the validation split
+    std::string hellaswag;               // --hellaswag FILE: multiple-choice accuracy instead of the loss
+    int64_t limit = 0;                   // --limit: the first N examples of FILE (0: all)
     std::optional<std::string> preset_given;
 };
 int run_eval(const EvalOptions& o);

@@ -119,6 +119,13 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0, 3));
     train_cmd->add_flag("--ckpt-node-local", train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
                                                                     "(each host writes its ranks' files and a manifest)");
+    train_cmd->add_option("--hellaswag", train.run.hellaswag, "a jsonl file in HellaSwag's layout: multiple-choice "
+                                                              "accuracy every --hellaswag-every steps and at the end "
+                                                              "(docs/data.md)");
+    train_cmd->add_option("--hellaswag-every", train.run.hellaswag_every, "--hellaswag every N steps (0: only at the end)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
+    train_cmd->add_option("--hellaswag-limit", train.run.hellaswag_limit, "--hellaswag: the first N examples (0: all)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
     train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 
@@ -153,6 +160,10 @@ int main(int argc, char** argv) {
                                                        "estimate (default: the run's; --hf: 20)");
     eval_cmd->add_flag("--full-split", eval.full_split, "the validation loss over every non-overlapping window of the "
                                                         "validation split (the figure people quote), not an estimate");
+    CLI::Option* eval_hellaswag = eval_cmd->add_option("--hellaswag", eval.hellaswag, "a jsonl file in HellaSwag's layout: "
+                                                       "acc and acc_norm of the model on it instead of the loss (docs/data.md)");
+    eval_cmd->add_option("--limit", eval.limit, "--hellaswag: the first N examples (0: all)")
+        ->check(CLI::NonNegativeNumber)->needs(eval_hellaswag);
     CLI::Option* eval_preset_opt = eval_cmd->add_option("--preset", eval_preset, "expected preset (checked)");
 
     ExportOptions export_opts;

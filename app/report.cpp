@@ -127,6 +127,8 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
     write(j.dump());
 }
 
+void MetricsLog::record(const nlohmann::json& j) { write(j.dump()); }
+
 void MetricsLog::eval(const EvalStats& e) {
     nlohmann::json j = {{"kind", "eval"}, {"step", e.step}, {"train_loss", e.train_loss}, {"val_loss", e.val_loss},
                         {"protocol", e.protocol}};

@@ -51,6 +51,7 @@ public:
     // mfu: written as "mfu" when known (a GPU with a known peak), else left out.
     void train(const TrainStats& s, double tokens_per_s, double elapsed_s, std::optional<double> mfu = std::nullopt);
     void eval(const EvalStats& e);
+    void record(const nlohmann::json& j);   // any other record ("kind": "hellaswag", app/hellaswag_eval.hpp)
 
 private:
     void write(const std::string& line);

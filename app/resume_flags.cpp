@@ -30,14 +30,15 @@ ResumeOverrides check_resume_flags(const RunConfig& typed, const std::vector<std
     for (const std::string& flag : flags_given) {
         const std::string key = run_config_key(flag);
         if (key == "zero" || key == "preset" || !now.contains(key)) continue;   // not a run flag, or checked elsewhere
+        if (key.starts_with("hellaswag")) continue;   // what is measured may change (apply_hellaswag_flags)
         if (!saved.contains(key) || saved.at(key) == now.at(key)) continue;
         if (key == "steps") {
             out.steps = typed.steps;
             continue;
         }
         throw ValueError(fmt::format(
-            "{} {}: the run in {} was saved with {} {}, and a resumed run keeps its saved configuration (only --steps "
-            "and --zero may change on --resume); drop {}, or start a new run without --resume",
+            "{} {}: the run in {} was saved with {} {}, and a resumed run keeps its saved configuration (only --steps, "
+            "--zero and the --hellaswag flags may change on --resume); drop {}, or start a new run without --resume",
             flag, as_typed(now.at(key)), dir, flag, as_typed(saved.at(key)), flag));
     }
     return out;

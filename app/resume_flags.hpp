@@ -4,6 +4,7 @@
 //   - the same value: fine (a resume command may repeat the run's flags);
 //   - --steps: takes effect; the schedule then spans the new count (docs/gpt.md §5);
 //   - --zero and --preset: handled by Trainer::resume and check_preset;
+//   - --hellaswag, --hellaswag-every, --hellaswag-limit: take effect (app/hellaswag_eval.hpp's apply_hellaswag_flags);
 //   - any other flag with another value: ValueError naming the flag, both values and what to do.
 #pragma once
 #include <optional>

@@ -110,6 +110,11 @@ void RunConfig::validate() const {
     if (!(dropout >= 0 && dropout < 1)) throw ValueError(fmt::format("--dropout: must be in [0, 1), but is {}", dropout));
     if (zero < -1 || zero > 3) throw ValueError(fmt::format("--zero: must be 0, 1, 2 or 3, but is {}", zero));
     if (digits < 1 || digits > 9) throw ValueError(fmt::format("--digits: must be between 1 and 9, but is {}", digits));
+    if (hellaswag_every < 0 || hellaswag_limit < 0)
+        throw ValueError(fmt::format("--hellaswag-every {}, --hellaswag-limit {}: must be >= 0", hellaswag_every,
+                                     hellaswag_limit));
+    if (!hellaswag.empty() && task != "text")
+        throw ValueError(fmt::format("--hellaswag {}: scores endings of a text, so it needs --task text", hellaswag));
 }
 
 void RunConfig::resolve_accumulation(int64_t T) {
@@ -137,7 +142,8 @@ nlohmann::json to_json(const RunConfig& c) {
             {"eval_every", c.eval_every}, {"eval_iters", c.eval_iters},
             {"zero_stage", c.zero >= 0 ? nlohmann::json(c.zero) : nlohmann::json(nullptr)},
             {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data},
-            {"data_format", c.data_format}};
+            {"data_format", c.data_format},
+            {"hellaswag", c.hellaswag}, {"hellaswag_every", c.hellaswag_every}, {"hellaswag_limit", c.hellaswag_limit}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -167,6 +173,9 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     }
     if (j.contains("data_format")) get("data_format", c.data_format);
     if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
+    if (j.contains("hellaswag")) {   // since --hellaswag; earlier runs had none
+        get("hellaswag", c.hellaswag), get("hellaswag_every", c.hellaswag_every), get("hellaswag_limit", c.hellaswag_limit);
+    }
     // "zero_stage": null (no engine) or the stage. Before stage 0 existed, "zero" held 0 for "off" (and
     // before --zero, nothing).
     if (j.contains("zero_stage")) {

@@ -66,6 +66,10 @@ struct RunConfig {
     int64_t zero = -1;
     // evaluation
     int64_t eval_every = 250, eval_iters = 20;
+    // multiple-choice evaluation in HellaSwag's layout (app/hellaswag_eval.hpp): the jsonl file (empty:
+    // none), every N steps (0: only at the end), the first N examples (0: all). May change on --resume.
+    std::string hellaswag;
+    int64_t hellaswag_every = 0, hellaswag_limit = 0;
 
     // The preset with the overrides applied; V is vocab_size when set, else the tokenizer's.
     models::GPTConfig model_config(int64_t tokenizer_vocab) const;

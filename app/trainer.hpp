@@ -85,6 +85,10 @@ public:
     int64_t step() const { return step_; }
     uint64_t data_position() const { return data_position_; }   // token shards: windows consumed
     void set_eval_iters(int64_t n) { cfg_.eval_iters = n; }
+    // --resume with --hellaswag flags (app/hellaswag_eval.hpp): what is measured may change.
+    void set_hellaswag(std::string file, int64_t every, int64_t limit) {
+        cfg_.hellaswag = std::move(file), cfg_.hellaswag_every = every, cfg_.hellaswag_limit = limit;
+    }
     const RunConfig& config() const { return cfg_; }
     LanguageModel& model() { return *model_; }   // the GPT or the Llama (--model)
     const LanguageModel& model() const { return *model_; }
