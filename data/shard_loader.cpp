@@ -68,7 +68,11 @@ ShardLoader::ShardLoader(std::vector<std::string> shards, int64_t T, uint64_t se
 std::pair<size_t, int64_t> ShardLoader::locate(uint64_t index) const {
     const uint64_t epoch = index / windows_per_epoch_;
     uint64_t j = index % windows_per_epoch_;
-    for (size_t s : shard_order(shards_.size(), epoch, seed_, shuffle_)) {
+    if (epoch != order_epoch_ || order_.empty()) {   // the epoch's shard order, computed once per epoch
+        order_ = shard_order(shards_.size(), epoch, seed_, shuffle_);
+        order_epoch_ = epoch;
+    }
+    for (size_t s : order_) {
         if (j >= windows_[s]) {
             j -= windows_[s];
             continue;

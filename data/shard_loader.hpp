@@ -61,6 +61,8 @@ private:
     bool shuffle_;
     uint64_t windows_per_epoch_ = 0;
     int64_t num_tokens_ = 0;
+    mutable std::vector<size_t> order_;   // the shard order of epoch order_epoch_ (a cache: not thread-safe)
+    mutable uint64_t order_epoch_ = 0;
 };
 
 // A checkpoint's describe() against this loader's: ValueError naming the first difference (a

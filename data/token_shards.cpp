@@ -147,7 +147,6 @@ ShardCheck check_shard(const std::string& path, int64_t vocab_size) {
                 throw FormatError(fmt::format("token shard {}: token {} (id {}) at byte offset {} is outside the model's "
                                               "vocabulary of {}", path, first + i, id, offset + i * tb, vocab_size));
         }
-        ::posix_fadvise(f.fd(), offset, static_cast<off_t>(n * tb), POSIX_FADV_DONTNEED);
     }
     return out;
 }
@@ -241,10 +240,14 @@ void MappedShard::read(int64_t start, int64_t n, int64_t* dst) const {
     const unsigned char* p = map_ + kShardHeaderBytes + start * tb;
     for (int64_t i = 0; i < n; ++i, p += tb)
         dst[i] = tb == 2 ? static_cast<int64_t>(p[0] | p[1] << 8) : static_cast<int64_t>(static_cast<uint32_t>(read_le32(p)));
-    // Hand the pages back: they stay in the page cache, but leave this process's resident set.
-    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t first = reinterpret_cast<uintptr_t>(map_ + kShardHeaderBytes + start * tb) & ~(page - 1);
-    const uintptr_t end = reinterpret_cast<uintptr_t>(map_ + kShardHeaderBytes + (start + n) * tb);
+    // Hand the pages back: they stay in the page cache, but leave this process's resident set. A read
+    // fault maps the neighbours already in the page cache too (Linux's fault-around, 64 KiB by
+    // default), so the whole aligned 64 KiB blocks around the read go, clamped to the mapping.
+    constexpr uintptr_t kBlock = 64 * 1024;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(map_), limit = base + map_bytes_;
+    const uintptr_t first = std::max(base, reinterpret_cast<uintptr_t>(map_ + kShardHeaderBytes + start * tb) & ~(kBlock - 1));
+    const uintptr_t end = std::min(limit, (reinterpret_cast<uintptr_t>(map_ + kShardHeaderBytes + (start + n) * tb) +
+                                           kBlock - 1) & ~(kBlock - 1));
     ::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
 }
 
