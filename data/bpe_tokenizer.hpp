@@ -4,7 +4,7 @@
 // merge table is left. Decoding concatenates the tokens' bytes, so decode(encode(s)) == s for
 // ANY byte string s, invalid UTF-8 included.
 //
-//   data::BpeTokenizer gpt2 = data::BpeTokenizer::from_tiktoken("gpt2.tiktoken");  // or from_hf_dir(dir)
+//   data::BpeTokenizer gpt2 = data::BpeTokenizer::gpt2();   // built in; or from_tiktoken(path), from_hf_dir(dir)
 //   std::vector<int32_t> ids = gpt2.encode("Hello world");                         // {15496, 995}
 //   std::string text = gpt2.decode(ids);
 //   gpt2.encode("a<|endoftext|>", /*allow_special=*/true);                          // {64, 50256}
@@ -33,6 +33,9 @@ const std::array<uint32_t, 256>& gpt2_byte_to_unicode();
 // The byte-level spelling of raw bytes (each byte mapped, then UTF-8 encoded).
 std::string gpt2_bytes_to_unicode(std::string_view bytes);
 
+// GPT-2's ranks as a tiktoken file (data/gpt2.tiktoken, 835,554 bytes, compiled into the library).
+std::string_view gpt2_tiktoken_ranks();
+
 class BpeTokenizer {
 public:
     static constexpr std::string_view kEndOfText = "<|endoftext|>";
@@ -42,6 +45,10 @@ public:
     static BpeTokenizer from_hf_files(const std::string& vocab_json_path, const std::string& merges_txt_path);
     // A tiktoken rank file (e.g. gpt2.tiktoken); <|endoftext|> gets the id after the last rank.
     static BpeTokenizer from_tiktoken(const std::string& path);
+    // The same from the file's bytes; `source` names them in error messages.
+    static BpeTokenizer from_tiktoken_text(std::string_view text, const std::string& source);
+    // GPT-2's tokenizer (50,257 tokens, <|endoftext|> = 50256) from the ranks built into the library.
+    static BpeTokenizer gpt2();
     // From each id's byte-level spelling and the merges in rank order (the form saved in an
     // ampgrad checkpoint). `source` names where they came from in error messages.
     static BpeTokenizer from_tokens(std::vector<std::string> tokens,
