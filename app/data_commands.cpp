@@ -60,6 +60,7 @@ int run_data_prepare(const DataPrepareOptions& o) {
     const std::vector<data::InputFile> files = data::list_input_files(o.inputs);
     const data::PrepareTokenizer tok = data::resolve_prepare_tokenizer(o.tokenizer, files);
     data::PrepareOptions opts;
+    opts.inputs = o.inputs;
     opts.output = o.output;
     opts.name = o.name;
     opts.shard_tokens = o.shard_tokens;

@@ -29,11 +29,12 @@ InputFile describe_file(const fs::path& path) {
 
 bool hidden(const fs::path& path) { return path.filename().string().starts_with("."); }
 
-// A folder's regular files, recursively, sorted by path, hidden files and folders left out.
+// A folder's regular files, recursively, sorted by path, hidden files and folders left out (links to
+// folders are not followed: no cycle).
 std::vector<fs::path> files_under(const fs::path& dir) {
     std::vector<fs::path> out;
     std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+    for (auto it = fs::recursive_directory_iterator(dir, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (hidden(it->path())) {
             if (it->is_directory()) it.disable_recursion_pending();

@@ -112,13 +112,24 @@ void run_pipeline(DocumentReader& reader, OrderedEncoder& encoder, ShardFiller& 
     while (encoder.in_flight() > 0) write_oldest();
 }
 
-// The inputs may not lie in the output folder (its shards would become inputs of the next run).
-void check_inputs_outside(const std::vector<InputFile>& files, const std::string& output) {
+// The inputs may not lie in the output folder, nor the output folder in an input folder (its shards
+// would become inputs of the next run).
+void check_inputs_outside(const std::vector<InputFile>& files, const std::vector<std::string>& inputs,
+                          const std::string& output) {
     const std::string out = fs::weakly_canonical(fs::absolute(output)).string() + "/";
+    for (const std::string& in : inputs)
+        if (fs::is_directory(in) && out.starts_with(fs::weakly_canonical(fs::absolute(in)).string() + "/"))
+            throw ValueError(fmt::format("data prepare: the output folder {} is inside the input folder {} (its shards "
+                                         "would be read as text next time); write the shards elsewhere", output, in));
     for (const InputFile& f : files)
         if (fs::weakly_canonical(f.path).string().starts_with(out))
             throw ValueError(fmt::format("data prepare: the input {} is inside the output folder {}; write the shards "
                                          "elsewhere", f.path, output));
+}
+
+void check_name(const std::string& name) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        throw ValueError(fmt::format("data prepare: --name \"{}\": expected a file name prefix (not empty, no '/')", name));
 }
 
 PrepareResult up_to_date_result(const nlohmann::json& meta, const std::string& meta_path) {
@@ -140,15 +151,17 @@ PrepareResult prepare_token_shards(const PrepareOptions& o, const std::vector<In
                                    const PrepareTokenizer& tok, const PrepareProgressFn& report) {
     const auto start = std::chrono::steady_clock::now();
     if (o.output.empty()) throw ValueError("data prepare: --output names no folder");
-    check_inputs_outside(files, o.output);
+    check_inputs_outside(files, o.inputs, o.output);
+    ShardPlan plan{o.output, o.name, shard_dtype_for_vocab(tok.tokenizer.vocab_size()), o.shard_tokens, o.val_tokens};
+    if (plan.name.empty()) plan.name = fs::absolute(o.output).lexically_normal().filename().string();
+    if (plan.name.empty()) plan.name = fs::absolute(o.output).lexically_normal().parent_path().filename().string();
+    check_name(plan.name);
+    check_shard_plan(plan);
     std::error_code ec;
     fs::create_directories(o.output, ec);
     if (ec || !fs::is_directory(o.output))
         throw IOError(fmt::format("data prepare: cannot create the output folder {}: {}", o.output, ec.message()));
     OutputLock lock(o.output);
-    ShardPlan plan{o.output, o.name, shard_dtype_for_vocab(tok.tokenizer.vocab_size()), o.shard_tokens, o.val_tokens};
-    if (plan.name.empty()) plan.name = fs::absolute(o.output).lexically_normal().filename().string();
-    if (plan.name.empty()) plan.name = fs::absolute(o.output).lexically_normal().parent_path().filename().string();
     const nlohmann::json settings = prepare_settings_json(plan, files, tok);
     const std::string meta_path = (fs::path(o.output) / "meta.json").string();
     ResumePlan resume = plan_resume(plan, settings, o.overwrite);

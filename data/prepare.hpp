@@ -12,7 +12,7 @@
 //
 //   auto files = data::list_input_files({"corpus/"});
 //   auto tok = data::resolve_prepare_tokenizer("gpt2", files);
-//   data::PrepareResult r = data::prepare_token_shards({.output = "shards"}, files, tok, nullptr);
+//   data::PrepareResult r = data::prepare_token_shards({.inputs = {"corpus/"}, .output = "shards"}, files, tok, nullptr);
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,6 +47,7 @@ PrepareTokenizer resolve_prepare_tokenizer(const std::string& spec, const std::v
 std::vector<uint32_t> collect_code_points(const std::vector<InputFile>& files);
 
 struct PrepareOptions {
+    std::vector<std::string> inputs;         // as given (files and folders: the output may not be in one)
     std::string output;                      // the folder (created if needed)
     std::string name;                        // shard name prefix; "": the output folder's base name
     int64_t shard_tokens = 100'000'000;      // tokens per shard (fineweb.py's shard_size)

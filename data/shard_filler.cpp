@@ -16,14 +16,18 @@ std::string shard_file_name(const std::string& name, int64_t index) {
 
 const char* shard_split(int64_t index) { return index == 0 ? "val" : "train"; }
 
+void check_shard_plan(const ShardPlan& plan) {
+    if (plan.shard_tokens < 1 || plan.shard_tokens > INT32_MAX)
+        throw ValueError(fmt::format("data prepare: --shard-tokens {}: expected 1 to {} (the shard header's count is an "
+                                     "int32)", plan.shard_tokens, INT32_MAX));
+    if (plan.val_tokens < 0 || plan.val_tokens > INT32_MAX)
+        throw ValueError(fmt::format("data prepare: --val-tokens {}: expected 0 (a whole shard) to {}", plan.val_tokens,
+                                     INT32_MAX));
+}
+
 ShardFiller::ShardFiller(ShardPlan plan, std::set<int64_t> keep, std::function<void(const ShardRecord&)> on_shard_done)
     : plan_(std::move(plan)), keep_(std::move(keep)), on_shard_done_(std::move(on_shard_done)) {
-    if (plan_.shard_tokens < 1 || plan_.shard_tokens > INT32_MAX)
-        throw ValueError(fmt::format("data prepare: --shard-tokens {}: expected 1 to {} (the shard header's count is an "
-                                     "int32)", plan_.shard_tokens, INT32_MAX));
-    if (plan_.val_tokens < 0 || plan_.val_tokens > INT32_MAX)
-        throw ValueError(fmt::format("data prepare: --val-tokens {}: expected 0 (a whole shard) to {}", plan_.val_tokens,
-                                     INT32_MAX));
+    check_shard_plan(plan_);
 }
 
 int64_t ShardFiller::capacity(int64_t index) const {

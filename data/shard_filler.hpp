@@ -30,6 +30,9 @@ struct ShardPlan {
     int64_t val_tokens = 0;               // > 0: the size of shard 0 (the validation split)
 };
 
+// ValueError for shard sizes outside [1, INT32_MAX] (the header's count is an int32), val_tokens < 0.
+void check_shard_plan(const ShardPlan& plan);
+
 // "NAME_val_000000.bin" for index 0, "NAME_train_00000I.bin" for the others.
 std::string shard_file_name(const std::string& name, int64_t index);
 // "val" or "train".

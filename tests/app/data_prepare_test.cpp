@@ -300,6 +300,12 @@ TEST_CASE("data prepare: a corrupt .jsonl line is a one-line error naming the fi
                              out.string()}), {"missing", "not there"});
     check_fails(run_ampgrad({"data", "prepare", "--input", (dir / "a.txt").string(), "--tokenizer", "nope", "--output",
                              out.string()}), {"--tokenizer \"nope\""});
+    check_fails(run_ampgrad({"data", "prepare", "--input", dir.string(), "--tokenizer", "byte", "--output",
+                             (dir / "inside").string()}), {"is inside the input folder"});
+    CHECK_FALSE(fs::exists(dir / "inside"));
+    check_fails(run_ampgrad({"data", "prepare", "--input", (dir / "a.txt").string(), "--tokenizer", "byte", "--output",
+                             (dir / "named").string(), "--name", "a/b"}), {"--name \"a/b\""});
+    CHECK_FALSE(fs::exists(dir / "named"));
 }
 
 TEST_CASE("train --tokenizer gpt2: GPT-2's BPE built in, no files needed") {
