@@ -58,6 +58,10 @@ public:
     // The ids of `text`. With allow_special, each "<|endoftext|>" in the text is that one token;
     // without, it is plain text.
     std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+    // Each text encoded on its own, as encode(text) (no special tokens), but with one word cache for
+    // all of them, so that many short documents encode as fast as one long text: the ids go to the
+    // end of `out`, and where each text's ids end in `out` to `ends`.
+    void encode_each(std::span<const std::string_view> texts, std::vector<int32_t>& out, std::vector<size_t>& ends) const;
     // The bytes of `ids` (IndexError for an id outside [0, vocab_size())).
     std::string decode(std::span<const int32_t> ids) const;
     std::string_view token_bytes(int32_t id) const;   // IndexError outside [0, vocab_size())
@@ -86,7 +90,10 @@ private:
     // Sets the byte tokens, the merge table and <|endoftext|> from token_bytes_ and the merges.
     void index(const std::vector<std::pair<int32_t, int32_t>>& merges, const std::string& source);
     const Merge* find_merge(int32_t left, int32_t right) const;
-    void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+    // A pre-token's bytes -> where its ids are in the output (first, count): repeated words are
+    // copied, not encoded again.
+    using WordCache = std::unordered_map<std::string_view, std::pair<size_t, size_t>>;
+    void encode_ordinary(std::string_view text, std::vector<int32_t>& out, WordCache& cache) const;
     void encode_word(std::string_view word, std::vector<int32_t>& out) const;   // one pre-token
 
     std::vector<std::string> token_bytes_;                  // id -> raw bytes

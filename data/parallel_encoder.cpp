@@ -21,6 +21,27 @@ void encode_piece(const Tokenizer& tokenizer, const TextPiece& piece, std::vecto
     out.insert(out.end(), ids.begin(), ids.end());
 }
 
+void encode_job(const Tokenizer& tokenizer, const EncodeJob& job, std::vector<int32_t>& out) {
+    const BpeTokenizer* bpe = tokenizer.bpe();
+    if (bpe == nullptr) {
+        for (const TextPiece& p : job.pieces) encode_piece(tokenizer, p, out);
+        return;
+    }
+    std::vector<std::string_view> texts;
+    texts.reserve(job.pieces.size());
+    for (const TextPiece& p : job.pieces) texts.emplace_back(p.text);
+    std::vector<int32_t> ids;
+    std::vector<size_t> ends;
+    bpe->encode_each(texts, ids, ends);
+    out.reserve(out.size() + ids.size() + job.pieces.size());
+    size_t begin = 0;
+    for (size_t i = 0; i < job.pieces.size(); ++i) {
+        if (job.pieces[i].starts_document && bpe->eot_token() >= 0) out.push_back(bpe->eot_token());
+        out.insert(out.end(), ids.begin() + static_cast<std::ptrdiff_t>(begin), ids.begin() + static_cast<std::ptrdiff_t>(ends[i]));
+        begin = ends[i];
+    }
+}
+
 OrderedEncoder::OrderedEncoder(Tokenizer tokenizer, int threads, size_t window)
     : tokenizer_(std::move(tokenizer)), window_(std::max<size_t>(window, 1)) {
     if (threads < 1) throw ValueError(fmt::format("data prepare: --threads {} (expected at least 1)", threads));
@@ -51,10 +72,7 @@ void OrderedEncoder::work() {
         EncodedJob result{{}, slot->job.input_bytes, slot->job.documents};
         std::exception_ptr error;
         try {
-            size_t bytes = 0;
-            for (const TextPiece& p : slot->job.pieces) bytes += p.text.size();
-            result.tokens.reserve(bytes / 3 + slot->job.pieces.size());
-            for (const TextPiece& p : slot->job.pieces) encode_piece(tokenizer_, p, result.tokens);
+            encode_job(tokenizer_, slot->job, result.tokens);
         } catch (...) {
             error = std::current_exception();
         }

@@ -94,6 +94,24 @@ TEST_CASE("GPT-2's ids of a text cut into pieces are the ids of the whole text")
     }
 }
 
+TEST_CASE("BpeTokenizer::encode_each: each text's ids as encode gives them, one word cache for all") {
+    const data::BpeTokenizer& gpt2 = *data::Tokenizer::gpt2().bpe();
+    const std::string tricky = tricky_text();
+    const std::vector<std::string_view> texts = {"Hello world", "", " world world", tricky, "<|endoftext|> x", "Hello"};
+    std::vector<int32_t> out = {7};
+    std::vector<size_t> ends;
+    gpt2.encode_each(texts, out, ends);
+    REQUIRE(ends.size() == texts.size());
+    size_t begin = 1;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(begin), out.begin() + static_cast<std::ptrdiff_t>(ends[i])) ==
+              gpt2.encode(texts[i]));
+        begin = ends[i];
+    }
+    CHECK(out[0] == 7);
+}
+
 TEST_CASE("the document reader: folders sorted, hidden files skipped, .jsonl a document per line") {
     const fs::path dir = bpe_temp_dir("reader");
     fs::create_directories(dir / "sub");
