@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "data/unicode_classes.hpp"
 
 namespace ampgrad::data {
 
@@ -70,11 +71,22 @@ std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs) 
 
 namespace {
 
-// A cut just before text[i]: ASCII whitespace after a printable, non-space ASCII character.
+// Whether text[..end) ends with a character that is not whitespace: a printable ASCII one, or a
+// valid multi-byte UTF-8 one of another class than \s (U+00A0 and U+3000 are whitespace).
+bool ends_with_non_space(std::string_view text, size_t end) {
+    const auto last = static_cast<unsigned char>(text[end - 1]);
+    if (last < 0x80) return last >= '!' && last <= '~';
+    size_t start = end - 1;
+    while (start > 0 && end - start < 4 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    const Utf8Char ch = read_utf8_char(text, start);
+    return ch.code_point != Utf8Char::kInvalidCodePoint && start + ch.length == end && ch.cls != CharClass::kSpace;
+}
+
+// A cut just before text[i]: ASCII whitespace right after a character that is not whitespace.
 bool safe_cut_at(std::string_view text, size_t i) {
-    if (i < 1 || i >= text.size() || text[i - 1] < '!' || text[i - 1] > '~') return false;
+    if (i < 1 || i >= text.size()) return false;
     const char c = text[i];
-    return c == ' ' || (c >= '\t' && c <= '\r');
+    return (c == ' ' || (c >= '\t' && c <= '\r')) && ends_with_non_space(text, i);
 }
 
 }  // namespace

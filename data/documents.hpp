@@ -4,14 +4,15 @@
 // object's "text" field (blank lines are skipped).
 //
 // Documents come out as pieces of at most about `piece_bytes` bytes, so that no file and no line is
-// ever held whole: a long text is cut only where ASCII whitespace follows a printable, non-space
-// ASCII character, just before the whitespace. GPT-2's pre-tokenizer (data/pretokenizer.hpp)
-// always ends a pre-token there (no alternative of its regex runs from a non-space character into
-// whitespace), it has no look-behind, and the pre-token ending the first piece ends there in the
-// whole text too; so encoding the pieces one by one gives exactly the ids of encoding the whole
-// text (tests/data/prepare_test.cpp checks it). Cutting anywhere else can change ids: "\n\n" at
-// the end of a piece is one pre-token, but "\n" + "\n" before a letter. The cut is also a UTF-8
-// character boundary (the char tokenizer), and any cut suits the byte one.
+// held whole: a long text is cut only just before ASCII whitespace that follows a character that
+// is not whitespace (a printable ASCII one, or a valid UTF-8 one outside \s). GPT-2's pre-tokenizer
+// (data/pretokenizer.hpp) always ends a pre-token there (no alternative of its regex runs from a
+// non-space character into whitespace), it has no look-behind, and the pre-token ending the first
+// piece ends there in the whole text too; so encoding the pieces one by one gives exactly the ids
+// of encoding the whole text (tests/data/prepare_test.cpp checks it). Cutting anywhere else can
+// change ids: "\n\n" at the end of a piece is one pre-token, but "\n" + "\n" before a letter. The
+// cut is also a UTF-8 character boundary (the char tokenizer), and any cut suits the byte one. (A
+// text with no such place, say megabytes without whitespace, is read until one comes.)
 //
 //   data::DocumentReader reader(data::list_input_files({"corpus/", "extra.jsonl"}));
 //   for (data::TextPiece piece; reader.next(piece);) ...   // piece.starts_document, piece.text
@@ -46,8 +47,8 @@ struct TextPiece {
     int64_t offset = 0;             // byte offset of the piece in its file (plain) or its text (jsonl)
 };
 
-// The last place in `text` where it may be cut (just before ASCII whitespace that follows a byte in
-// '!'..'~'), as the length of the first part; npos when there is none.
+// The last place in `text` where it may be cut (see above), as the length of the first part; npos
+// when there is none.
 size_t last_safe_cut(std::string_view text);
 // The first such place at or after `from`; text.size() when there is none.
 size_t first_safe_cut_after(std::string_view text, size_t from);

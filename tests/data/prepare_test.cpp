@@ -63,14 +63,18 @@ std::string tricky_text() {
 
 }  // namespace
 
-TEST_CASE("safe cuts: just before ASCII whitespace that follows a printable non-space ASCII byte") {
+TEST_CASE("safe cuts: just before ASCII whitespace that follows a character that is not whitespace") {
     CHECK(data::last_safe_cut("abc\ndef\nghi") == 7);
     CHECK(data::last_safe_cut("abc def") == 3);
     CHECK(data::last_safe_cut("abc\r\n") == 3);
     CHECK(data::last_safe_cut("abc") == std::string::npos);
     CHECK(data::last_safe_cut("  \n\t") == std::string::npos);         // inside a whitespace run
-    CHECK(data::last_safe_cut("\xC3\xA9 x") == std::string::npos);      // after a non-ASCII character
+    CHECK(data::last_safe_cut("\xC3\xA9 x") == 2);                      // after a letter outside ASCII
+    CHECK(data::last_safe_cut("\xE4\xBD\xA0\n") == 3);                  // after a CJK character
     CHECK(data::last_safe_cut("\xE3\x80\x80\n") == std::string::npos);  // U+3000 is whitespace
+    CHECK(data::last_safe_cut("a\xC2\xA0\n") == std::string::npos);      // so is U+00A0
+    CHECK(data::last_safe_cut("\xA9 x") == std::string::npos);          // after a stray continuation byte
+    CHECK(data::last_safe_cut("\x01 x") == std::string::npos);          // after a control character
     CHECK(data::first_safe_cut_after("a b c d", 2) == 3);
     CHECK(data::first_safe_cut_after("a b   ", 4) == 6);
 }
@@ -80,7 +84,16 @@ TEST_CASE("GPT-2's ids of a text cut into pieces are the ids of the whole text")
     const fs::path dir = bpe_temp_dir("pieces");
     write_bytes(dir / "tricky.txt", tricky_text());
     write_bytes(dir / "shakespeare.txt", std::string(data::tiny_shakespeare().substr(0, 200000)));
-    for (const char* name : {"tricky.txt", "shakespeare.txt"}) {
+    std::string cjk;   // no ASCII letter at all: cuts come after CJK characters and punctuation
+    for (int i = 0; i < 300; ++i)
+        cjk += "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C\xE3\x80\x82\n\xE3\x80\x80\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E "
+               "\xE3\x81\xA7\xE3\x81\x99\xE3\x80\x82\n\n\xC2\xA0\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 \xF0\x9F\x98\x80\t\n";
+    write_bytes(dir / "cjk.txt", cjk);
+    data::DocumentReader cjk_reader(data::list_input_files({(dir / "cjk.txt").string()}), 4096);
+    int cjk_pieces = 0;
+    for (data::TextPiece p; cjk_reader.next(p);) ++cjk_pieces;
+    CHECK(cjk_pieces >= static_cast<int>(cjk.size() / 4096));   // it is cut, not read whole
+    for (const char* name : {"tricky.txt", "shakespeare.txt", "cjk.txt"}) {
         CAPTURE(name);
         const auto files = data::list_input_files({(dir / name).string()});
         const std::string text = testing::read_bytes((dir / name).string());
