@@ -39,11 +39,12 @@ std::string resolve_tokenizer(const std::string& spec, const std::string& pretra
 data::Tokenizer make_tokenizer(const std::string& spec, std::string_view text) {
     if (spec == "byte") return data::Tokenizer::bytes();
     if (spec == "char") return data::Tokenizer::chars_of(text);
+    if (spec == "gpt2") return data::Tokenizer::gpt2();   // GPT-2's BPE, built into the library
     if (spec.starts_with("gpt2:"))
         return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_hf_dir(spec.substr(5))));
     if (spec.starts_with("tiktoken:"))
         return data::Tokenizer::from_bpe(std::make_shared<data::BpeTokenizer>(data::BpeTokenizer::from_tiktoken(spec.substr(9))));
-    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected auto, char, byte, gpt2:DIR or tiktoken:FILE",
+    throw ValueError(fmt::format("--tokenizer: unknown value \"{}\"; expected auto, char, byte, gpt2, gpt2:DIR or tiktoken:FILE",
                                  spec));
 }
 

@@ -1,4 +1,4 @@
-// main.cpp: the `ampgrad` command: train, sample, eval, export, bench, tokenizer and info for the
+// main.cpp: the `ampgrad` command: train, sample, eval, export, bench, tokenizer, data and info for the
 // bundled GPT and Llama (docs/gpt.md, docs/llama.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
 // naming the thing and the fact, and exit with status 1 (2 for a bad command line).
 #include <CLI/CLI.hpp>
@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "app/commands.hpp"
+#include "app/data_commands.hpp"
 #include "core/error.hpp"
 #include "models/gpt.hpp"
 
@@ -18,7 +19,8 @@ namespace {
 void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
     // Checked by RunConfig::validate (gpt2:DIR and tiktoken:FILE carry a path).
     cmd->add_option("--tokenizer", tokenizer, "auto (the --init-from/--hf folder's vocab.json + merges.txt if it has "
-                                              "them, else char), char (the text's characters), byte (V=256), gpt2:DIR "
+                                              "them, else char), char (the text's characters), byte (V=256), gpt2 "
+                                              "(GPT-2's BPE, built in), gpt2:DIR "
                                               "(a byte-level BPE: DIR/vocab.json + DIR/merges.txt) or tiktoken:FILE "
                                               "(a rank file)")
         ->capture_default_str();
@@ -189,6 +191,28 @@ int main(int argc, char** argv) {
     tok_train_cmd->add_option("--vocab-size", tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
         ->required()->check(CLI::Range(int64_t{257}, int64_t{INT32_MAX}));
 
+    DataPrepareOptions prep;
+    CLI::App* data_cmd = app.add_subcommand("data", "token shards in llm.c's format (docs/data.md)");
+    data_cmd->require_subcommand(1);
+    CLI::App* prep_cmd = data_cmd->add_subcommand("prepare", "text files, folders or .jsonl into llm.c token shards + meta.json");
+    prep_cmd->add_option("--input", prep.inputs, "files or folders (every file under it, sorted); a .jsonl file is a "
+                                                 "document per line (its \"text\"), any other file one document")
+        ->required()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    prep_cmd->add_option("--tokenizer", prep.tokenizer, "gpt2 (built in), byte, char, DIR or gpt2:DIR (vocab.json + "
+                                                        "merges.txt), tiktoken:FILE")->required();
+    prep_cmd->add_option("--output", prep.output, "the shards' folder (NAME_val_000000.bin, NAME_train_000001.bin, ..., "
+                                                  "meta.json)")->required();
+    prep_cmd->add_option("--name", prep.name, "the shards' name prefix (default: the output folder's name)");
+    prep_cmd->add_option("--shard-tokens", prep.shard_tokens, "tokens per shard")->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
+    prep_cmd->add_option("--val-tokens", prep.val_tokens, "the validation shard holds the first N tokens (0: a whole shard)")
+        ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
+    prep_cmd->add_option("--threads", prep.threads, "encoding threads (0: one per core)")->capture_default_str()
+        ->check(CLI::Range(0, 4096));
+    prep_cmd->add_flag("--overwrite", prep.overwrite, "replace shards made from other inputs or settings");
+    prep_cmd->add_option("--progress", prep.progress, "auto (in place on a terminal), line, plain")
+        ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
+
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
@@ -216,6 +240,7 @@ int main(int argc, char** argv) {
             return run_bench(bench);
         }
         if (command == "tokenizer") return run_tokenizer_train(tok_train);
+        if (command == "data") return run_data_prepare(prep);
         return run_info();
     } catch (const std::exception& e) {
         std::fflush(stdout);

@@ -89,7 +89,7 @@ void RunConfig::validate() const {
         throw ValueError("--task addition: trains the GPT only in this version; use --model gpt");
     one_of("--task", task, {"text", "addition"});
     if (!tokenizer.starts_with("gpt2:") && !tokenizer.starts_with("tiktoken:"))
-        one_of("--tokenizer", tokenizer, {"auto", "char", "byte", "gpt2:DIR", "tiktoken:FILE"});
+        one_of("--tokenizer", tokenizer, {"auto", "char", "byte", "gpt2", "gpt2:DIR", "tiktoken:FILE"});
     else if (tokenizer.ends_with(":"))
         throw ValueError(fmt::format("--tokenizer: \"{}\" names no path (gpt2:DIR with vocab.json and merges.txt, or "
                                      "tiktoken:FILE)", tokenizer));

@@ -172,8 +172,11 @@ BpeTokenizer BpeTokenizer::from_hf_files(const std::string& vocab_path, const st
     return from_tokens(std::move(tokens), merges, vocab_path);
 }
 
-BpeTokenizer BpeTokenizer::from_tiktoken(const std::string& path) {
-    const std::string text = read_file(path);
+BpeTokenizer BpeTokenizer::from_tiktoken(const std::string& path) { return from_tiktoken_text(read_file(path), path); }
+
+BpeTokenizer BpeTokenizer::gpt2() { return from_tiktoken_text(gpt2_tiktoken_ranks(), "gpt2.tiktoken (built in)"); }
+
+BpeTokenizer BpeTokenizer::from_tiktoken_text(std::string_view text, const std::string& path) {
     const std::vector<std::string_view> lines = split_lines(text);
     BpeTokenizer t;
     t.token_bytes_.assign(lines.size(), std::string());

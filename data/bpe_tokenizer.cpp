@@ -130,9 +130,9 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
 }
 
 // Pre-tokens repeat (" the", "\n"), so each distinct one is encoded once per call: a cache keyed
-// by the pre-token's bytes (views into `text`) holding where its ids are in `out`.
-void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out) const {
-    std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;
+// by the pre-token's bytes (views into the text, which outlives the cache) holding where its ids
+// are in `out` (which only grows while the cache lives).
+void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& out, WordCache& cache) const {
     for (size_t start = 0; start < text.size();) {
         const size_t end = gpt2_pretoken_end(text, start);
         const std::string_view word = text.substr(start, end - start);
@@ -151,18 +151,28 @@ void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>& 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool allow_special) const {
     std::vector<int32_t> out;
     out.reserve(text.size() / 3);
+    WordCache cache;
     if (!allow_special || eot_ < 0) {
-        encode_ordinary(text, out);
+        encode_ordinary(text, out, cache);
         return out;
     }
     for (size_t start = 0;;) {
         const size_t at = text.find(kEndOfText, start);
-        encode_ordinary(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start), out);
+        encode_ordinary(text.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start), out, cache);
         if (at == std::string_view::npos) break;
         out.push_back(eot_);
         start = at + kEndOfText.size();
     }
     return out;
+}
+
+void BpeTokenizer::encode_each(std::span<const std::string_view> texts, std::vector<int32_t>& out,
+                               std::vector<size_t>& ends) const {
+    WordCache cache;
+    for (std::string_view text : texts) {
+        encode_ordinary(text, out, cache);
+        ends.push_back(out.size());
+    }
 }
 
 std::string_view BpeTokenizer::token_bytes(int32_t id) const {

@@ -4,7 +4,7 @@
 // merge table is left. Decoding concatenates the tokens' bytes, so decode(encode(s)) == s for
 // ANY byte string s, invalid UTF-8 included.
 //
-//   data::BpeTokenizer gpt2 = data::BpeTokenizer::from_tiktoken("gpt2.tiktoken");  // or from_hf_dir(dir)
+//   data::BpeTokenizer gpt2 = data::BpeTokenizer::gpt2();   // built in; or from_tiktoken(path), from_hf_dir(dir)
 //   std::vector<int32_t> ids = gpt2.encode("Hello world");                         // {15496, 995}
 //   std::string text = gpt2.decode(ids);
 //   gpt2.encode("a<|endoftext|>", /*allow_special=*/true);                          // {64, 50256}
@@ -33,6 +33,9 @@ const std::array<uint32_t, 256>& gpt2_byte_to_unicode();
 // The byte-level spelling of raw bytes (each byte mapped, then UTF-8 encoded).
 std::string gpt2_bytes_to_unicode(std::string_view bytes);
 
+// GPT-2's ranks as a tiktoken file (data/gpt2.tiktoken, 835,554 bytes, compiled into the library).
+std::string_view gpt2_tiktoken_ranks();
+
 class BpeTokenizer {
 public:
     static constexpr std::string_view kEndOfText = "<|endoftext|>";
@@ -42,6 +45,10 @@ public:
     static BpeTokenizer from_hf_files(const std::string& vocab_json_path, const std::string& merges_txt_path);
     // A tiktoken rank file (e.g. gpt2.tiktoken); <|endoftext|> gets the id after the last rank.
     static BpeTokenizer from_tiktoken(const std::string& path);
+    // The same from the file's bytes; `source` names them in error messages.
+    static BpeTokenizer from_tiktoken_text(std::string_view text, const std::string& source);
+    // GPT-2's tokenizer (50,257 tokens, <|endoftext|> = 50256) from the ranks built into the library.
+    static BpeTokenizer gpt2();
     // From each id's byte-level spelling and the merges in rank order (the form saved in an
     // ampgrad checkpoint). `source` names where they came from in error messages.
     static BpeTokenizer from_tokens(std::vector<std::string> tokens,
@@ -51,6 +58,10 @@ public:
     // The ids of `text`. With allow_special, each "<|endoftext|>" in the text is that one token;
     // without, it is plain text.
     std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const;
+    // Each text encoded on its own, as encode(text) (no special tokens), but with one word cache for
+    // all of them, so that many short documents encode as fast as one long text: the ids go to the
+    // end of `out`, and where each text's ids end in `out` to `ends`.
+    void encode_each(std::span<const std::string_view> texts, std::vector<int32_t>& out, std::vector<size_t>& ends) const;
     // The bytes of `ids` (IndexError for an id outside [0, vocab_size())).
     std::string decode(std::span<const int32_t> ids) const;
     std::string_view token_bytes(int32_t id) const;   // IndexError outside [0, vocab_size())
@@ -79,7 +90,10 @@ private:
     // Sets the byte tokens, the merge table and <|endoftext|> from token_bytes_ and the merges.
     void index(const std::vector<std::pair<int32_t, int32_t>>& merges, const std::string& source);
     const Merge* find_merge(int32_t left, int32_t right) const;
-    void encode_ordinary(std::string_view text, std::vector<int32_t>& out) const;
+    // A pre-token's bytes -> where its ids are in the output (first, count): repeated words are
+    // copied, not encoded again.
+    using WordCache = std::unordered_map<std::string_view, std::pair<size_t, size_t>>;
+    void encode_ordinary(std::string_view text, std::vector<int32_t>& out, WordCache& cache) const;
     void encode_word(std::string_view word, std::vector<int32_t>& out) const;   // one pre-token
 
     std::vector<std::string> token_bytes_;                  // id -> raw bytes

@@ -172,12 +172,21 @@ void ShardWriter::append(const int32_t* ids, size_t n) {
     if (fd_ < 0) throw ValueError(fmt::format("token shard {}: append after finish()", path_));
     const int64_t limit = dtype_ == ShardDtype::kUint16 ? 65535 : INT32_MAX;
     const size_t tb = dtype_ == ShardDtype::kUint16 ? 2 : 4;
-    for (size_t i = 0; i < n; ++i) {
-        if (ids[i] < 0 || ids[i] > limit)
+    const size_t old_size = buffer_.size();
+    buffer_.resize(old_size + n * tb);
+    char* p = buffer_.data() + old_size;
+    for (size_t i = 0; i < n; ++i, p += tb) {
+        if (ids[i] < 0 || ids[i] > limit) {
+            buffer_.resize(old_size);   // none of this call's ids: the count and the bytes stay in step
             throw ValueError(fmt::format("token shard {}: token id {} does not fit {}", path_, ids[i], shard_dtype_name(dtype_)));
-        char bytes[4];
-        write_le32(bytes, static_cast<uint32_t>(ids[i]));
-        buffer_.insert(buffer_.end(), bytes, bytes + tb);
+        }
+        const auto v = static_cast<uint32_t>(ids[i]);
+        p[0] = static_cast<char>(v & 0xFF);
+        p[1] = static_cast<char>((v >> 8) & 0xFF);
+        if (tb == 4) {
+            p[2] = static_cast<char>((v >> 16) & 0xFF);
+            p[3] = static_cast<char>((v >> 24) & 0xFF);
+        }
     }
     num_tokens_ += static_cast<int64_t>(n);
     if (buffer_.size() >= (size_t{8} << 20)) flush_buffer();

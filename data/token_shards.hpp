@@ -65,7 +65,8 @@ public:
     ShardWriter(const ShardWriter&) = delete;
     ShardWriter& operator=(const ShardWriter&) = delete;
 
-    // ValueError naming the shard for an id that is negative or does not fit the dtype.
+    // ValueError naming the shard for an id that is negative or does not fit the dtype (then none
+    // of the call's ids is taken).
     void append(const int32_t* ids, size_t n);
     void append(const std::vector<int32_t>& ids) { append(ids.data(), ids.size()); }
     int64_t num_tokens() const { return num_tokens_; }

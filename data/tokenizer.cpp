@@ -74,6 +74,11 @@ Tokenizer Tokenizer::from_bpe(std::shared_ptr<const BpeTokenizer> bpe) {
     return t;
 }
 
+Tokenizer Tokenizer::gpt2() {
+    static const std::shared_ptr<const BpeTokenizer> shared = std::make_shared<const BpeTokenizer>(BpeTokenizer::gpt2());
+    return from_bpe(shared);
+}
+
 int64_t Tokenizer::vocab_size() const {
     if (kind_ == Kind::kBpe) return bpe_->vocab_size();
     return kind_ == Kind::kByte ? 256 : static_cast<int64_t>(code_points_.size());

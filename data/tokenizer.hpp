@@ -5,7 +5,7 @@
 //   bpe:  a byte-level BPE (data/bpe_tokenizer.hpp: GPT-2's, or one trained by `ampgrad tokenizer
 //         train`); "<|endoftext|>" in the text is its special token.
 //
-//   data::Tokenizer tok = data::Tokenizer::chars_of(text);   // or Tokenizer::bytes()
+//   data::Tokenizer tok = data::Tokenizer::chars_of(text);   // or Tokenizer::bytes(), Tokenizer::gpt2()
 //   std::vector<int32_t> ids = tok.encode("To be");          // ValueError for an unknown character
 //   std::string back = tok.decode(ids);
 #pragma once
@@ -31,6 +31,8 @@ public:
     static Tokenizer from_code_points(std::vector<uint32_t> code_points);
     // A byte-level BPE (shared: copies of this Tokenizer share the one vocabulary).
     static Tokenizer from_bpe(std::shared_ptr<const BpeTokenizer> bpe);
+    // GPT-2's BPE, built into the library (BpeTokenizer::gpt2(), built once per process and shared).
+    static Tokenizer gpt2();
 
     Kind kind() const { return kind_; }
     const char* kind_name() const { return kind_ == Kind::kByte ? "byte" : kind_ == Kind::kChar ? "char" : "bpe"; }

@@ -20,7 +20,8 @@ AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev lib
                   nlohmann-json3-dev libcli11-dev gnuplot-nox python3
                   cmake libgloo-dev    # cmake: Meson finds Debian's Gloo through its CMake files
                   python3-numpy python3-venv    # tests/io's interop test (see prepare_test_python)
-                  libdnnl-dev)                  # oneDNN: the CPU GEMM for f32 and bf16 (Eigen without it)
+                  libdnnl-dev                   # oneDNN: the CPU GEMM for f32 and bf16 (Eigen without it)
+                  libssl-dev)                   # libcrypto's SHA-256: data prepare's meta.json
 
 install_missing_packages() {
     local missing=() p
