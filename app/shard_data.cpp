@@ -65,7 +65,10 @@ data::Tokenizer shard_tokenizer(const RunConfig& cfg) {
     if (!meta.is_null() && meta.contains("tokenizer")) {
         const nlohmann::json& t = meta.at("tokenizer");
         if (t.contains("code_points") || t.contains("merges")) return tokenizer_from_json(t);   // saved whole
-        if (t.contains("spec")) return make_tokenizer(t.at("spec").get<std::string>(), "");
+        if (t.contains("spec")) {   // gpt2, byte, gpt2:DIR, tiktoken:FILE, or a bare tokenizer folder
+            const std::string spec = t.at("spec").get<std::string>();
+            return make_tokenizer(fs::is_directory(spec) ? "gpt2:" + spec : spec, "");
+        }
     }
     return make_tokenizer("gpt2", "");   // llm.c's shards are GPT-2 tokens
 }

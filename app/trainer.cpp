@@ -111,7 +111,9 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     // A fresh --init-from run (a resumed one has the sizes already, and its checkpoint's weights).
     const bool load_pretrained = !cfg_.init_from.empty() && cfg_.vocab_size == 0;
     if (load_pretrained) adopt_pretrained_sizes();
-    cfg_.tokenizer = resolve_tokenizer(cfg_.tokenizer, cfg_.init_from);   // "auto" -> what it stands for
+    // "auto" -> what it stands for; with token shards and no BPE folder, the shards' meta.json says it.
+    const std::string resolved = resolve_tokenizer(cfg_.tokenizer, cfg_.init_from);
+    if (!(cfg_.tokenizer == "auto" && resolved == "char" && uses_token_shards(cfg_))) cfg_.tokenizer = resolved;
     const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
     if (cfg_.zero >= 0 || data_parallel) join_process_group();
     if (cfg_.task == "addition") {

@@ -319,3 +319,24 @@ TEST_CASE("train --tokenizer gpt2: GPT-2's BPE built in, no files needed") {
     check_ok(r);
     CHECK(r.output.find("bpe tokenizer") != std::string::npos);
 }
+
+// The whole path a user takes: prepare shards, then train on the folder with no --tokenizer (the
+// folder's meta.json names it: a char tokenizer's characters travel in it), sample from the checkpoint.
+TEST_CASE("data prepare -> train --data DIR: the tokenizer comes from meta.json; the run samples") {
+    const fs::path dir = make_temp_dir("prepare_train");
+    const char* root = std::getenv("AMPGRAD_SOURCE_ROOT");
+    spit(dir / "text.txt", slurp(std::string(root) + "/data/tinyshakespeare.txt").substr(0, 60000));
+    for (const std::string tok : {"char", "gpt2"}) {
+        CAPTURE(tok);
+        const fs::path shards = dir / ("shards_" + tok), run = dir / ("run_" + tok);
+        check_ok(run_ampgrad({"data", "prepare", "--input", (dir / "text.txt").string(), "--tokenizer", tok, "--output",
+                              shards.string(), "--shard-tokens", "8000", "--val-tokens", "2000"}));
+        const ProgramResult r = run_ampgrad({"train", "--data", shards.string(), "--n-layer", "1", "--n-embd", "32",
+                                             "--n-head", "2", "--block-size", "16", "--batch-size", "4", "--steps", "3",
+                                             "--warmup", "1", "--eval-every", "0", "--eval-iters", "1", "--sample-tokens",
+                                             "8", "--out", run.string()});
+        check_ok(r);
+        CHECK(r.output.find(tok == "char" ? "(char tokenizer)" : "(bpe tokenizer)") != std::string::npos);
+        check_ok(run_ampgrad({"sample", "--ckpt", run.string(), "--tokens", "4"}));
+    }
+}
