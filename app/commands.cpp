@@ -126,6 +126,29 @@ void print_eval(ProgressLine& progress, const EvalStats& e) {
     progress.message(line);
 }
 
+// The lines above the progress: the model, the data, the layout, the accumulation, and warnings.
+void print_banner(const TrainOptions& o, const Trainer& trainer) {
+    const RunConfig& cfg = trainer.config();
+    const LanguageModel& lm = trainer.model();
+    std::printf("ampgrad train: %s preset %s (%s; %.2fM parameters), %s, %s on %s, "
+                "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
+                lm.kind().c_str(), cfg.preset.c_str(), lm.shape_text().c_str(),
+                static_cast<double>(lm.num_parameters()) / 1e6, cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
+                static_cast<long long>(cfg.steps), trainer.corpus().source.c_str(),
+                trainer.corpus().tokenizer.kind_name(), o.out.c_str());
+    if (!cfg.init_from.empty() && o.resume.empty())
+        std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
+    if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    if (cfg.grad_accum > 1)
+        std::printf("  gradient accumulation: %lld micro-steps of %lld sequences: %lld tokens per step\n",
+                    static_cast<long long>(cfg.grad_accum), static_cast<long long>(cfg.batch_size),
+                    static_cast<long long>(cfg.grad_accum * cfg.batch_size * lm.block_size()));
+    if (cfg.warmup > cfg.steps)
+        std::printf("  warning: --warmup %lld is longer than --steps %lld: the learning rate never reaches --lr %g (it "
+                    "ends at %.3g)\n", static_cast<long long>(cfg.warmup), static_cast<long long>(cfg.steps), cfg.lr,
+                    trainer.lr_at(cfg.steps - 1));
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& o) {
@@ -156,23 +179,7 @@ int run_train(const TrainOptions& o) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
-    std::printf("ampgrad train: %s preset %s (%s; %.2fM parameters), %s, %s on %s, "
-                "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
-                lm.kind().c_str(), cfg.preset.c_str(), lm.shape_text().c_str(),
-                static_cast<double>(lm.num_parameters()) / 1e6, cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
-                static_cast<long long>(cfg.steps), trainer->corpus().source.c_str(),
-                trainer->corpus().tokenizer.kind_name(), o.out.c_str());
-    if (!cfg.init_from.empty() && o.resume.empty())
-        std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
-    if (trainer->data_parallel()) std::printf("%s\n", data_parallel_text(cfg, world).c_str());
-    if (cfg.grad_accum > 1)
-        std::printf("  gradient accumulation: %lld micro-steps of %lld sequences: %lld tokens per step\n",
-                    static_cast<long long>(cfg.grad_accum), static_cast<long long>(cfg.batch_size),
-                    static_cast<long long>(cfg.grad_accum * cfg.batch_size * lm.block_size()));
-    if (cfg.warmup > cfg.steps)
-        std::printf("  warning: --warmup %lld is longer than --steps %lld: the learning rate never reaches --lr %g (it "
-                    "ends at %.3g)\n", static_cast<long long>(cfg.warmup), static_cast<long long>(cfg.steps), cfg.lr,
-                    trainer->lr_at(cfg.steps - 1));
+    print_banner(o, *trainer);
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
