@@ -133,8 +133,8 @@ TEST_CASE("token shards refused by name before training: an id outside the vocab
     CHECK(warm.output.find("warning: --warmup 10 is longer than --steps 3") != std::string::npos);
 }
 
-TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO 2 resume on one process at the saved "
-          "position" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO 2 resume on one process (and one "
+          "process on two) at the saved position" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
     const std::string data = write_text_shards(make_temp_dir("shards2_data"), 20000, 30000, 200000);
     for (const std::string zero : {"", "2"}) {
         CAPTURE(zero);
@@ -154,4 +154,13 @@ TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO
         for (int64_t step = 4; step <= 6; ++step) CHECK(b.at(step) == doctest::Approx(a.at(step)).epsilon(1e-4));
         CHECK(latest_state(other)["data"]["position"] == latest_state(straight)["data"]["position"]);
     }
+    // And the other way: a one-process run resumed on 2 data-parallel processes.
+    const std::string one = make_temp_dir("shards2_one"), grown = make_temp_dir("shards2_grown");
+    REQUIRE(run_ampgrad(shard_run(data, one, 6)).exit_code == 0);
+    REQUIRE(run_ampgrad(plus(shard_run(data, grown, 6), {"--until", "3"})).exit_code == 0);
+    const ProgramResult g = run_two(shard_run(data, grown, 6), {"--resume", grown});
+    REQUIRE_MESSAGE(g.exit_code == 0, g.output);
+    const std::map<int64_t, double> a = losses(one), b = losses(grown);
+    for (int64_t step = 4; step <= 6; ++step) CHECK(b.at(step) == doctest::Approx(a.at(step)).epsilon(1e-4));
+    CHECK(latest_state(grown)["data"]["position"] == 6 * 4 * 2);
 }
