@@ -81,6 +81,12 @@ ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Modul
     engine_ = std::make_unique<zero::ZeroEngine>(model, c, [options](std::vector<Tensor> master) {
         return std::make_unique<optim::AdamW>(master, options);
     });
+    // The same parameters decay as in one process (app/precision.cpp's groups): matrices and
+    // embeddings, not biases and norm gains. The engine applies it per parameter run of its partition.
+    const double weight_decay = cfg.weight_decay;
+    engine_->set_weight_decay([weight_decay](const std::string&, const Tensor& p) {
+        return optim::gets_weight_decay(p) ? weight_decay : 0.0;
+    });
 }
 
 std::unique_ptr<amp::AutocastGuard> ZeroTraining::autocast() const {

@@ -6,8 +6,9 @@
 //   --prec fp16-master   f16 parameters, f32 master partitions, DeepSpeed's dynamic loss scaler
 //                        (--init-scale must be a power of two, --scale-window, --hysteresis)
 //   --prec fp16          not supported (GradScaler's per-parameter unscale has no ZeRO form here)
-// One difference from the single-process run: the inner AdamW sees one flat master partition, so
-// weight decay applies to every parameter (nanoGPT leaves biases and LayerNorm weights out).
+// Weight decay hits the same parameters as in one process (matrices and embeddings, not biases and
+// norm gains): the inner AdamW sees one flat master partition, so the engine applies the decay per
+// parameter run of it (zero::ZeroEngine::set_weight_decay).
 // Checkpoints are ZeRO checkpoints (zero/checkpoint.hpp) plus the run's state.json.
 #pragma once
 #include <memory>

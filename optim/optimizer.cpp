@@ -26,11 +26,13 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
     return groups;
 }
 
+bool gets_weight_decay(const Tensor& param) { return param.dim() >= 2; }
+
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
     std::vector<ParamGroup> groups(2);
     for (const Tensor& p : params) {
         if (!p.requires_grad()) continue;
-        groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+        groups[gets_weight_decay(p) ? 0 : 1].params.push_back(p);
     }
     groups[0].options["weight_decay"] = weight_decay;
     groups[1].options["weight_decay"] = 0.0;

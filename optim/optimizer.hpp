@@ -98,5 +98,7 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 // (matmul weights, embeddings) with "weight_decay" = weight_decay; group 1 the rest (biases,
 // LayerNorm gains) with "weight_decay" = 0. Parameters that do not require grad are left out.
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+// That split's rule for one parameter: decayed when dim() >= 2 (also the ZeRO engine's, zero/engine.hpp).
+bool gets_weight_decay(const Tensor& param);
 
 }  // namespace ampgrad::optim

@@ -71,6 +71,14 @@ public:
     // across ranks, update the scaler, then skip, or unscale + clip + step + all-gather.
     void step();
     bool is_gradient_accumulation_boundary() const;
+    // Weight decay by parameter, as an optimizer's parameter groups give it (DeepSpeed hands the client
+    // optimizer's groups to ZeRO; nanoGPT decays matrices and embeddings, not biases and norms):
+    // AdamW's decoupled decay, master *= 1 - lr * weight_decay_of(name, param), applied to each
+    // parameter's run of this rank's master partition before every inner step. The engine then owns
+    // the decay: the inner optimizer's groups keep weight_decay 0 (set here, and again at each step,
+    // so an older checkpoint's saved option cannot decay twice).
+    using WeightDecayOf = std::function<double(const std::string& name, const Tensor& param)>;
+    void set_weight_decay(const WeightDecayOf& weight_decay_of);
 
     bool was_step_applied() const { return step_applied_; }
     int64_t global_steps() const { return global_steps_; }
@@ -121,6 +129,13 @@ private:
     void reduce_full_grads();
     void all_reduce_full_grads();
     void apply_step();
+    void apply_weight_decay();
+
+    // set_weight_decay: the runs of master_ (offset, length) with their decay rate (0 runs left out).
+    struct DecayRun {
+        int64_t begin = 0, numel = 0;
+        double weight_decay = 0.0;
+    };
 
     std::shared_ptr<nn::Module> module_;
     ZeroConfig config_;
@@ -150,6 +165,8 @@ private:
     bool step_applied_ = false;
     double grad_norm_ = 0.0;
     std::unique_ptr<Stage3> stage3_;
+    std::vector<DecayRun> decay_runs_;
+    bool engine_decays_ = false;          // set_weight_decay was called
 };
 
 }  // namespace ampgrad::zero

@@ -53,6 +53,7 @@ void ZeroEngine::apply_step() {
         if (c > 1.0) combined *= c;
     }
     master_.set_grad(grad_partition_.to(master_dtype_) * (1.0 / combined));
+    apply_weight_decay();
     inner_->step();
     master_.set_grad(Tensor());
     grad_partition_.zero_();
@@ -118,6 +119,28 @@ double zero_paper_bytes(int stage, int64_t psi, int world_size, double k) {
         case 3: return (4.0 + k) * p / n;
         default: throw ValueError(fmt::format("zero_paper_bytes: stage {} is not 0..3", stage));
     }
+}
+
+void ZeroEngine::set_weight_decay(const WeightDecayOf& weight_decay_of) {
+    decay_runs_.clear();
+    const int64_t begin = layout_.partition_begin(owner_rank());
+    for (size_t i = 0; i < params_.size(); ++i) {
+        const double wd = weight_decay_of(names_[i], params_[i]);
+        if (wd < 0) throw ValueError(fmt::format("ZeroEngine.set_weight_decay: weight decay {} for '{}' is negative", wd, names_[i]));
+        if (wd == 0) continue;
+        for (const Piece& piece : layout_.pieces(i))
+            if (piece.rank == owner_rank()) decay_runs_.push_back({piece.flat_begin - begin, piece.numel, wd});
+    }
+    engine_decays_ = true;
+    for (optim::ParamGroup& g : inner_->param_groups()) g.options["weight_decay"] = 0.0;
+}
+
+// AdamW's decoupled decay (p *= 1 - lr * wd, before the update), run by run over this rank's master.
+void ZeroEngine::apply_weight_decay() {
+    if (!engine_decays_) return;
+    const double lr = inner_->param_groups().at(0).lr();
+    for (optim::ParamGroup& g : inner_->param_groups()) g.options["weight_decay"] = 0.0;   // see set_weight_decay
+    for (const DecayRun& run : decay_runs_) master_.detach().narrow(0, run.begin, run.numel).mul_(1.0 - lr * run.weight_decay);
 }
 
 }  // namespace ampgrad::zero
