@@ -130,15 +130,23 @@ void print_eval(ProgressLine& progress, const EvalStats& e) {
 void print_banner(const TrainOptions& o, const Trainer& trainer) {
     const RunConfig& cfg = trainer.config();
     const LanguageModel& lm = trainer.model();
-    std::printf("ampgrad train: %s preset %s (%s; %.2fM parameters), %s, %s on %s, "
+    // A run from a Hugging Face folder has the folder's sizes, not a preset's.
+    const std::string model_source = cfg.init_from.empty() ? "preset " + cfg.preset : "from " + cfg.init_from;
+    std::printf("ampgrad train: %s %s (%s; %.2fM parameters), %s, %s on %s, "
                 "batch %lld, %lld steps\n  data: %s (%s tokenizer)\n  out: %s\n",
-                lm.kind().c_str(), cfg.preset.c_str(), lm.shape_text().c_str(),
+                lm.kind().c_str(), model_source.c_str(), lm.shape_text().c_str(),
                 static_cast<double>(lm.num_parameters()) / 1e6, cfg.task.c_str(), cfg.prec.c_str(), cfg.device.c_str(), static_cast<long long>(cfg.batch_size),
                 static_cast<long long>(cfg.steps), trainer.corpus().source.c_str(),
                 trainer.corpus().tokenizer.kind_name(), o.out.c_str());
     if (!cfg.init_from.empty() && o.resume.empty())
         std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
     if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
+    if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model
+        std::printf("  warning: the %s tokenizer has %lld ids, but the model's vocabulary has %lld: most of the model's "
+                    "tokens will never be seen (is this the tokenizer the model was trained with? --tokenizer picks "
+                    "another)\n", trainer.corpus().tokenizer.kind_name(), static_cast<long long>(tokenizer_vocab),
+                    static_cast<long long>(model_vocab));
     if (cfg.grad_accum > 1)
         std::printf("  gradient accumulation: %lld micro-steps of %lld sequences: %lld tokens per step\n",
                     static_cast<long long>(cfg.grad_accum), static_cast<long long>(cfg.batch_size),
@@ -164,6 +172,9 @@ int run_train(const TrainOptions& o) {
         if (overrides.steps) change_schedule(*trainer, *overrides.steps);
         apply_hellaswag_flags(*trainer, o.run, o.flags_given);
     } else {
+        if (!o.run.init_from.empty() && o.preset_given)
+            throw ValueError(fmt::format("--preset {}: --init-from {} takes the model's sizes from its config.json, so a "
+                                         "preset would not be used; drop --preset", *o.preset_given, o.run.init_from));
         trainer = std::make_unique<Trainer>(o.run);
     }
     // With --zero or data parallel every process trains; only rank 0 prints and writes files.
@@ -195,9 +206,9 @@ int run_train(const TrainOptions& o) {
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s.zero_stage >= 0 && !zero_line) {
-            zero_line = zero_text(s, world);
-            progress.message(*zero_line);
+        if (s.zero_stage >= 0) {   // shown after the first step; the last step's figure closes the run
+            if (!zero_line) progress.message(zero_text(s, world) + " after step " + std::to_string(s.step));
+            zero_line = zero_text(s, world) + " at step " + std::to_string(s.step);
         }
         if (lead) {
             progress.update(s);

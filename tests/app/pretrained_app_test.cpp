@@ -105,6 +105,7 @@ TEST_CASE("train --init-from: starts from the folder's weights, records its size
     const ProgramResult r = run_ok(args);
     CHECK(r.output.find("init: the Hugging Face GPT-2 weights in " + hf_fixture("lm")) != std::string::npos);
     CHECK(r.output.find("L=2, NH=2, C=8, T=32, V=260") != std::string::npos);
+    CHECK(r.output.find("ampgrad train: gpt from " + hf_fixture("lm")) != std::string::npos);   // no preset named
     run_ok({"export", "--ckpt", out, "--hf", exported});
     std::shared_ptr<models::GPT> start = models::from_pretrained(hf_fixture("lm")).gpt();
     std::shared_ptr<models::GPT> after = models::from_pretrained(exported).gpt();
@@ -119,6 +120,24 @@ TEST_CASE("train --init-from: starts from the folder's weights, records its size
                                           "plain", "--out", out});
     CHECK(resumed.output.find("trained to step 3") != std::string::npos);
     CHECK(resumed.output.find("init: the Hugging Face") == std::string::npos);
+    fs::remove_all(out);
+}
+
+// What a user's walkthrough tripped on (issue 33): a tokenizer that leaves most of the model's
+// vocabulary unused is warned about, naming both sizes; a --preset beside --init-from is refused.
+TEST_CASE("train --init-from: a far smaller tokenizer is warned about; --preset is refused") {
+    const std::string out = make_temp_dir("hf_warn");
+    std::vector<std::string> args = fine_tune(hf_fixture("lm"), out, "1");   // --tokenizer char: 65 ids
+    const ProgramResult r = run_ok(args);
+    CHECK(r.output.find("warning: the char tokenizer has 65 ids, but the model's vocabulary has 260") != std::string::npos);
+    args.insert(args.end(), {"--preset", "small"});
+    const ProgramResult p = run_ampgrad(args);
+    CHECK(p.exit_code == 1);
+    CHECK(p.output.find("--preset small: --init-from " + hf_fixture("lm") + " takes the model's sizes") != std::string::npos);
+    for (std::string& a : args)
+        if (a == "char") a = "byte";   // 256 of the model's 260 ids: no warning
+    args.resize(args.size() - 2);
+    CHECK(run_ok(args).output.find("warning: the") == std::string::npos);
     fs::remove_all(out);
 }
 
