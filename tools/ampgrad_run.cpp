@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <algorithm>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -211,8 +212,47 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
 
 }  // namespace
 
+// Whether `name` can be executed: a path, or a name found on PATH (as execvp searches).
+bool runnable(const std::string& name) {
+    if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    for (size_t at = 0; at <= dirs.size();) {
+        const size_t end = std::min(dirs.find(':', at), dirs.size());
+        const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+        if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+        at = end + 1;
+    }
+    return false;
+}
+
+// The program to start, checked before any rank starts. `ampgrad` that is not on PATH is taken from
+// the build folder this launcher is in (build/tools/ampgrad-run -> build/app/ampgrad), saying so;
+// anything else that cannot run is an error naming it, with the fix.
+void resolve_program(Options& o) {
+    std::string& program = o.command[0];
+    if (runnable(program)) return;
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (program == "ampgrad" && n > 0) {
+        std::string dir(self, static_cast<size_t>(n));
+        dir = dir.substr(0, dir.rfind('/'));
+        const std::string sibling = dir + "/../app/ampgrad";
+        if (access(sibling.c_str(), X_OK) == 0) {
+            std::fprintf(stderr, "ampgrad-run: ampgrad is not on PATH; running %s (the build folder's)\n", sibling.c_str());
+            program = sibling;
+            return;
+        }
+    }
+    std::fprintf(stderr, "ampgrad-run: cannot run %s: %s; give its path (e.g. build/app/ampgrad), or put its folder on "
+                 "PATH (export PATH=$PWD/build/app:$PATH)\n", program.c_str(),
+                 program.find('/') != std::string::npos ? "not an executable file" : "not found on PATH");
+    std::exit(2);
+}
+
 int main(int argc, char** argv) {
     Options o = parse(argc, argv);
+    resolve_program(o);
     if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return 1;
     struct sigaction sa{};
     sa.sa_handler = on_signal;

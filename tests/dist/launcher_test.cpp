@@ -178,3 +178,18 @@ TEST_CASE("ampgrad-run under srun: the Slurm variables stand in for the flags no
         CHECK(has(r.output, "one ampgrad-run per node (srun --ntasks-per-node=1): SLURM_NTASKS=8 but SLURM_NNODES=2"));
     }
 }
+
+// A program that cannot run is named before any rank starts, with the fix; `ampgrad` off PATH is
+// taken from the launcher's own build folder (build/tools/ampgrad-run -> build/app/ampgrad).
+TEST_CASE("ampgrad-run: a program not on PATH is named with the fix; ampgrad is found in the build folder") {
+    Launch missing = launch({"--nproc-per-node", "2", "no-such-program-here"}, "", 0, {{"PATH", "/usr/bin:/bin"}});
+    CAPTURE(missing.output);
+    CHECK(missing.code == 2);
+    CHECK(has(missing.output, "cannot run no-such-program-here: not found on PATH; give its path"));
+    CHECK_FALSE(has(missing.output, "[rank"));
+    Launch ampgrad = launch({"--nproc-per-node", "1", "ampgrad", "info"}, "", 0, {{"PATH", "/usr/bin:/bin"}});
+    CAPTURE(ampgrad.output);
+    CHECK(ampgrad.code == 0);
+    CHECK(has(ampgrad.output, "ampgrad is not on PATH; running"));
+    CHECK(has(ampgrad.output, "[rank 0] ampgrad 0.1.0"));
+}
