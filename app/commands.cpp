@@ -12,6 +12,7 @@
 #include "amp/autocast_policy.hpp"
 #include "ampgrad_config.h"
 #include "app/checkpoint.hpp"
+#include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
@@ -34,14 +35,6 @@ namespace ampgrad::app {
 namespace fs = std::filesystem;
 
 namespace {
-
-// vocab.json + merges.txt (what --tokenizer gpt2:DIR and transformers' GPT2Tokenizer read) and
-// tokenizer.json (Hugging Face tokenizers), each written atomically into the existing folder dir.
-void write_tokenizer_files(const data::BpeTokenizer& tok, const std::string& dir) {
-    write_file_atomic((fs::path(dir) / "vocab.json").string(), tok.vocab_json());
-    write_file_atomic((fs::path(dir) / "merges.txt").string(), tok.merges_txt());
-    write_file_atomic((fs::path(dir) / "tokenizer.json").string(), tok.tokenizer_json());
-}
 
 // "a checkpoint from another preset": a --preset that disagrees with what the checkpoint was made with.
 void check_preset(const std::optional<std::string>& given, const std::string& saved, const std::string& dir) {
@@ -305,28 +298,6 @@ int run_eval(const EvalOptions& o) {
                         {"val_perplexity", std::exp(e.val_loss)}, {"protocol", e.protocol}};
     if (e.exact_match) j["exact_match"] = *e.exact_match;
     std::printf("%s\n", j.dump().c_str());
-    return 0;
-}
-
-int run_export(const ExportOptions& o) {
-    std::unique_ptr<Trainer> t = load_for_inference(o.checkpoint, std::nullopt);
-    const LanguageModel& lm = t->model();
-    const models::PretrainedModel model = lm.pretrained_model();
-    models::save_pretrained(model, o.hf_out);
-    const data::Tokenizer& tokenizer = t->corpus().tokenizer;
-    if (tokenizer.bpe() != nullptr) write_tokenizer_files(*tokenizer.bpe(), o.hf_out);   // the folder is complete
-    const Tensor& embedding = lm.gpt() ? lm.gpt()->wte->weight : lm.llama()->embed_tokens->weight;
-    std::string shape = lm.shape_text();
-    if (lm.gpt()) {   // nanoGPT's order of the sizes
-        const models::GPTConfig& c = lm.gpt()->config();
-        shape = fmt::format("V={}, T={}, L={}, NH={}, C={}", c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd);
-    } else {          // the Llama's context as exported, not the run's
-        shape += fmt::format(", max_position_embeddings={}", lm.llama()->config().max_position_embeddings);
-    }
-    std::printf("exported %s (step %lld) to %s: %s, %s, %s (%s tokenizer: token ids are its ids%s)\n",
-                resolve_checkpoint(o.checkpoint).c_str(), static_cast<long long>(t->step()), o.hf_out.c_str(),
-                model.architecture.c_str(), shape.c_str(), std::string(dtype_name(embedding.dtype())).c_str(),
-                tokenizer.kind_name(), tokenizer.bpe() ? "; written as vocab.json, merges.txt, tokenizer.json" : "");
     return 0;
 }
 

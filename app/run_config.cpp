@@ -134,7 +134,7 @@ nlohmann::json to_json(const RunConfig& c) {
     return {{"model", c.model}, {"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
             {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
             {"init_from", c.init_from}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", c.layer_norm_epsilon},
-            {"pretrained_llama", c.pretrained_llama}, {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
+            {"pretrained_llama", c.pretrained_llama}, {"pretrained_files", c.pretrained_files}, {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
             {"steps", c.steps}, {"batch_size", c.batch_size}, {"lr", c.lr}, {"min_lr", c.min_lr},
             {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
@@ -173,6 +173,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     }
     if (j.contains("data_format")) get("data_format", c.data_format);
     if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
+    if (j.contains("pretrained_files")) c.pretrained_files = j.at("pretrained_files");   // since export keeps them
     if (j.contains("hellaswag")) {   // since --hellaswag; earlier runs had none
         get("hellaswag", c.hellaswag), get("hellaswag_every", c.hellaswag_every), get("hellaswag_limit", c.hellaswag_limit);
     }

@@ -32,6 +32,10 @@ struct RunConfig {
     int64_t vocab_size = 0;
     double layer_norm_epsilon = 0.0;
     nlohmann::json pretrained_llama;
+    // The folder's own config.json and generation_config.json (null when absent), kept so that
+    // `export --hf` gives back the fields ampgrad does not model (bos/eos ids, rope_parameters'
+    // style, the generation defaults): {"config.json": ..., "generation_config.json": ...}.
+    nlohmann::json pretrained_files;
     // data
     std::string task = "text";          // text | addition
     // A text file (empty: the bundled Tiny Shakespeare), or token shards in llm.c's format

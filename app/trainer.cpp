@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "ampgrad_config.h"
+#include "app/export_hf.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
@@ -63,6 +64,7 @@ std::unique_ptr<Trainer> Trainer::pretrained_for_inference(const RunConfig& cfg)
 // T; a Llama keeps its max_position_embeddings, and --block-size (at most that) sets T.
 void Trainer::adopt_pretrained_sizes() {
     const models::PretrainedConfig hf = models::read_pretrained_config(cfg_.init_from);
+    cfg_.pretrained_files = read_pretrained_files(cfg_.init_from);
     const std::string kind = hf.llama ? "llama" : "gpt";
     if (cfg_.model != kind && cfg_.model_given)
         throw ValueError(fmt::format("--model {}: the folder {} holds a {} (--init-from sets the model; drop --model)",

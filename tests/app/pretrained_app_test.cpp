@@ -351,3 +351,41 @@ TEST_CASE("Llama --init-from: flags that contradict the folder are named") {
     fails_with(llama, {"--tokenizer", "byte"}, "the byte tokenizer has 256 tokens, more than the model's vocabulary of 40");
     fs::remove_all(out);
 }
+
+// export --hf of a run --init-from a folder gives back what the folder said and ampgrad does not model:
+// bos/eos ids, RoPE in transformers 5's rope_parameters, generation_config.json. The output folder is
+// written whole (a later export of another model leaves nothing stale), and a folder holding other
+// files is refused.
+TEST_CASE("export --hf keeps the folder's bos/eos, rope_parameters and generation_config.json; writes OUT whole") {
+    const std::string out = make_temp_dir("hf_export_fields"), text = lower_case_text(out);
+    const fs::path folder = fs::path(out) / "llama";
+    fs::copy(llama_fixture("llama"), folder);
+    const nlohmann::json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", true}, {"temperature", 0.6}};
+    std::ofstream(folder / "generation_config.json") << generation.dump(2);
+    std::vector<std::string> args = fine_tune(folder.string(), out + "/run", "1");
+    args.insert(args.end(), {"--block-size", "32", "--data", text});
+    run_ok(args);
+    const std::string exported = out + "/hf";
+    run_ok({"export", "--ckpt", out + "/run", "--hf", exported});
+    const nlohmann::json config = nlohmann::json::parse(std::ifstream(exported + "/config.json"));
+    CHECK(config.at("bos_token_id") == 1);
+    CHECK(config.at("eos_token_id") == 2);
+    CHECK(config.at("rope_parameters").at("rope_type") == "llama3");
+    CHECK(config.at("rope_parameters").at("rope_theta") == 500000.0);
+    CHECK_FALSE(config.contains("rope_theta"));
+    CHECK(nlohmann::json::parse(std::ifstream(exported + "/generation_config.json")) == generation);
+    CHECK(models::from_pretrained(exported).llama()->config() == models::from_pretrained(folder.string()).llama()->config());
+    // Another model into the same folder: the Llama's generation_config.json does not stay behind.
+    const std::string gpt_run = out + "/gpt";
+    run_ok({"train", "--n-layer", "1", "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--steps", "1",
+            "--eval-every", "0", "--eval-iters", "1", "--sample-tokens", "0", "--out", gpt_run});
+    run_ok({"export", "--ckpt", gpt_run, "--hf", exported});
+    CHECK_FALSE(fs::exists(exported + "/generation_config.json"));
+    CHECK(nlohmann::json::parse(std::ifstream(exported + "/config.json")).at("model_type") == "gpt2");
+    std::ofstream(exported + "/notes.txt") << "mine";
+    const ProgramResult refused = run_ampgrad({"export", "--ckpt", gpt_run, "--hf", exported});
+    CHECK(refused.exit_code == 1);
+    CHECK(refused.output.find("the folder holds notes.txt, which is not a Hugging Face model's file") != std::string::npos);
+    CHECK(fs::exists(exported + "/notes.txt"));
+    fs::remove_all(out);
+}
