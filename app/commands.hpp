@@ -25,7 +25,7 @@ struct TrainOptions {
 };
 int run_train(const TrainOptions& o);
 
-// sample and eval read an ampgrad checkpoint (--ckpt) or a Hugging Face GPT-2 folder (--hf, with
+// sample and eval read an ampgrad checkpoint (--ckpt) or a Hugging Face GPT-2/Llama/Mistral folder (--hf, with
 // the data and tokenizer of `hf_run`: --data, --tokenizer, --batch-size, --eval-iters, --prec).
 struct SampleOptions {
     std::string checkpoint, hf, prompt;
@@ -54,7 +54,7 @@ struct EvalOptions {
 };
 int run_eval(const EvalOptions& o);
 
-// `ampgrad export --ckpt DIR --hf OUT`: a checkpoint's model as a Hugging Face GPT2LMHeadModel folder.
+// `ampgrad export --ckpt DIR --hf OUT`: a checkpoint's model as a Hugging Face folder (app/export_hf.hpp).
 struct ExportOptions {
     std::string checkpoint, hf_out;
 };

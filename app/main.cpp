@@ -91,157 +91,195 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--eval-iters", r.eval_iters, "batches per evaluation")->capture_default_str();
 }
 
-}  // namespace
 
-int main(int argc, char** argv) {
-    std::signal(SIGXFSZ, SIG_IGN);   // a file-size limit makes write() fail with EFBIG instead of killing us
-    CLI::App app{"ampgrad: train and sample the bundled GPT (docs/gpt.md)"};
-    app.require_subcommand(1);
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // a repeated flag: the last wins
-
+// Every subcommand's options as CLI11 fills them, and the handles read after parsing.
+struct CommandLine {
     TrainOptions train;
-    CLI::App* train_cmd = app.add_subcommand("train", "train a GPT or a Llama (progress line, metrics.jsonl, checkpoints)");
-    add_run_flags(train_cmd, train.run);
-    train_cmd->add_option("--out", train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
-    train_cmd->add_option("--resume", train.resume, "continue the run saved in this checkpoint (or output) folder");
-    train_cmd->add_option("--init-from", train.run.init_from, "start from the weights of this Hugging Face GPT-2, Llama or "
+    CLI::App* train_cmd = nullptr;
+    SampleOptions sample;
+    std::string sample_preset;
+    CLI::Option* sample_preset_opt = nullptr;
+    EvalOptions eval;
+    std::string eval_preset;
+    CLI::Option* eval_preset_opt = nullptr;
+    CLI::Option* eval_iters_opt = nullptr;
+    ExportOptions export_opts;
+    BenchOptions bench;
+    CLI::App* bench_cmd = nullptr;
+    TokenizerTrainOptions tok_train;
+    DataPrepareOptions prep;
+};
+
+void add_train_command(CLI::App& app, CommandLine& c) {
+    c.train_cmd = app.add_subcommand("train", "train a GPT or a Llama (progress line, metrics.jsonl, checkpoints)");
+    add_run_flags(c.train_cmd, c.train.run);
+    c.train_cmd->add_option("--out", c.train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
+    c.train_cmd->add_option("--resume", c.train.resume, "continue the run saved in this checkpoint (or output) folder");
+    c.train_cmd->add_option("--init-from", c.train.run.init_from, "start from the weights of this Hugging Face GPT-2, Llama or "
                                                              "Mistral folder (it sets --model and the sizes; docs/pretrained.md)");
-    train_cmd->add_option("--plot", train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
-    train_cmd->add_option("--until", train.until, "stop after this step, with a checkpoint (the schedule still "
+    c.train_cmd->add_option("--plot", c.train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
+    c.train_cmd->add_option("--until", c.train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");
-    train_cmd->add_option("--ckpt-every", train.ckpt_every, "also save a checkpoint every N steps")->capture_default_str();
-    train_cmd->add_option("--log-every", train.log_every, "progress every N steps when not on a terminal")
+    c.train_cmd->add_option("--ckpt-every", c.train.ckpt_every, "also save a checkpoint every N steps")->capture_default_str();
+    c.train_cmd->add_option("--log-every", c.train.log_every, "progress every N steps when not on a terminal")
         ->capture_default_str();
-    train_cmd->add_option("--sample-tokens", train.sample_tokens, "print a sample of N tokens at the end (0: none)")
+    c.train_cmd->add_option("--sample-tokens", c.train.sample_tokens, "print a sample of N tokens at the end (0: none)")
         ->capture_default_str();
-    train_cmd->add_option("--zero", train.run.zero, "train with the ZeRO engine at this stage on every process "
+    c.train_cmd->add_option("--zero", c.train.run.zero, "train with the ZeRO engine at this stage on every process "
                                                     "ampgrad-run starts (0: data parallel, nothing partitioned; 1: "
                                                     "optimizer states, 2: + gradients, 3: + parameters partitioned); "
                                                     "without --zero: no engine")
         ->check(CLI::Range(0, 3));
-    train_cmd->add_flag("--ckpt-node-local", train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
+    c.train_cmd->add_flag("--ckpt-node-local", c.train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
                                                                     "(each host writes its ranks' files and a manifest)");
-    train_cmd->add_option("--hellaswag", train.run.hellaswag, "a jsonl file in HellaSwag's layout: multiple-choice "
+    c.train_cmd->add_option("--hellaswag", c.train.run.hellaswag, "a jsonl file in HellaSwag's layout: multiple-choice "
                                                               "accuracy every --hellaswag-every steps and at the end "
                                                               "(docs/data.md)");
-    train_cmd->add_option("--hellaswag-every", train.run.hellaswag_every, "--hellaswag every N steps (0: only at the end)")
+    c.train_cmd->add_option("--hellaswag-every", c.train.run.hellaswag_every, "--hellaswag every N steps (0: only at the end)")
         ->check(CLI::NonNegativeNumber)->capture_default_str();
-    train_cmd->add_option("--hellaswag-limit", train.run.hellaswag_limit, "--hellaswag: the first N examples (0: all)")
+    c.train_cmd->add_option("--hellaswag-limit", c.train.run.hellaswag_limit, "--hellaswag: the first N examples (0: all)")
         ->check(CLI::NonNegativeNumber)->capture_default_str();
-    train_cmd->add_option("--progress", train.progress, "auto (in place on a terminal), line, plain")
+    c.train_cmd->add_option("--progress", c.train.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 
-    SampleOptions sample;
+}
+
+void add_sample_command(CLI::App& app, CommandLine& c) {
     CLI::App* sample_cmd = app.add_subcommand("sample", "stream text from a checkpoint");
-    CLI::Option* sample_ckpt = sample_cmd->add_option("--ckpt", sample.checkpoint, "checkpoint (or training output) folder");
-    add_hf_flags(sample_cmd, sample.hf, sample.hf_run, sample_ckpt);
-    sample_cmd->add_option("--prompt", sample.prompt, "text to continue");
-    sample_cmd->add_option("--tokens,--max-new-tokens", sample.tokens, "tokens to generate")->capture_default_str()
+    CLI::Option* sample_ckpt = sample_cmd->add_option("--ckpt", c.sample.checkpoint, "checkpoint (or training output) folder");
+    add_hf_flags(sample_cmd, c.sample.hf, c.sample.hf_run, sample_ckpt);
+    sample_cmd->add_option("--prompt", c.sample.prompt, "text to continue");
+    sample_cmd->add_option("--tokens,--max-new-tokens", c.sample.tokens, "tokens to generate")->capture_default_str()
         ->check(CLI::NonNegativeNumber);
-    sample_cmd->add_option("--temperature", sample.temperature, "softmax temperature (0: greedy)")->capture_default_str();
-    sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
-    sample_cmd->add_option("--top-p", sample.top_p, "nucleus sampling: the most likely tokens of this total "
+    sample_cmd->add_option("--temperature", c.sample.temperature, "softmax temperature (0: greedy)")->capture_default_str();
+    sample_cmd->add_option("--top-k", c.sample.top_k, "sample among the k most likely tokens (0: all)")->capture_default_str();
+    sample_cmd->add_option("--top-p", c.sample.top_p, "nucleus sampling: the most likely tokens of this total "
                                                      "probability (1: all)")->capture_default_str()
         ->check(CLI::Range(0.0, 1.0));
-    sample_cmd->add_option("--repetition-penalty", sample.repetition_penalty,
+    sample_cmd->add_option("--repetition-penalty", c.sample.repetition_penalty,
                            "divide (multiply if negative) the logits of tokens already present (1: off)")
         ->capture_default_str()->check(CLI::PositiveNumber);
-    sample_cmd->add_flag("--no-cache", sample.no_cache, "recompute the whole context for every token (no KV cache)");
-    sample_cmd->add_flag("--ignore-eos", sample.ignore_eos, "do not stop at the tokenizer's <|endoftext|> (a BPE "
+    sample_cmd->add_flag("--no-cache", c.sample.no_cache, "recompute the whole context for every token (no KV cache)");
+    sample_cmd->add_flag("--ignore-eos", c.sample.ignore_eos, "do not stop at the tokenizer's <|endoftext|> (a BPE "
                                                             "tokenizer's end token stops the sample by default)");
-    sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
-    std::string sample_preset, eval_preset;
-    CLI::Option* sample_preset_opt = sample_cmd->add_option("--preset", sample_preset, "expected preset (checked)");
+    sample_cmd->add_option("--seed", c.sample.seed, "sampling seed")->capture_default_str();
+    c.sample_preset_opt = sample_cmd->add_option("--preset", c.sample_preset, "expected preset (checked)");
 
-    EvalOptions eval;
+}
+
+void add_eval_command(CLI::App& app, CommandLine& c) {
     CLI::App* eval_cmd = app.add_subcommand("eval", "loss on the train and validation splits (exact match for addition)");
-    CLI::Option* eval_ckpt = eval_cmd->add_option("--ckpt", eval.checkpoint, "checkpoint (or training output) folder");
-    add_hf_flags(eval_cmd, eval.hf, eval.hf_run, eval_ckpt);
-    eval_cmd->add_option("--batch-size", eval.hf_run.batch_size, "--hf: sequences per batch")->capture_default_str();
-    CLI::Option* eval_iters_opt = eval_cmd->add_option("--eval-iters", eval.eval_iters, "batches per split for the "
+    CLI::Option* eval_ckpt = eval_cmd->add_option("--ckpt", c.eval.checkpoint, "checkpoint (or training output) folder");
+    add_hf_flags(eval_cmd, c.eval.hf, c.eval.hf_run, eval_ckpt);
+    eval_cmd->add_option("--batch-size", c.eval.hf_run.batch_size, "--hf: sequences per batch")->capture_default_str();
+    c.eval_iters_opt = eval_cmd->add_option("--eval-iters", c.eval.eval_iters, "batches per split for the "
                                                        "estimate (default: the run's; --hf: 20)");
-    eval_cmd->add_flag("--full-split", eval.full_split, "the validation loss over every non-overlapping window of the "
+    eval_cmd->add_flag("--full-split", c.eval.full_split, "the validation loss over every non-overlapping window of the "
                                                         "validation split (the figure people quote), not an estimate");
-    CLI::Option* eval_hellaswag = eval_cmd->add_option("--hellaswag", eval.hellaswag, "a jsonl file in HellaSwag's layout: "
+    CLI::Option* eval_hellaswag = eval_cmd->add_option("--hellaswag", c.eval.hellaswag, "a jsonl file in HellaSwag's layout: "
                                                        "acc and acc_norm of the model on it instead of the loss (docs/data.md)");
-    eval_cmd->add_option("--limit", eval.limit, "--hellaswag: the first N examples (0: all)")
+    eval_cmd->add_option("--limit", c.eval.limit, "--hellaswag: the first N examples (0: all)")
         ->check(CLI::NonNegativeNumber)->needs(eval_hellaswag);
-    CLI::Option* eval_preset_opt = eval_cmd->add_option("--preset", eval_preset, "expected preset (checked)");
+    c.eval_preset_opt = eval_cmd->add_option("--preset", c.eval_preset, "expected preset (checked)");
 
-    ExportOptions export_opts;
-    CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face GPT-2 folder");
-    export_cmd->add_option("--ckpt", export_opts.checkpoint, "checkpoint (or training output) folder")->required();
-    export_cmd->add_option("--hf", export_opts.hf_out, "the folder to write (config.json, model.safetensors)")->required();
+}
 
-    BenchOptions bench;
-    CLI::App* bench_cmd = app.add_subcommand("bench", "time training steps: ms/step, tokens/s, GFLOP/s");
-    add_run_flags(bench_cmd, bench.run);
-    bench_cmd->add_option("--warmup-steps", bench.warmup_steps, "untimed steps first")->capture_default_str();
-    bench_cmd->add_option("--timed-steps", bench.timed_steps, "timed steps")->capture_default_str();
+// export, bench, info and tokenizer train.
+void add_tool_commands(CLI::App& app, CommandLine& c) {
+    CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face folder "
+                                                        "(GPT2LMHeadModel or LlamaForCausalLM), written whole");
+    export_cmd->add_option("--ckpt", c.export_opts.checkpoint, "checkpoint (or training output) folder")->required();
+    export_cmd->add_option("--hf", c.export_opts.hf_out, "the folder to write (config.json, model.safetensors)")->required();
+
+    c.bench_cmd = app.add_subcommand("bench", "time training steps: ms/step, tokens/s, GFLOP/s");
+    add_run_flags(c.bench_cmd, c.bench.run);
+    c.bench_cmd->add_option("--warmup-steps", c.bench.warmup_steps, "untimed steps first")->capture_default_str();
+    c.bench_cmd->add_option("--timed-steps", c.bench.timed_steps, "timed steps")->capture_default_str();
 
     app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
 
-    TokenizerTrainOptions tok_train;
     CLI::App* tok_cmd = app.add_subcommand("tokenizer", "byte-level BPE tokenizers (docs/tokenizers.md)");
     tok_cmd->require_subcommand(1);
     CLI::App* tok_train_cmd = tok_cmd->add_subcommand("train", "learn a byte-level BPE from a text; write vocab.json + "
                                                                "merges.txt + tokenizer.json (load with --tokenizer gpt2:DIR, or in HF tokenizers)");
-    tok_train_cmd->add_option("--input", tok_train.input, "the text to learn from (UTF-8)")->required();
-    tok_train_cmd->add_option("--output", tok_train.output, "folder for vocab.json, merges.txt and tokenizer.json")->required();
-    tok_train_cmd->add_option("--vocab-size", tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
+    tok_train_cmd->add_option("--input", c.tok_train.input, "the text to learn from (UTF-8)")->required();
+    tok_train_cmd->add_option("--output", c.tok_train.output, "folder for vocab.json, merges.txt and tokenizer.json")->required();
+    tok_train_cmd->add_option("--vocab-size", c.tok_train.vocab_size, "tokens: 256 bytes + merges + <|endoftext|>")
         ->required()->check(CLI::Range(int64_t{257}, int64_t{INT32_MAX}));
 
-    DataPrepareOptions prep;
+}
+
+void add_data_command(CLI::App& app, CommandLine& c) {
     CLI::App* data_cmd = app.add_subcommand("data", "token shards in llm.c's format (docs/data.md)");
     data_cmd->require_subcommand(1);
     CLI::App* prep_cmd = data_cmd->add_subcommand("prepare", "text files, folders or .jsonl into llm.c token shards + meta.json");
-    prep_cmd->add_option("--input", prep.inputs, "files or folders (every file under it, sorted); a .jsonl file is a "
+    prep_cmd->add_option("--input", c.prep.inputs, "files or folders (every file under it, sorted); a .jsonl file is a "
                                                  "document per line (its \"text\"), any other file one document")
         ->required()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    prep_cmd->add_option("--tokenizer", prep.tokenizer, "gpt2 (built in), byte, char, DIR or gpt2:DIR (vocab.json + "
+    prep_cmd->add_option("--tokenizer", c.prep.tokenizer, "gpt2 (built in), byte, char, DIR or gpt2:DIR (vocab.json + "
                                                         "merges.txt), tiktoken:FILE")->required();
-    prep_cmd->add_option("--output", prep.output, "the shards' folder (NAME_val_000000.bin, NAME_train_000001.bin, ..., "
+    prep_cmd->add_option("--output", c.prep.output, "the shards' folder (NAME_val_000000.bin, NAME_train_000001.bin, ..., "
                                                   "meta.json)")->required();
-    prep_cmd->add_option("--name", prep.name, "the shards' name prefix (default: the output folder's name)");
-    prep_cmd->add_option("--shard-tokens", prep.shard_tokens, "tokens per shard")->capture_default_str()
+    prep_cmd->add_option("--name", c.prep.name, "the shards' name prefix (default: the output folder's name)");
+    prep_cmd->add_option("--shard-tokens", c.prep.shard_tokens, "tokens per shard")->capture_default_str()
         ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
-    prep_cmd->add_option("--val-tokens", prep.val_tokens, "the validation shard holds the first N tokens (0: a whole shard)")
+    prep_cmd->add_option("--val-tokens", c.prep.val_tokens, "the validation shard holds the first N tokens (0: a whole shard)")
         ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{INT32_MAX}));
-    prep_cmd->add_option("--threads", prep.threads, "encoding threads (0: one per core)")->capture_default_str()
+    prep_cmd->add_option("--threads", c.prep.threads, "encoding threads (0: one per core)")->capture_default_str()
         ->check(CLI::Range(0, 4096));
-    prep_cmd->add_flag("--overwrite", prep.overwrite, "replace shards made from other inputs or settings");
-    prep_cmd->add_option("--progress", prep.progress, "auto (in place on a terminal), line, plain")
+    prep_cmd->add_flag("--overwrite", c.prep.overwrite, "replace shards made from other inputs or settings");
+    prep_cmd->add_option("--progress", c.prep.progress, "auto (in place on a terminal), line, plain")
         ->check(CLI::IsMember({"auto", "line", "plain"}))->capture_default_str();
 
+}
+
+// The parsed subcommand, run (flags typed are recorded where a command checks them).
+int run_command(CommandLine& c, const std::string& command) {
+    if (command == "train") {
+        c.train.run.settle_model(c.train_cmd->count("--model") > 0, c.train_cmd->count("--preset") > 0);
+        if (c.train_cmd->count("--preset") > 0) c.train.preset_given = c.train.run.preset;
+        if (c.train_cmd->count("--zero") > 0) c.train.zero_given = c.train.run.zero;
+        for (const CLI::Option* opt : c.train_cmd->get_options())
+            if (opt->count() > 0) c.train.flags_given.push_back(opt->get_name());
+        if (c.train_cmd->count("--out") == 0) c.train.out = "runs/" + c.train.run.preset;
+        return run_train(c.train);
+    }
+    if (command == "sample") {
+        if (c.sample_preset_opt->count() > 0) c.sample.preset_given = c.sample_preset;
+        return run_sample(c.sample);
+    }
+    if (command == "eval") {
+        if (c.eval_preset_opt->count() > 0) c.eval.preset_given = c.eval_preset;
+        c.eval.eval_iters_given = c.eval_iters_opt->count() > 0;
+        return run_eval(c.eval);
+    }
+    if (command == "export") return run_export(c.export_opts);
+    if (command == "bench") {
+        c.bench.run.settle_model(c.bench_cmd->count("--model") > 0, c.bench_cmd->count("--preset") > 0);
+        return run_bench(c.bench);
+    }
+    if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
+    if (command == "data") return run_data_prepare(c.prep);
+    return run_info();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::signal(SIGXFSZ, SIG_IGN);   // a file-size limit makes write() fail with EFBIG instead of killing us
+    CLI::App app{"ampgrad: train, evaluate, sample and export GPT and Llama models (docs/gpt.md, docs/llama.md)"};
+    app.require_subcommand(1);
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // a repeated flag: the last wins
+    CommandLine c;
+    add_train_command(app, c);
+    add_sample_command(app, c);
+    add_eval_command(app, c);
+    add_tool_commands(app, c);
+    add_data_command(app, c);
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
-        if (command == "train") {
-            train.run.settle_model(train_cmd->count("--model") > 0, train_cmd->count("--preset") > 0);
-            if (train_cmd->count("--preset") > 0) train.preset_given = train.run.preset;
-            if (train_cmd->count("--zero") > 0) train.zero_given = train.run.zero;
-            for (const CLI::Option* opt : train_cmd->get_options())
-                if (opt->count() > 0) train.flags_given.push_back(opt->get_name());
-            if (train_cmd->count("--out") == 0) train.out = "runs/" + train.run.preset;
-            return run_train(train);
-        }
-        if (command == "sample") {
-            if (sample_preset_opt->count() > 0) sample.preset_given = sample_preset;
-            return run_sample(sample);
-        }
-        if (command == "eval") {
-            if (eval_preset_opt->count() > 0) eval.preset_given = eval_preset;
-            eval.eval_iters_given = eval_iters_opt->count() > 0;
-            return run_eval(eval);
-        }
-        if (command == "export") return run_export(export_opts);
-        if (command == "bench") {
-            bench.run.settle_model(bench_cmd->count("--model") > 0, bench_cmd->count("--preset") > 0);
-            return run_bench(bench);
-        }
-        if (command == "tokenizer") return run_tokenizer_train(tok_train);
-        if (command == "data") return run_data_prepare(prep);
-        return run_info();
+        return run_command(c, command);
     } catch (const std::exception& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "\nampgrad %s: error: %s\n", command.c_str(), e.what());
