@@ -223,7 +223,7 @@ Tensor Llama::hidden_states(const Tensor& idx, const Tensor& position_ids) const
         throw ShapeError(fmt::format("Llama: position_ids must be (B,T), (1,T) or (T) integers with B = {}, T = {}, "
                                      "but are {}", idx.size(0), T, pos.describe()));
     if (pos.dim() == 1) pos = pos.unsqueeze(0);                                  // (1,T)
-    auto [cos, sin] = rotary_emb->forward(pos, kFloat32);                        // (B|1,T,HS) each
+    auto [cos, sin] = rotary_emb->forward(pos, rope_dtype());                    // (B|1,T,HS) each
     Tensor x = embed_tokens->forward(idx);                                       // (B,T,H)
     const bool recompute = cfg_.checkpoint_blocks && is_training() && GradMode::is_enabled();
     for (size_t i = 0; i < num_layers(); ++i) {
@@ -263,7 +263,7 @@ Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache, const Tensor& va
     Tensor pos = cache.begin_step(valid, idx.size(1));                           // (B,T)
     Tensor x;
     try {
-        auto [cos, sin] = rotary_emb->forward(pos, kFloat32);                    // (B,T,HS) each
+        auto [cos, sin] = rotary_emb->forward(pos, rope_dtype());                // (B,T,HS) each
         x = embed_tokens->forward(idx);                                          // (B,T,H)
         for (size_t i = 0; i < num_layers(); ++i) x = layer(i)->forward(x, cos, sin, cache, static_cast<int64_t>(i));
     } catch (...) {

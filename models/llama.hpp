@@ -155,6 +155,8 @@ public:
 private:
     Tensor hidden_states(const Tensor& idx, const Tensor& position_ids) const;   // (B,T) -> (B,T,H), after norm
     Tensor logits_from(const Tensor& x) const;                                    // (B,T,H) -> (B,T,V)
+    // The RoPE tables' dtype: f64 for a float64 model (computed in f64), else f32 as transformers.
+    DType rope_dtype() const { return embed_tokens->weight.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
     LlamaConfig cfg_;
 };

@@ -45,11 +45,16 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim_, double theta_, std::optional
     if (head_dim <= 0 || head_dim % 2 != 0)
         throw ValueError(fmt::format("RotaryEmbedding: head_dim must be even and positive, got {}", head_dim));
     if (!(theta > 0.0)) throw ValueError(fmt::format("RotaryEmbedding: theta must be positive, got {}", theta));
+    inv_freq = inverse_frequencies(kFloat32);                                                // (HS/2)
+}
+
+// 1 / theta^(arange(0, HS, 2) / HS), then Llama 3's rescaling: in f32 as transformers'
+// _compute_default_rope_parameters, or wholly in f64 for a float64 model.
+Tensor RotaryEmbedding::inverse_frequencies(DType dtype) const {
     NoGradGuard no_grad;
-    // 1 / theta^(arange(0, HS, 2) / HS), in f32 as transformers' _compute_default_rope_parameters
-    Tensor exponents = arange(0.0, static_cast<double>(head_dim), 2.0, TensorOptions(kFloat32)) / static_cast<double>(head_dim);
-    inv_freq = reciprocal(pow(theta, exponents));                                            // (HS/2)
-    if (scaling) inv_freq = llama3_scale_inv_freq(inv_freq, *scaling);
+    Tensor exponents = arange(0.0, static_cast<double>(head_dim), 2.0, TensorOptions(dtype)) / static_cast<double>(head_dim);
+    Tensor freq = reciprocal(pow(theta, exponents));                                         // (HS/2)
+    return scaling ? llama3_scale_inv_freq(freq, *scaling) : freq;
 }
 
 std::pair<Tensor, Tensor> RotaryEmbedding::forward(const Tensor& position_ids, DType dtype) const {
@@ -58,8 +63,11 @@ std::pair<Tensor, Tensor> RotaryEmbedding::forward(const Tensor& position_ids, D
         throw DTypeError(fmt::format("RotaryEmbedding: position_ids must be integer (B,T) or (T), got {}",
                                      position_ids.defined() ? position_ids.describe() : "an undefined tensor"));
     NoGradGuard no_grad;
-    Tensor freq = inv_freq.device() == position_ids.device() ? inv_freq : inv_freq.to(position_ids.device());
-    Tensor freqs = unsqueeze(to_dtype(position_ids, kFloat32), -1) * freq;                  // (B,T,HS/2)
+    // f64 tables are computed in f64 throughout; every other dtype gets transformers' f32 tables, cast.
+    const DType compute = dtype == kFloat64 ? kFloat64 : kFloat32;
+    Tensor freq = compute == kFloat64 ? inverse_frequencies(kFloat64) : inv_freq;
+    if (freq.device() != position_ids.device()) freq = freq.to(position_ids.device());
+    Tensor freqs = unsqueeze(to_dtype(position_ids, compute), -1) * freq;                   // (B,T,HS/2)
     Shape table_shape = freqs.sizes();
     table_shape.back() = head_dim;
     Tensor angles = interleaved ? stack({freqs, freqs}, -1).reshape(table_shape)           // (B,T,HS): f0 f0 f1 f1 ...

@@ -30,9 +30,13 @@ public:
     // head_dim: HS (even); theta: config.rope_theta
     explicit RotaryEmbedding(int64_t head_dim, double theta = 10000.0,
                              std::optional<Llama3RopeScaling> scaling = std::nullopt, bool interleaved = false);
-    // position_ids (B,T) or (T), integer -> (cos, sin), each (B,T,HS) or (T,HS), computed in f32 and
-    // returned in `dtype` on position_ids' device. Not differentiable (constants of the model).
+    // position_ids (B,T) or (T), integer -> (cos, sin), each (B,T,HS) or (T,HS), computed in f32 (as
+    // transformers does) and returned in `dtype` on position_ids' device; dtype kFloat64 computes in
+    // f64 throughout, so a float64 model is float64 to the end. Not differentiable (model constants).
     std::pair<Tensor, Tensor> forward(const Tensor& position_ids, DType dtype = kFloat32) const;
+
+    // inv_freq (with the scaling) computed in `dtype`: kFloat32 is the buffer's, kFloat64 for f64 tables.
+    Tensor inverse_frequencies(DType dtype) const;
 
     int64_t head_dim;
     double theta;

@@ -3,6 +3,9 @@
 // layout, the dtype and device of the tables, and bad configuration.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
 
@@ -64,4 +67,38 @@ TEST_CASE("RotaryEmbedding rejects bad configuration and positions") {
     nn::RotaryEmbedding rope(8);
     CHECK_THROWS_AS(rope.forward(randn({4})), DTypeError);
     CHECK_THROWS_AS(rope.forward(zeros({1, 2, 3}, TensorOptions(kInt64))), DTypeError);
+}
+
+// A float64 model's tables are float64 throughout (issue 33: they were f32 cast to f64, about 1e-6
+// relative off): against the closed form in double, with and without Llama 3's scaling.
+TEST_CASE("RotaryEmbedding: kFloat64 tables are computed in f64, to double rounding") {
+    const double theta = 500000.0;
+    const nn::Llama3RopeScaling s{8.0, 1.0, 4.0, 16};
+    for (const bool scaled : {false, true}) {
+        CAPTURE(scaled);
+        nn::RotaryEmbedding rope(8, theta, scaled ? std::optional<nn::Llama3RopeScaling>(s) : std::nullopt);
+        Tensor pos = arange(50, TensorOptions(kInt64));
+        auto [cos, sin] = rope.forward(pos, kFloat64);                  // (T,HS)
+        REQUIRE(cos.dtype() == kFloat64);
+        const std::vector<double> c = cos.to_vector<double>(), n = sin.to_vector<double>();
+        double worst = 0.0;
+        for (int64_t p = 0; p < 50; ++p)
+            for (int64_t i = 0; i < 4; ++i) {
+                double f = 1.0 / std::pow(theta, 2.0 * static_cast<double>(i) / 8.0);
+                if (scaled) {   // Llama 3's rule (transformers' _compute_llama3_parameters), in double
+                    const double wavelen = 2.0 * M_PI / f, low = 16.0 / s.low_freq_factor, high = 16.0 / s.high_freq_factor;
+                    const double smooth = (16.0 / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                    f = wavelen > low ? f / s.factor : wavelen < high ? f : (1 - smooth) * f / s.factor + smooth * f;
+                }
+                for (int64_t half = 0; half < 2; ++half) {
+                    const size_t k = static_cast<size_t>(p * 8 + i + 4 * half);
+                    worst = std::max({worst, std::abs(c[k] - std::cos(static_cast<double>(p) * f)),
+                                      std::abs(n[k] - std::sin(static_cast<double>(p) * f))});
+                }
+            }
+        CHECK(worst < 1e-13);
+        auto [cos32, sin32] = rope.forward(pos, kFloat32);              // f32 tables: f32's rounding
+        CHECK(max(abs(cos32.to(kFloat64) - cos)).item<double>() < 1e-5);
+        CHECK(max(abs(cos32.to(kFloat64) - cos)).item<double>() > 1e-12);
+    }
 }
