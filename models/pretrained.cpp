@@ -190,6 +190,13 @@ std::shared_ptr<Llama> PretrainedModel::llama() const {
     return l;
 }
 
+std::shared_ptr<CausalLM> PretrainedModel::causal_lm() const {
+    auto lm = architecture == "GPT2Model" ? nullptr : std::dynamic_pointer_cast<CausalLM>(module);   // no head
+    if (!lm) throw ValueError(fmt::format("PretrainedModel::causal_lm: the model is a {} (model_type \"{}\"), which has no "
+                                          "language-model head", architecture, model_type));
+    return lm;
+}
+
 namespace {
 
 const Architecture& architecture_of(const PretrainedModel& model, const std::string& op, const std::string& dir) {

@@ -31,6 +31,7 @@
 
 #include "core/device.hpp"
 #include "core/dtype.hpp"
+#include "models/causal_lm.hpp"
 #include "models/gpt.hpp"
 #include "models/llama.hpp"
 
@@ -53,6 +54,10 @@ struct PretrainedModel {
     std::shared_ptr<GPT> gpt() const;
     // The Llama (LlamaForCausalLM, MistralForCausalLM); ValueError naming the architecture otherwise.
     std::shared_ptr<Llama> llama() const;
+    // Whichever family it is, as the causal LM models::generate drives (AutoModelForCausalLM-like):
+    //   auto lm = models::from_pretrained(dir).causal_lm();
+    //   Tensor out = models::generate(*lm, prompt_ids, Tensor(), {.max_new_tokens = 20});
+    std::shared_ptr<CausalLM> causal_lm() const;
 };
 
 // Reads dir/config.json and dir's weights, builds the model config.json's "architectures" (else

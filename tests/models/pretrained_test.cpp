@@ -197,3 +197,23 @@ TEST_CASE("load_pretrained_weights: into a GPT built with other training options
                                                          hf_fixture("lm")),
                          doctest::Contains("\"transformer.wpe.weight\" has shape (32,8)"), ShapeError);
 }
+
+// One handle for any family (transformers' AutoModelForCausalLM): causal_lm() is the GPT-2 or the
+// Llama as models::generate drives it, with no choice of accessor.
+TEST_CASE("from_pretrained(...).causal_lm(): GPT-2 and Llama folders behind one interface") {
+    const std::string root = std::getenv("AMPGRAD_FIXTURES");
+    for (const std::string dir : {root + "/hf_gpt2/lm", root + "/hf_llama/llama"}) {
+        CAPTURE(dir);
+        const models::PretrainedModel m = models::from_pretrained(dir);
+        std::shared_ptr<models::CausalLM> lm = m.causal_lm();
+        REQUIRE(lm != nullptr);
+        models::GenerationConfig g;
+        g.max_new_tokens = 3;
+        g.do_sample = false;
+        const Tensor out = models::generate(*lm, tensor(std::vector<int64_t>{1, 2, 3}, {1, 3}), Tensor(), g);
+        CHECK(out.sizes() == Shape{1, 6});
+        CHECK(lm->vocab_size() == (m.model_type == "gpt2" ? m.gpt()->config().vocab_size : m.llama()->config().vocab_size));
+    }
+    CHECK_THROWS_WITH_AS(models::from_pretrained(root + "/hf_gpt2/base").causal_lm(), doctest::Contains("GPT2Model"),
+                         ValueError);
+}
