@@ -186,7 +186,10 @@ TEST_CASE("list_shards: a folder, a glob or one file, and the val / train split"
     CHECK_THROWS_WITH_AS(data::list_shards(d + "/nothing_*.bin", "train"), doctest::Contains("nothing_*.bin"), IOError);
     CHECK(data::names_token_shards(d));
     CHECK(data::names_token_shards("x/*.bin"));
-    CHECK(data::names_token_shards("a.bin"));
+    CHECK(data::names_token_shards(d + "/c_val_000000.bin"));   // a .bin file that starts with llm.c's magic
+    CHECK_FALSE(data::names_token_shards("no/such/a.bin"));      // else it is read as text (and named as such)
+    write_bytes(dir / "elf.bin", std::string("\x7f" "ELF\0\0\x01", 7));
+    CHECK_FALSE(data::names_token_shards((dir / "elf.bin").string()));
     CHECK_FALSE(data::names_token_shards("notes.txt"));
     // Without any *_train_* name, "train" keeps everything that is not *_val_*.
     const fs::path plain = bpe_temp_dir("list_plain");
