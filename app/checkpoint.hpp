@@ -24,11 +24,6 @@ namespace ampgrad::app {
 
 class Trainer;
 
-// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename,
-// fsync of the directory). IOError naming the path and the system's reason on failure, with the
-// temporary file removed.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
 // The checkpoint directory `path` names: itself when it holds state.json, else the one its
 // `latest` file names. IOError naming the path when there is none.
 std::string resolve_checkpoint(const std::string& path);
