@@ -44,21 +44,6 @@ void maybe_stop_for_test(int64_t step) {
 
 }  // namespace
 
-std::string resolve_checkpoint(const std::string& path) {
-    if (fs::exists(fs::path(path) / "state.json")) return path;
-    const fs::path latest = fs::path(path) / "latest";
-    if (!fs::exists(latest)) {
-        if (fs::exists(fs::path(path) / "checkpoints" / "latest")) return resolve_checkpoint((fs::path(path) / "checkpoints").string());
-        throw IOError(fmt::format("checkpoint {}: no checkpoint there (neither state.json nor a latest file)", path));
-    }
-    std::string name = read_file(latest.string());
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    const fs::path dir = fs::path(path) / name;
-    if (name.empty() || !fs::exists(dir / "state.json"))
-        throw IOError(fmt::format("checkpoint {}: latest names \"{}\", which holds no state.json", path, name));
-    return dir.string();
-}
-
 nlohmann::json read_checkpoint_state(const std::string& dir) {
     const std::string path = (fs::path(dir) / "state.json").string();
     nlohmann::json j;

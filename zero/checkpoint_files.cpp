@@ -186,17 +186,21 @@ Tensor read_flat_range(const SavedCheckpoint& ck, const std::string& name, int64
 
 // ---- public: finding and reading the manifest ----
 
-std::string resolve_checkpoint(const std::string& path) {
-    if (fs::exists(fs::path(path) / kManifestName)) return path;
+std::string resolve_checkpoint(const std::string& path, const std::string& marker, const std::string& kind) {
+    if (fs::exists(fs::path(path) / marker)) return path;
     const fs::path latest = fs::path(path) / "latest";
-    if (!fs::exists(latest))
-        fail(path, "no checkpoint there (neither manifest.json nor a latest file)");
+    if (!fs::exists(latest)) {
+        if (fs::exists(fs::path(path) / "checkpoints" / "latest"))   // a run's output folder
+            return resolve_checkpoint((fs::path(path) / "checkpoints").string(), marker, kind);
+        throw CheckpointError(fmt::format("{} {}: no checkpoint there (neither {} nor a latest file)", kind, path, marker));
+    }
     std::ifstream in(latest);
     std::string name;
     std::getline(in, name);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
     const fs::path dir = fs::path(path) / name;
-    if (name.empty() || !fs::exists(dir / kManifestName))
-        fail(latest.string(), fmt::format("names \"{}\", which holds no {}", name, kManifestName));
+    if (name.empty() || !fs::exists(dir / marker))
+        throw CheckpointError(fmt::format("{} {}: names \"{}\", which holds no {}", kind, latest.string(), name, marker));
     return dir.string();
 }
 
