@@ -12,25 +12,6 @@ namespace ampgrad::app {
 
 namespace {
 
-// nanoGPT's grouping: weight decay on matrices and embeddings (dim >= 2), none on biases and
-// LayerNorm / RMSNorm parameters. Fills `names` and `params` in the groups' order.
-std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay,
-                                            std::vector<std::string>& names, std::vector<Tensor>& params) {
-    optim::ParamGroup decay, no_decay;
-    decay.options["weight_decay"] = weight_decay;
-    no_decay.options["weight_decay"] = 0.0;
-    std::vector<std::string> decay_names, other_names;
-    for (const auto& [name, p] : model.named_parameters()) {
-        (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
-        (p.dim() >= 2 ? decay_names : other_names).push_back(name);
-    }
-    names = decay_names;
-    names.insert(names.end(), other_names.begin(), other_names.end());
-    params = decay.params;
-    params.insert(params.end(), no_decay.params.begin(), no_decay.params.end());
-    return {decay, no_decay};
-}
-
 // The total L2 norm of the gradients, computed in f32 (an f16 sum of squares would overflow).
 double grad_norm_f32(const std::vector<Tensor>& params) {
     NoGradGuard no_grad;
@@ -49,7 +30,13 @@ Precision::Precision(const RunConfig& cfg, nn::Module& model)
     : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), grad_accum_(cfg.grad_accum),
       model_(model) {
     optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
-    std::vector<optim::ParamGroup> groups = decay_groups(model, cfg.weight_decay, param_names_, params_);
+    // nanoGPT's grouping: decay on matrices and embeddings (dim >= 2), none on biases and norm gains.
+    std::vector<std::pair<std::string, Tensor>> named_params;
+    for (const auto& [name, p] : model.named_parameters()) named_params.emplace_back(name, p);
+    optim::NamedParamGroups named = optim::weight_decay_groups(named_params, cfg.weight_decay);
+    std::vector<optim::ParamGroup>& groups = named.groups;
+    param_names_ = std::move(named.names);
+    for (const optim::ParamGroup& g : groups) params_.insert(params_.end(), g.params.begin(), g.params.end());
     if (mode_ == "fp16-master") {
         model.to(kFloat16);
         amp::DynamicLossScalerOptions so;

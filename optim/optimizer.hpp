@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fused_kernels.hpp"
@@ -98,5 +99,13 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 // (matmul weights, embeddings) with "weight_decay" = weight_decay; group 1 the rest (biases,
 // LayerNorm gains) with "weight_decay" = 0. Parameters that do not require grad are left out.
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+
+// The same split of named parameters (a module's named_parameters()), with the names in the
+// groups' order: group 0's, then group 1's (the order an optimizer's state is indexed in).
+struct NamedParamGroups {
+    std::vector<ParamGroup> groups;
+    std::vector<std::string> names;
+};
+NamedParamGroups weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double weight_decay);
 
 }  // namespace ampgrad::optim
