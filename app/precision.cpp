@@ -1,9 +1,6 @@
 // precision.cpp: the four `--prec` recipes (app/precision.hpp).
 #include "app/precision.hpp"
 
-#include <cmath>
-
-#include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "nn/utils/clip_grad.hpp"
@@ -12,16 +9,13 @@ namespace ampgrad::app {
 
 namespace {
 
-// The total L2 norm of the gradients, computed in f32 (an f16 sum of squares would overflow).
+// The total L2 norm of the gradients as a double. The sum of squares is formed in f32 on the
+// gradients' device (an f16 one would overflow), and the norm is read back once.
 double grad_norm_f32(const std::vector<Tensor>& params) {
-    NoGradGuard no_grad;
-    double total = 0.0;
+    std::vector<Tensor> grads;
     for (const Tensor& p : params)
-        if (p.grad().defined()) {
-            const double n = p.grad().to(kFloat32).norm().item<double>();
-            total += n * n;
-        }
-    return std::sqrt(total);
+        if (p.grad().defined()) grads.push_back(p.grad());
+    return nn::utils::get_total_norm(grads, 2.0, /*error_if_nonfinite=*/false, kFloat32).item<double>();
 }
 
 }  // namespace
