@@ -5,13 +5,13 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
 
 #include "app/trainer.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
@@ -25,16 +25,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
     throw IOError(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
-}
-
-void fsync_path(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open for fsync", path);
-    if (::fsync(fd) != 0) {
-        ::close(fd);
-        fail("fsync failed for", path);
-    }
-    ::close(fd);
 }
 
 std::string read_file(const std::string& path) {
@@ -53,53 +43,6 @@ void maybe_stop_for_test(int64_t step) {
 }
 
 }  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("cannot create", tmp);
-    size_t done = 0;
-    while (done < bytes.size()) {
-        ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = n < 0 ? errno : ENOSPC;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            errno = err;
-            fail("cannot write", path);
-        }
-        done += static_cast<size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        errno = err;
-        fail("cannot flush", path);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        errno = err;
-        fail("cannot rename into place", path);
-    }
-    fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
-}
-
-std::string resolve_checkpoint(const std::string& path) {
-    if (fs::exists(fs::path(path) / "state.json")) return path;
-    const fs::path latest = fs::path(path) / "latest";
-    if (!fs::exists(latest)) {
-        if (fs::exists(fs::path(path) / "checkpoints" / "latest")) return resolve_checkpoint((fs::path(path) / "checkpoints").string());
-        throw IOError(fmt::format("checkpoint {}: no checkpoint there (neither state.json nor a latest file)", path));
-    }
-    std::string name = read_file(latest.string());
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-    const fs::path dir = fs::path(path) / name;
-    if (name.empty() || !fs::exists(dir / "state.json"))
-        throw IOError(fmt::format("checkpoint {}: latest names \"{}\", which holds no state.json", path, name));
-    return dir.string();
-}
 
 nlohmann::json read_checkpoint_state(const std::string& dir) {
     const std::string path = (fs::path(dir) / "state.json").string();
@@ -126,10 +69,10 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
         fs::remove_all(tmp);
         fs::create_directories(tmp);
         trainer.save(tmp.string());
-        fsync_path(tmp.string());
+        fsync_directory(tmp.string());
         if (fs::exists(final_dir)) fs::remove_all(final_dir);   // re-saving the same step
         if (::rename(tmp.c_str(), final_dir.c_str()) != 0) fail("cannot rename into place", final_dir.string());
-        fsync_path(root);
+        fsync_directory(root);
         write_file_atomic((fs::path(root) / "latest").string(), name + "\n");
     } catch (...) {
         std::error_code ignored;

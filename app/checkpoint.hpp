@@ -19,19 +19,18 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/module.hpp"
+#include "zero/checkpoint.hpp"
 
 namespace ampgrad::app {
 
 class Trainer;
 
-// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename,
-// fsync of the directory). IOError naming the path and the system's reason on failure, with the
-// temporary file removed.
-void write_file_atomic(const std::string& path, const std::string& bytes);
-
 // The checkpoint directory `path` names: itself when it holds state.json, else the one its
-// `latest` file names. IOError naming the path when there is none.
-std::string resolve_checkpoint(const std::string& path);
+// `latest` file names (or OUT/checkpoints/latest). An IOError naming the path when there is none.
+// One resolver for both kinds of checkpoint: zero::resolve_checkpoint.
+inline std::string resolve_checkpoint(const std::string& path) {
+    return zero::resolve_checkpoint(path, "state.json", "checkpoint");
+}
 
 // state.json of a checkpoint directory, parsed and checked (IOError for a missing, truncated or
 // corrupt file, naming it).

@@ -19,6 +19,7 @@
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/gemm_paths.hpp"
 #include "core/philox.hpp"

@@ -10,6 +10,7 @@
 
 #include "app/checkpoint.hpp"
 #include "app/trainer.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "models/pretrained.hpp"
 

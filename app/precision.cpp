@@ -1,9 +1,6 @@
 // precision.cpp: the four `--prec` recipes (app/precision.hpp).
 #include "app/precision.hpp"
 
-#include <cmath>
-
-#include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "nn/utils/clip_grad.hpp"
@@ -12,35 +9,13 @@ namespace ampgrad::app {
 
 namespace {
 
-// nanoGPT's grouping: weight decay on matrices and embeddings (dim >= 2), none on biases and
-// LayerNorm / RMSNorm parameters. Fills `names` and `params` in the groups' order.
-std::vector<optim::ParamGroup> decay_groups(const nn::Module& model, double weight_decay,
-                                            std::vector<std::string>& names, std::vector<Tensor>& params) {
-    optim::ParamGroup decay, no_decay;
-    decay.options["weight_decay"] = weight_decay;
-    no_decay.options["weight_decay"] = 0.0;
-    std::vector<std::string> decay_names, other_names;
-    for (const auto& [name, p] : model.named_parameters()) {
-        (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
-        (p.dim() >= 2 ? decay_names : other_names).push_back(name);
-    }
-    names = decay_names;
-    names.insert(names.end(), other_names.begin(), other_names.end());
-    params = decay.params;
-    params.insert(params.end(), no_decay.params.begin(), no_decay.params.end());
-    return {decay, no_decay};
-}
-
-// The total L2 norm of the gradients, computed in f32 (an f16 sum of squares would overflow).
+// The total L2 norm of the gradients as a double. The sum of squares is formed in f32 on the
+// gradients' device (an f16 one would overflow), and the norm is read back once.
 double grad_norm_f32(const std::vector<Tensor>& params) {
-    NoGradGuard no_grad;
-    double total = 0.0;
+    std::vector<Tensor> grads;
     for (const Tensor& p : params)
-        if (p.grad().defined()) {
-            const double n = p.grad().to(kFloat32).norm().item<double>();
-            total += n * n;
-        }
-    return std::sqrt(total);
+        if (p.grad().defined()) grads.push_back(p.grad());
+    return nn::utils::get_total_norm(grads, 2.0, /*error_if_nonfinite=*/false, kFloat32).item<double>();
 }
 
 }  // namespace
@@ -49,7 +24,13 @@ Precision::Precision(const RunConfig& cfg, nn::Module& model)
     : mode_(cfg.prec), device_(cfg.device == "cuda" ? kCUDA : kCPU), grad_clip_(cfg.grad_clip), grad_accum_(cfg.grad_accum),
       model_(model) {
     optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
-    std::vector<optim::ParamGroup> groups = decay_groups(model, cfg.weight_decay, param_names_, params_);
+    // nanoGPT's grouping: decay on matrices and embeddings (dim >= 2), none on biases and norm gains.
+    std::vector<std::pair<std::string, Tensor>> named_params;
+    for (const auto& [name, p] : model.named_parameters()) named_params.emplace_back(name, p);
+    optim::NamedParamGroups named = optim::weight_decay_groups(named_params, cfg.weight_decay);
+    std::vector<optim::ParamGroup>& groups = named.groups;
+    param_names_ = std::move(named.names);
+    for (const optim::ParamGroup& g : groups) params_.insert(params_.end(), g.params.begin(), g.params.end());
     if (mode_ == "fp16-master") {
         model.to(kFloat16);
         amp::DynamicLossScalerOptions so;

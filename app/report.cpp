@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/checkpoint.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::app {

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "data/parallel_encoder.hpp"
 
@@ -64,7 +65,7 @@ public:
             m["shards"].push_back({{"index", index}, {"file", r.file}, {"split", shard_split(index)}, {"tokens", r.tokens},
                                    {"done", true}});
         for (const auto& [key, value] : totals.items()) m[key] = value;
-        write_file_atomically(path_, m.dump(2) + "\n");
+        write_file_atomic(path_, m.dump(2) + "\n");
     }
 
 private:

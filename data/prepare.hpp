@@ -94,8 +94,4 @@ struct ResumePlan {
 // Removes leftover temporary files, then compares OUT/meta.json with `settings` (see above).
 ResumePlan plan_resume(const ShardPlan& plan, const nlohmann::json& settings, bool overwrite);
 
-// Writes `bytes` to `path` atomically: a temporary name in the same folder, fsync, rename, fsync
-// of the folder (IOError naming the path).
-void write_file_atomically(const std::string& path, const std::string& bytes);
-
 }  // namespace ampgrad::data

@@ -1,11 +1,7 @@
 // prepare_meta.cpp: the tokenizer `ampgrad data prepare` encodes with, and what OUT/meta.json
 // records (data/prepare.hpp): the settings a re-run must match, the shards done, and the decision
 // to resume, to leave a complete folder alone, or to refuse.
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -77,31 +73,6 @@ nlohmann::json prepare_settings_json(const ShardPlan& plan, const std::vector<In
         inputs.push_back({{"path", f.path}, {"bytes", f.bytes}, {"mtime_ns", f.mtime_ns}, {"jsonl", f.jsonl}});
     return {{"name", plan.name}, {"dtype", shard_dtype_name(plan.dtype)}, {"shard_tokens", plan.shard_tokens},
             {"val_tokens", plan.val_tokens}, {"tokenizer", tokenizer}, {"inputs", inputs}};
-}
-
-void write_file_atomically(const std::string& path, const std::string& bytes) {
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-    auto fail = [&](const char* what) {
-        const std::string reason = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw IOError(fmt::format("data prepare: cannot {} \"{}\": {}", what, path, reason));
-    };
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail("create");
-    for (size_t done = 0; done < bytes.size();) {
-        const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) { ::close(fd); fail("write"); }
-        done += static_cast<size_t>(w);
-    }
-    if (::fsync(fd) != 0) { ::close(fd); fail("flush"); }
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into place");
-    const fs::path parent = fs::path(path).parent_path();
-    if (const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_CLOEXEC); dir >= 0) {
-        ::fsync(dir);
-        ::close(dir);
-    }
 }
 
 namespace {

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::data {
@@ -193,13 +194,7 @@ void ShardWriter::append(const int32_t* ids, size_t n) {
 }
 
 void ShardWriter::flush_buffer() {
-    size_t done = 0;
-    while (done < buffer_.size()) {
-        const ssize_t w = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) io_fail("cannot write", tmp_path_);
-        done += static_cast<size_t>(w);
-    }
+    write_all(fd_, buffer_.data(), buffer_.size(), tmp_path_);
     buffer_.clear();
 }
 
@@ -218,11 +213,7 @@ void ShardWriter::finish() {
         io_fail("cannot rename into place", path_);
     }
     const fs::path parent = fs::path(path_).parent_path();
-    const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_CLOEXEC);
-    if (dir >= 0) {
-        ::fsync(dir);
-        ::close(dir);
-    }
+    fsync_directory(parent.empty() ? "." : parent.string());
 }
 
 // ---- MappedShard ----

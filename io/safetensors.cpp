@@ -1,23 +1,21 @@
-// safetensors.cpp: tensors <-> safetensors files: the atomic writer (temp file, fsync, rename,
-// fsync of the directory), the reader (validated header first, then one allocation and one read
-// per tensor), tied-weight records, and the Module helpers.
+// safetensors.cpp: tensors <-> safetensors files: the writer (through core/atomic_file.hpp: temp
+// file, fsync, rename, fsync of the directory), the reader (validated header first, then one
+// allocation and one read per tensor), tied-weight records, and the Module helpers.
 #include "io/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::io {
@@ -136,50 +134,6 @@ Tensor read_tensor(int fd, const Header& h, const TensorEntry& e, const std::str
 
 // ---- writing ----
 
-void write_all(int fd, const void* buf, uint64_t n, const std::string& path) {
-    const auto* p = static_cast<const char*>(buf);
-    while (n > 0) {
-        ssize_t w = ::write(fd, p, std::min<uint64_t>(n, uint64_t{1} << 30));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) io_fail("save_safetensors", path, "write failed: " + errno_text());
-        p += w;
-        n -= static_cast<uint64_t>(w);
-    }
-}
-
-// Runs `body` on a new temporary file next to `path`, then makes it `path` durably.
-void write_atomically(const std::string& path, const std::function<void(int)>& body) {
-    namespace fs = std::filesystem;
-    fs::path target(path);
-    if (target.filename().empty()) io_fail("save_safetensors", path, "the path names a directory, not a file");
-    fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-    static std::atomic<uint64_t> counter{0};
-    fs::path tmp = dir / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) io_fail("save_safetensors", path, fmt::format("cannot create {}: {}", tmp.string(), errno_text()));
-    try {
-        body(fd);
-        if (::fsync(fd) != 0) io_fail("save_safetensors", path, "fsync failed: " + errno_text());
-    } catch (...) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
-    if (::close(fd) != 0) {
-        std::string why = errno_text();
-        ::unlink(tmp.c_str());
-        io_fail("save_safetensors", path, "close failed: " + why);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::string why = errno_text();
-        ::unlink(tmp.c_str());
-        io_fail("save_safetensors", path, fmt::format("cannot rename {} to it: {}", tmp.string(), why));
-    }
-    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dfd.fd >= 0 && ::fsync(dfd.fd) != 0 && errno != EINVAL)   // some filesystems cannot sync a directory
-        io_fail("save_safetensors", path, "fsync of the directory failed: " + errno_text());
-}
-
 bool same_view(const Tensor& a, const Tensor& b) {
     const TensorImpl *x = a.impl(), *y = b.impl();
     return x->storage && x->storage == y->storage && x->offset == y->offset && x->sizes == y->sizes &&
@@ -213,7 +167,7 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, 
     Metadata meta = metadata;
     if (!tied.empty()) meta[kTiedMetadataKey] = nlohmann::json(tied).dump();
     std::string header = serialize_header(entries, meta);
-    write_atomically(path, [&](int fd) {
+    auto write_contents = [&](int fd) {
         unsigned char len[8];
         for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
         write_all(fd, len, 8, path);
@@ -223,12 +177,15 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, 
             Tensor host = sources[i].detach().to(Device(kCPU)).contiguous();
             if (entries[i].end > entries[i].begin) write_all(fd, host.raw_data(), entries[i].end - entries[i].begin, path);
         }
-    });
+    };
+    try {
+        ampgrad::write_file_atomic(path, write_contents);
+    } catch (const IOError& e) {
+        throw IOError(fmt::format("save_safetensors: {}", e.what()));
+    }
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-    write_atomically(path, [&](int fd) { write_all(fd, bytes.data(), bytes.size(), path); });
-}
+void write_file_atomic(const std::string& path, const std::string& bytes) { ampgrad::write_file_atomic(path, bytes); }
 
 Header read_safetensors_header(const std::string& path) {
     auto [fd, size] = open_for_read(path);

@@ -34,8 +34,8 @@ inline constexpr const char* kTiedMetadataKey = "ampgrad.tied";
 // ValueError for an undefined tensor, the name "__metadata__" or the reserved metadata key.
 void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata = {});
 
-// Writes `bytes` to `path` the same atomic way (for the text files that travel with a safetensors
-// file, e.g. a Hugging Face folder's config.json).
+// Writes `bytes` to `path` the same atomic way, for the text files that travel with a safetensors
+// file (e.g. a Hugging Face folder's config.json). The library's one writer, core/atomic_file.hpp.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 struct SafetensorsFile {

@@ -28,15 +28,27 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
 
 bool gets_weight_decay(const Tensor& param) { return param.dim() >= 2; }
 
-std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
-    std::vector<ParamGroup> groups(2);
-    for (const Tensor& p : params) {
+NamedParamGroups weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double weight_decay) {
+    NamedParamGroups out;
+    out.groups.resize(2);
+    std::vector<std::string> group_names[2];
+    for (const auto& [name, p] : named_params) {
         if (!p.requires_grad()) continue;
-        groups[gets_weight_decay(p) ? 0 : 1].params.push_back(p);
+        const int g = gets_weight_decay(p) ? 0 : 1;
+        out.groups[g].params.push_back(p);
+        group_names[g].push_back(name);
     }
-    groups[0].options["weight_decay"] = weight_decay;
-    groups[1].options["weight_decay"] = 0.0;
-    return groups;
+    out.groups[0].options["weight_decay"] = weight_decay;
+    out.groups[1].options["weight_decay"] = 0.0;
+    out.names = std::move(group_names[0]);
+    out.names.insert(out.names.end(), group_names[1].begin(), group_names[1].end());
+    return out;
+}
+
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
+    std::vector<std::pair<std::string, Tensor>> unnamed;
+    for (const Tensor& p : params) unnamed.emplace_back(std::string(), p);
+    return weight_decay_groups(unnamed, weight_decay).groups;
 }
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), {}, "Optimizer") {}

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fused_kernels.hpp"
@@ -100,5 +101,13 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params);
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
 // That split's rule for one parameter: decayed when dim() >= 2 (also the ZeRO engine's, zero/engine.hpp).
 bool gets_weight_decay(const Tensor& param);
+
+// The same split of named parameters (a module's named_parameters()), with the names in the
+// groups' order: group 0's, then group 1's (the order an optimizer's state is indexed in).
+struct NamedParamGroups {
+    std::vector<ParamGroup> groups;
+    std::vector<std::string> names;
+};
+NamedParamGroups weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double weight_decay);
 
 }  // namespace ampgrad::optim

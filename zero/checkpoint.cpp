@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/atomic_file.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint_files.hpp"
@@ -223,12 +224,12 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
         attempt(error, [&] {
             if (!all_written) return;
             if (o.write_extra) o.write_extra(tmp.string());
-            write_text_atomic((tmp / kManifestName).string(), make_manifest(engine, records, o.shared_state).dump(1) + "\n");
-            fsync_dir(tmp.string());
+            write_file_atomic((tmp / kManifestName).string(), make_manifest(engine, records, o.shared_state).dump(1) + "\n");
+            fsync_directory(tmp.string());
             fs::remove_all(final_dir);   // re-saving the same tag
             fs::rename(tmp, final_dir);
-            fsync_dir(root);
-            write_text_atomic((fs::path(root) / "latest").string(), tag + "\n");
+            fsync_directory(root);
+            write_file_atomic((fs::path(root) / "latest").string(), tag + "\n");
             prune(root, o.keep, tag);
         });
         if (!error.empty()) {

@@ -81,9 +81,12 @@ struct LoadResult {
 // root holding `latest`. Collective.
 LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path);
 
-// The checkpoint directory `path` names: itself when it holds manifest.json, else the one its
-// `latest` file names. CheckpointError when there is none.
-std::string resolve_checkpoint(const std::string& path);
+// The checkpoint directory `path` names: itself when it holds `marker`, else the one its `latest`
+// file names, or else the one path/checkpoints/latest names (a run's output folder). app/ finds
+// its checkpoints here too (marker state.json). CheckpointError naming the path when there is
+// none; its message starts with `kind`.
+std::string resolve_checkpoint(const std::string& path, const std::string& marker = kManifestName,
+                               const std::string& kind = "ZeRO checkpoint");
 
 // manifest.json of a checkpoint directory, parsed and checked for its required keys.
 nlohmann::json read_manifest(const std::string& dir);

@@ -1,6 +1,5 @@
-// zero/checkpoint_files.cpp: checksums, atomic text files, the manifest's checks and range reads
-// across rank files (zero/checkpoint_files.hpp). Every failure is a CheckpointError that names the
-// file and the fact.
+// zero/checkpoint_files.cpp: checksums, the manifest's checks and range reads across rank files
+// (zero/checkpoint_files.hpp). Every failure is a CheckpointError that names the file and the fact.
 #include "zero/checkpoint_files.hpp"
 
 #include "autograd/ops/ops.hpp"
@@ -85,37 +84,6 @@ uint64_t file_fnv1a64(const std::string& path) {
 }
 
 std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
-
-void fsync_dir(const std::string& dir) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) fail(dir, fmt::format("cannot open the directory: {}", std::strerror(errno)));
-    const bool ok = ::fsync(fd) == 0 || errno == EINVAL;   // some filesystems cannot sync a directory
-    ::close(fd);
-    if (!ok) fail(dir, fmt::format("fsync of the directory failed: {}", std::strerror(errno)));
-}
-
-void write_text_atomic(const std::string& path, const std::string& text) {
-    const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(tmp, fmt::format("cannot create: {}", std::strerror(errno)));
-    size_t done = 0;
-    bool ok = true;
-    while (ok && done < text.size()) {
-        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        ok = n > 0;
-        if (ok) done += static_cast<size_t>(n);
-    }
-    ok = ok && ::fsync(fd) == 0;
-    const int err = errno;
-    ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-        ::unlink(tmp.c_str());
-        fail(path, fmt::format("cannot write: {}", std::strerror(ok ? errno : err)));
-    }
-    const fs::path parent = fs::path(path).parent_path();
-    fsync_dir(parent.empty() ? "." : parent.string());
-}
 
 SavedCheckpoint open_checkpoint(const std::string& dir, int only_rank) {
     SavedCheckpoint ck;
@@ -218,17 +186,21 @@ Tensor read_flat_range(const SavedCheckpoint& ck, const std::string& name, int64
 
 // ---- public: finding and reading the manifest ----
 
-std::string resolve_checkpoint(const std::string& path) {
-    if (fs::exists(fs::path(path) / kManifestName)) return path;
+std::string resolve_checkpoint(const std::string& path, const std::string& marker, const std::string& kind) {
+    if (fs::exists(fs::path(path) / marker)) return path;
     const fs::path latest = fs::path(path) / "latest";
-    if (!fs::exists(latest))
-        fail(path, "no checkpoint there (neither manifest.json nor a latest file)");
+    if (!fs::exists(latest)) {
+        if (fs::exists(fs::path(path) / "checkpoints" / "latest"))   // a run's output folder
+            return resolve_checkpoint((fs::path(path) / "checkpoints").string(), marker, kind);
+        throw CheckpointError(fmt::format("{} {}: no checkpoint there (neither {} nor a latest file)", kind, path, marker));
+    }
     std::ifstream in(latest);
     std::string name;
     std::getline(in, name);
+    while (!name.empty() && (name.back() == ' ' || name.back() == '\r')) name.pop_back();
     const fs::path dir = fs::path(path) / name;
-    if (name.empty() || !fs::exists(dir / kManifestName))
-        fail(latest.string(), fmt::format("names \"{}\", which holds no {}", name, kManifestName));
+    if (name.empty() || !fs::exists(dir / marker))
+        throw CheckpointError(fmt::format("{} {}: names \"{}\", which holds no {}", kind, latest.string(), name, marker));
     return dir.string();
 }
 

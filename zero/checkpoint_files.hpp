@@ -1,6 +1,7 @@
 // zero/checkpoint_files.hpp: the file side of ZeRO checkpoints (zero/checkpoint.hpp), with no
-// engine and no process group: names, checksums, atomic text files, the manifest's checks, and
-// reading a flat element range [begin, end) that may span several ranks' files (resharding).
+// engine and no process group: names, checksums, the manifest's checks, and reading a flat element
+// range [begin, end) that may span several ranks' files (resharding). Text files are written with
+// core/atomic_file.hpp.
 #pragma once
 #include "io/safetensors_format.hpp"
 #include "nn/module.hpp"
@@ -16,9 +17,6 @@ namespace ampgrad::zero::detail {
 std::string rank_file_name(int rank, int world_size);   // "rank-00001-of-00004.safetensors"
 uint64_t file_fnv1a64(const std::string& path);          // FNV-1a over every byte; CheckpointError if unreadable
 std::string hex64(uint64_t v);
-// Writes `text` to `path` atomically (temporary file, fsync, rename, fsync of the directory).
-void write_text_atomic(const std::string& path, const std::string& text);
-void fsync_dir(const std::string& dir);
 
 // One saved rank's file, checked against the manifest (present, its size, its checksum, its header).
 struct RankFile {

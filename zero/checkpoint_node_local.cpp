@@ -8,6 +8,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/atomic_file.hpp"
 #include "dist/process_group.hpp"
 
 #include <algorithm>
@@ -58,11 +59,11 @@ void finish_host_folder(ZeroEngine& engine, const fs::path& root, const fs::path
     for (size_t r = 0; r < leaders.size(); ++r)
         if (leaders[r] == R) here.push_back(static_cast<int>(r));
     m["node_local"] = {{"host", this_host()}, {"ranks", here}};
-    write_text_atomic((tmp / kManifestName).string(), m.dump(1) + "\n");
-    fsync_dir(tmp.string());
+    write_file_atomic((tmp / kManifestName).string(), m.dump(1) + "\n");
+    fsync_directory(tmp.string());
     fs::remove_all(final_dir);   // re-saving the same tag
     fs::rename(tmp, final_dir);
-    fsync_dir(root.string());
+    fsync_directory(root.string());
 }
 
 }  // namespace
@@ -87,7 +88,7 @@ std::string save_node_local(ZeroEngine& engine, const std::string& root, const s
     }
     agree(g, error, what);
     if (leader == R) attempt(error, [&] {
-        write_text_atomic((fs::path(root) / "latest").string(), tag + "\n");
+        write_file_atomic((fs::path(root) / "latest").string(), tag + "\n");
         prune(root, o.keep, tag);
     });
     agree(g, error, what);

@@ -58,13 +58,15 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params) {
 
 }  // namespace
 
-Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool error_if_nonfinite) {
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool error_if_nonfinite,
+                      std::optional<DType> result_dtype) {
     if (!(norm_type > 0.0))
         throw ValueError(fmt::format("clip_grad_norm_: norm_type must be positive or inf, got {}", norm_type));
-    if (tensors.empty()) return zeros({}, kFloat32);
+    if (tensors.empty()) return zeros({}, result_dtype.value_or(kFloat32));
     NoGradGuard no_grad;
     DType dtype = tensors[0].dtype();
     for (const Tensor& t : tensors) dtype = promote_types(dtype, t.dtype());
+    if (result_dtype) dtype = *result_dtype;
     if (!tensors[0].device().is_cpu()) {
         Tensor total = device_total_norm(tensors, norm_type);
         if (error_if_nonfinite && !std::isfinite(total.item_double()))                 // HOST SYNC, asked for

@@ -7,6 +7,7 @@
 //   Tensor norm = nn::utils::clip_grad_norm_(model->parameters(), 1.0);   // () before clipping
 #pragma once
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -16,9 +17,12 @@ namespace ampgrad::nn::utils {
 inline constexpr double kInfNorm = std::numeric_limits<double>::infinity();
 
 // The total norm of the given tensors (not their grads), a 0-dim tensor on the first tensor's
-// device in their promoted dtype; 0-dim f32 zero when the list is empty. norm_type > 0 or inf.
+// device in their promoted dtype, or in `result_dtype` when given (kFloat32 for f16 tensors whose
+// norm may pass f16's range: it is always formed in f32 or wider); 0-dim zero (f32 unless
+// result_dtype) when the list is empty. norm_type > 0 or inf.
 // error_if_nonfinite: ValueError with PyTorch's message if the norm is nan or inf.
-Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0, bool error_if_nonfinite = false);
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0, bool error_if_nonfinite = false,
+                      std::optional<DType> result_dtype = std::nullopt);
 // Scales the grads of `params` in place by min(max_norm / (total_norm + 1e-6), 1).
 void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm, const Tensor& total_norm);
 // Both steps; returns the total norm of the gradients before clipping (parameters without a grad

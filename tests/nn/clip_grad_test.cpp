@@ -80,3 +80,15 @@ TEST_CASE("clip_grad_norm_ with error_if_nonfinite raises torch's error; without
     CHECK(a.grad().to_vector<float>()[0] == 0.0f);             // scaled by 1/(inf): torch does the same
     CHECK_THROWS_AS(nn::utils::clip_grad_norm_({a}, 1.0, -1.0), ValueError);
 }
+
+TEST_CASE("get_total_norm with an f32 result: f16 tensors whose norm passes f16's range stay finite") {
+    // 4096 elements of 2048 each: squares 2^22 (an f16 overflows at 65504), norm 2048 * 64 = 131072.
+    Tensor big = full({4096}, 2048.0, TensorOptions(kFloat16));
+    Tensor half = nn::utils::get_total_norm({big});
+    CHECK(half.dtype() == kFloat16);
+    CHECK(std::isinf(half.item<double>()));
+    Tensor f32 = nn::utils::get_total_norm({big, big}, 2.0, false, kFloat32);
+    CHECK(f32.dtype() == kFloat32);
+    CHECK(f32.item<double>() == doctest::Approx(131072.0 * std::sqrt(2.0)));
+    CHECK(nn::utils::get_total_norm({}, 2.0, false, kFloat64).dtype() == kFloat64);
+}

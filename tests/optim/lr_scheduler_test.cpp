@@ -139,3 +139,18 @@ TEST_CASE("weight_decay_groups: decay on matrices only, as GPT-2 training does")
     CHECK_CLOSE(w.detach(), w0 * (1.0 - 0.5 * 0.1), tol_for(kFloat32));
     CHECK_CLOSE(b.detach(), b0, tol_for(kFloat32));
 }
+
+TEST_CASE("weight_decay_groups over named parameters: the same groups, and the names in the groups' order") {
+    Tensor w = randn({4, 3}).requires_grad_(true), emb = randn({10, 4}).requires_grad_(true);
+    Tensor b = zeros({4}).requires_grad_(true), frozen = randn({2, 2});
+    optim::NamedParamGroups named =
+        optim::weight_decay_groups({{"fc.weight", w}, {"fc.bias", b}, {"wte", emb}, {"frozen", frozen}}, 0.1);
+    CHECK(named.names == std::vector<std::string>{"fc.weight", "wte", "fc.bias"});
+    REQUIRE(named.groups.size() == 2);
+    REQUIRE(named.groups[0].params.size() == 2);
+    CHECK(named.groups[0].params[1].is_same(emb));
+    REQUIRE(named.groups[1].params.size() == 1);
+    CHECK(named.groups[1].params[0].is_same(b));
+    CHECK(named.groups[0].option("weight_decay") == 0.1);
+    CHECK(named.groups[1].option("weight_decay") == 0.0);
+}
