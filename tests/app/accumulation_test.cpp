@@ -23,6 +23,12 @@
 using namespace ampgrad;
 using namespace ampgrad::testing;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;   // under AddressSanitizer (about 5x slower) the 2-process matrix is cut
+#else
+constexpr bool kSanitized = false;
+#endif
+
 namespace {
 
 app::RunConfig tiny_run(const std::string& prec, int64_t batch, int64_t accum) {
@@ -151,6 +157,7 @@ TEST_CASE("--grad-accum on 2 processes: data parallel (no_sync) and ZeRO 0-3 ste
             CAPTURE(zero);
             CAPTURE(prec);
             if (zero == "1" && prec == "bf16") continue;   // one bf16 ZeRO stage of each family is enough time
+            if (kSanitized && (prec == "bf16" || zero == "0" || zero == "1")) continue;   // DDP, ZeRO 2 and 3 in fp32
             const std::string a = make_temp_dir("accum_whole"), b = make_temp_dir("accum_micro");
             const ProgramResult whole = launch_two(a, 8, 1, zero, prec), micro = launch_two(b, 4, 2, zero, prec);
             REQUIRE_MESSAGE(whole.exit_code == 0, whole.output);

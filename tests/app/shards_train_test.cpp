@@ -22,6 +22,12 @@ using namespace ampgrad;
 using namespace ampgrad::testing;
 namespace fs = std::filesystem;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;   // under AddressSanitizer (about 5x slower): data parallel only, not ZeRO too
+#else
+constexpr bool kSanitized = false;
+#endif
+
 namespace {
 
 std::vector<std::string> shard_run(const std::string& data, const std::string& out, int64_t steps) {
@@ -138,6 +144,7 @@ TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO
     const std::string data = write_text_shards(make_temp_dir("shards2_data"), 20000, 30000, 200000);
     for (const std::string zero : {"", "2"}) {
         CAPTURE(zero);
+        if (kSanitized && !zero.empty()) continue;
         const std::vector<std::string> zero_flag = zero.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--zero", zero};
         const std::string straight = make_temp_dir("shards2_straight"), same = make_temp_dir("shards2_same"),
                           other = make_temp_dir("shards2_other");
