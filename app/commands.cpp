@@ -27,7 +27,8 @@
 #include "data/text.hpp"
 #include "dist/process_group.hpp"
 #include "models/generation.hpp"
-#include "models/gpt_mfu.hpp"
+#include "core/device_properties.hpp"
+#include "models/model_family.hpp"
 #include "models/pretrained.hpp"
 #include "zero/checkpoint.hpp"
 
@@ -68,7 +69,7 @@ std::unique_ptr<Trainer> load_for_inference(const std::string& path, const std::
 std::unique_ptr<Trainer> load_model_for_inference(const std::string& checkpoint, const std::string& hf,
                                                   const RunConfig& hf_run, const std::optional<std::string>& preset) {
     if (checkpoint.empty() == hf.empty()) throw ValueError("give one of --ckpt (an ampgrad checkpoint) and --hf (a Hugging "
-                                                           "Face GPT-2, Llama or Mistral folder)");
+                                                           "Face model folder)");
     if (!checkpoint.empty()) return load_for_inference(checkpoint, preset);
     RunConfig cfg = hf_run;
     cfg.init_from = hf;
@@ -133,7 +134,7 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
                 static_cast<long long>(cfg.steps), trainer.corpus().source.c_str(),
                 trainer.corpus().tokenizer.kind_name(), o.out.c_str());
     if (!cfg.init_from.empty() && o.resume.empty())
-        std::printf("  init: the Hugging Face %s weights in %s\n", lm.gpt() ? "GPT-2" : "Llama", cfg.init_from.c_str());
+        std::printf("  init: the Hugging Face %s weights in %s\n", lm.title().c_str(), cfg.init_from.c_str());
     if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
     const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
     if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model
@@ -255,7 +256,6 @@ int run_sample(const SampleOptions& o) {
                                      ids.size(), T));
     if (!(o.temperature >= 0.0))
         throw ValueError(fmt::format("--temperature: must be >= 0 (0: greedy), but is {}", o.temperature));
-    std::vector<int64_t> ids64(ids.begin(), ids.end());
     std::fputs(o.prompt.c_str(), stdout);
     const data::Tokenizer& tok = t->corpus().tokenizer;
     const Device device = t->model().device();
@@ -273,8 +273,7 @@ int run_sample(const SampleOptions& o) {
     g.seed = o.seed;
     g.use_cache = !o.no_cache;
     t->model().module()->eval();
-    models::generate(t->model().causal_lm(), tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device), Tensor(),
-                     g, [&](const std::vector<int64_t>& next) {
+    models::generate(t->model().causal_lm(), data::token_tensor(ids, device), Tensor(), g, [&](const std::vector<int64_t>& next) {
                          std::fputs(tok.decode_one(next[0]).c_str(), stdout);
                          std::fflush(stdout);
                      });
@@ -331,26 +330,11 @@ int run_info() {
     std::printf("\ncpu gemm (oneDNN %s):", AMPGRAD_WITH_ONEDNN ? "built in" : "not built");
     for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64})
         std::printf(" %s: %s;", std::string(dtype_name(dt)).c_str(), gemm_path_name(cpu_gemm_path(dt)));
-    std::printf("\n\npresets (V is the preset's; a char tokenizer replaces it with the text's):\n");
-    std::printf("  %-6s %6s %5s %3s %3s %5s %12s %16s\n", "name", "V", "T", "L", "NH", "C", "parameters", "FLOPs/token");
-    for (const std::string& name : models::GPTConfig::preset_names()) {
-        models::GPTConfig c = models::GPTConfig::preset(name);
-        std::printf("  %-6s %6lld %5lld %3lld %3lld %5lld %12lld %16.4g\n", name.c_str(), static_cast<long long>(c.vocab_size),
-                    static_cast<long long>(c.block_size), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_head),
-                    static_cast<long long>(c.n_embd), static_cast<long long>(c.num_parameters()), c.flops_per_token());
-    }
-    std::printf("  (FLOPs per token: training, forward + backward: 6N + 12 L C T)\n\n");
-    std::printf("Llama presets (--model llama; H hidden, I MLP width, NH query heads, NKV key/value heads):\n");
-    std::printf("  %-10s %6s %5s %3s %3s %3s %5s %5s %12s %16s\n", "name", "V", "T", "L", "NH", "NKV", "H", "I",
-                "parameters", "FLOPs/token");
-    for (const std::string& name : models::LlamaConfig::preset_names()) {
-        models::LlamaConfig c = models::LlamaConfig::preset(name);
-        std::printf("  %-10s %6lld %5lld %3lld %3lld %3lld %5lld %5lld %12lld %16.4g\n", name.c_str(),
-                    static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_position_embeddings),
-                    static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.num_attention_heads),
-                    static_cast<long long>(c.num_key_value_heads), static_cast<long long>(c.hidden_size),
-                    static_cast<long long>(c.intermediate_size), static_cast<long long>(c.num_parameters()),
-                    c.flops_per_token());
+    std::printf("\nHugging Face architectures (--init-from, --hf): %s\n",
+                fmt::format("{}", fmt::join(models::pretrained_architectures(), ", ")).c_str());
+    for (const models::ModelFamily& family : models::model_families()) {   // models/model_family.hpp
+        std::printf("\n");
+        for (const std::string& line : family.preset_table()) std::printf("%s\n", line.c_str());
     }
     std::printf("\n%s",
                 amp::policy_table_text().c_str());

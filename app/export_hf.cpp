@@ -63,17 +63,10 @@ void replace_folder(const fs::path& tmp, const fs::path& out) {
 void print_export_summary(const ExportOptions& o, const Trainer& t, const models::PretrainedModel& model) {
     const LanguageModel& lm = t.model();
     const data::Tokenizer& tokenizer = t.corpus().tokenizer;
-    const Tensor& embedding = lm.gpt() ? lm.gpt()->wte->weight : lm.llama()->embed_tokens->weight;
-    std::string shape = lm.shape_text();
-    if (lm.gpt()) {   // nanoGPT's order of the sizes
-        const models::GPTConfig& c = lm.gpt()->config();
-        shape = fmt::format("V={}, T={}, L={}, NH={}, C={}", c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd);
-    } else {          // the Llama's context as exported, not the run's
-        shape += fmt::format(", max_position_embeddings={}", lm.llama()->config().max_position_embeddings);
-    }
+    const std::string shape = lm.causal_lm().saved_shape_text();   // the sizes as exported, not the run's T
     std::printf("exported %s (step %lld) to %s: %s, %s, %s (%s tokenizer: token ids are its ids%s)\n",
                 resolve_checkpoint(o.checkpoint).c_str(), static_cast<long long>(t.step()), o.hf_out.c_str(),
-                model.architecture.c_str(), shape.c_str(), std::string(dtype_name(embedding.dtype())).c_str(),
+                model.architecture.c_str(), shape.c_str(), std::string(dtype_name(lm.causal_lm().dtype())).c_str(),
                 tokenizer.kind_name(), tokenizer.bpe() ? "; written as vocab.json, merges.txt, tokenizer.json" : "");
 }
 

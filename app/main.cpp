@@ -1,5 +1,5 @@
-// main.cpp: the `ampgrad` command: train, sample, eval, export, bench, tokenizer, data and info for the
-// bundled GPT and Llama (docs/gpt.md, docs/llama.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
+// main.cpp: the `ampgrad` command: train, sample, eval, export, bench, tokenizer, data and info for every
+// model family of the model table (models/model_family.hpp; docs/gpt.md, docs/llama.md). Flags are parsed with CLI11; every subcommand has --help. Errors print one line
 // naming the thing and the fact, and exit with status 1 (2 for a bad command line).
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -8,7 +8,7 @@
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
 #include "core/error.hpp"
-#include "models/gpt.hpp"
+#include "models/model_family.hpp"
 
 using namespace ampgrad;
 using namespace ampgrad::app;
@@ -26,10 +26,11 @@ void add_tokenizer_flag(CLI::App* cmd, std::string& tokenizer) {
         ->capture_default_str();
 }
 
-// sample/eval --hf DIR: a Hugging Face GPT-2, Llama or Mistral folder instead of a checkpoint, with the data and
+// sample/eval --hf DIR: a Hugging Face model folder instead of a checkpoint, with the data and
 // tokenizer to use (a checkpoint carries its own).
 void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckpt) {
-    cmd->add_option("--hf", hf, "a Hugging Face GPT-2, Llama or Mistral folder (config.json + safetensors) instead of --ckpt")
+    cmd->add_option("--hf", hf, "a Hugging Face model folder (config.json + safetensors; `ampgrad info` lists "
+                                "the architectures) instead of --ckpt")
         ->excludes(ckpt);
     cmd->add_option("--data", r.data_file, "--hf: the text (default: the bundled Tiny Shakespeare), or token shards");
     cmd->add_option("--val-data", r.val_data, "--hf with token shards: the validation shards");
@@ -37,22 +38,35 @@ void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckp
     cmd->add_option("--prec", r.prec, "--hf: fp32 | bf16 | fp16 (autocast)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
     cmd->add_option("--device", r.device, "--hf: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-    cmd->add_option("--block-size", r.block_size, "--hf: the context T of a Llama or Mistral (default: its "
+    cmd->add_option("--block-size", r.block_size, "--hf: the context T of a RoPE model such as a Llama (default: its "
                                                   "max_position_embeddings; a GPT-2's is its n_positions)");
+}
+
+// "the model family: gpt (GPT-2 (LayerNorm, ...)), llama (...), qwen2 (...)" from the model table.
+std::string model_families_help() {
+    std::vector<std::string> parts;
+    for (const models::ModelFamily& f : models::model_families()) parts.push_back(f.name + ": " + f.description);
+    return "the model family; " + fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string presets_help() {
+    std::vector<std::string> parts;
+    for (const models::ModelFamily& f : models::model_families())
+        parts.push_back(fmt::format("--model {}: {} (the default {})", f.name, fmt::join(f.presets, ", "), f.presets.front()));
+    return "model size (`ampgrad info` lists them); " + fmt::format("{}", fmt::join(parts, "; "));
 }
 
 // The flags that define a run (train and bench share them).
 void add_run_flags(CLI::App* cmd, RunConfig& r) {
-    cmd->add_option("--model", r.model, "gpt (GPT-2) or llama (Llama 3: RMSNorm, RoPE, SwiGLU, GQA)")
-        ->check(CLI::IsMember({"gpt", "llama"}))->capture_default_str();
-    cmd->add_option("--preset", r.preset, "model size: nano (CPU demo), tiny, small, gpt2; with --model llama: "
-                                          "llama-nano (the default), llama-tiny, llama-124m")
+    cmd->add_option("--model", r.model, model_families_help())
+        ->check(CLI::IsMember(models::model_family_names()))->capture_default_str();
+    cmd->add_option("--preset", r.preset, presets_help())
         ->check(CLI::IsMember(all_preset_names()))->capture_default_str();
     cmd->add_option("--n-layer", r.n_layer, "override the preset's number of blocks L");
     cmd->add_option("--n-head", r.n_head, "override the preset's number of heads NH");
     cmd->add_option("--n-embd", r.n_embd, "override the preset's width C");
-    cmd->add_option("--block-size", r.block_size, "override the preset's context length T (with --init-from a Llama "
-                                                  "folder: the training context, at most its max_position_embeddings)");
+    cmd->add_option("--block-size", r.block_size, "override the preset's context length T (with --init-from a RoPE "
+                                                  "model's folder: the training context, at most its max_position_embeddings)");
     cmd->add_option("--dropout", r.dropout, "dropout probability")->capture_default_str();
     cmd->add_flag("--checkpoint-blocks", r.checkpoint_blocks, "recompute each block's activations in backward");
     cmd->add_option("--task", r.task, "text (language modelling) or addition (n-digit sums)")
@@ -111,12 +125,12 @@ struct CommandLine {
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
-    c.train_cmd = app.add_subcommand("train", "train a GPT or a Llama (progress line, metrics.jsonl, checkpoints)");
+    c.train_cmd = app.add_subcommand("train", "train a language model of any family (--model; progress line, metrics.jsonl, checkpoints)");
     add_run_flags(c.train_cmd, c.train.run);
     c.train_cmd->add_option("--out", c.train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
     c.train_cmd->add_option("--resume", c.train.resume, "continue the run saved in this checkpoint (or output) folder");
-    c.train_cmd->add_option("--init-from", c.train.run.init_from, "start from the weights of this Hugging Face GPT-2, Llama or "
-                                                             "Mistral folder (it sets --model and the sizes; docs/pretrained.md)");
+    c.train_cmd->add_option("--init-from", c.train.run.init_from, "start from the weights of this Hugging Face model folder (GPT-2, "
+                                                             "Llama, Mistral, Qwen2, ...: it sets --model and the sizes; docs/pretrained.md)");
     c.train_cmd->add_option("--plot", c.train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
     c.train_cmd->add_option("--until", c.train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");
@@ -187,7 +201,7 @@ void add_eval_command(CLI::App& app, CommandLine& c) {
 // export, bench, info and tokenizer train.
 void add_tool_commands(CLI::App& app, CommandLine& c) {
     CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face folder "
-                                                        "(GPT2LMHeadModel or LlamaForCausalLM), written whole");
+                                                        "(its family's architecture: GPT2LMHeadModel, LlamaForCausalLM, ...), written whole");
     export_cmd->add_option("--ckpt", c.export_opts.checkpoint, "checkpoint (or training output) folder")->required();
     export_cmd->add_option("--hf", c.export_opts.hf_out, "the folder to write (config.json, model.safetensors)")->required();
 
@@ -267,7 +281,8 @@ int run_command(CommandLine& c, const std::string& command) {
 
 int main(int argc, char** argv) {
     std::signal(SIGXFSZ, SIG_IGN);   // a file-size limit makes write() fail with EFBIG instead of killing us
-    CLI::App app{"ampgrad: train, evaluate, sample and export GPT and Llama models (docs/gpt.md, docs/llama.md)"};
+    CLI::App app{"ampgrad: train, evaluate, sample and export language models: GPT-2, Llama, Qwen2 and any family of the "
+                 "model table (docs/gpt.md, docs/llama.md, docs/architecture.md)"};
     app.require_subcommand(1);
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);   // a repeated flag: the last wins
     CommandLine c;

@@ -32,7 +32,7 @@ struct StepOutcome {
 
 class Precision {
 public:
-    Precision(const RunConfig& cfg, nn::Module& model);   // the GPT or the Llama
+    Precision(const RunConfig& cfg, nn::Module& model);   // the run's model, any family
 
     // An autocast region for the forward pass (none for fp32).
     std::unique_ptr<amp::AutocastGuard> autocast() const;

@@ -5,63 +5,39 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "models/llama_json.hpp"
 
 namespace ampgrad::app {
 
-models::GPTConfig RunConfig::model_config(int64_t tokenizer_vocab) const {
-    models::GPTConfig c = models::GPTConfig::preset(preset);
-    c.vocab_size = model_vocab_size(tokenizer_vocab);
-    if (layer_norm_epsilon > 0) c.layer_norm_epsilon = layer_norm_epsilon;
-    if (n_layer > 0) c.n_layer = n_layer;
-    if (n_head > 0) c.n_head = n_head;
-    if (n_embd > 0) c.n_embd = n_embd;
-    if (block_size > 0) c.block_size = block_size;
-    c.dropout = dropout;
-    c.checkpoint_blocks = checkpoint_blocks;
-    c.validate();
-    return c;
-}
-
-// A pretrained Llama is its folder's config (the trainer checked that the size flags agree with it).
-models::LlamaConfig RunConfig::llama_config(int64_t tokenizer_vocab) const {
-    if (!pretrained_llama.is_null()) {
-        models::LlamaConfig c = models::llama_config_from_hf_json(pretrained_llama);
-        c.checkpoint_blocks = checkpoint_blocks;
-        return c;
-    }
-    models::LlamaConfig c = models::LlamaConfig::preset(preset);
-    c.vocab_size = model_vocab_size(tokenizer_vocab);
-    if (n_layer > 0) c.num_hidden_layers = n_layer;
-    if (n_head > 0) c.num_attention_heads = n_head;
-    if (n_head > 0 && c.num_attention_heads % c.num_key_value_heads != 0) c.num_key_value_heads = n_head;
-    if (n_embd > 0) c.hidden_size = n_embd;
-    if (block_size > 0) c.max_position_embeddings = block_size;
-    c.checkpoint_blocks = checkpoint_blocks;
-    c.validate();
-    return c;
+models::ModelSpec RunConfig::model_spec(int64_t tokenizer_vocab, int64_t min_context) const {
+    models::ModelSpec spec;
+    spec.preset = preset;
+    spec.pretrained = pretrained_config;
+    spec.vocab_size = model_vocab_size(tokenizer_vocab);
+    spec.n_layer = n_layer, spec.n_head = n_head, spec.n_embd = n_embd, spec.block_size = block_size;
+    spec.min_context = min_context;
+    spec.layer_norm_epsilon = layer_norm_epsilon;
+    spec.dropout = dropout;
+    spec.checkpoint_blocks = checkpoint_blocks;
+    return spec;
 }
 
 int64_t RunConfig::context_length(int64_t tokenizer_vocab) const {
-    if (model != "llama") return model_config(tokenizer_vocab).block_size;
-    const int64_t longest = llama_config(tokenizer_vocab).max_position_embeddings;
-    if (pretrained_llama.is_null() || block_size <= 0) return longest;
-    if (block_size > longest)
-        throw ValueError(fmt::format("--block-size {}: longer than the context of the Llama in {} "
-                                     "(max_position_embeddings {})", block_size, init_from, longest));
-    return block_size;
+    return family().context_length(model_spec(tokenizer_vocab));
 }
 
 void RunConfig::settle_model(bool model_given, bool preset_given) {
-    const bool llama_preset = preset.rfind("llama-", 0) == 0;
     this->model_given = model_given;
-    if (model_given && model == "llama" && !preset_given) preset = "llama-nano";
-    if (!model_given && preset_given && llama_preset) model = "llama";
+    if (model_given && !preset_given) {
+        const auto& names = models::model_family_names();
+        if (std::find(names.begin(), names.end(), model) != names.end()) preset = family().presets.front();
+    }
+    if (!model_given && preset_given)
+        if (const models::ModelFamily* f = models::family_of_preset(preset)) model = f->name;
 }
 
 std::vector<std::string> all_preset_names() {
-    std::vector<std::string> names = models::GPTConfig::preset_names();
-    for (const std::string& n : models::LlamaConfig::preset_names()) names.push_back(n);
+    std::vector<std::string> names;
+    for (const models::ModelFamily& f : models::model_families()) names.insert(names.end(), f.presets.begin(), f.presets.end());
     return names;
 }
 
@@ -79,14 +55,11 @@ void positive(const char* flag, double value) {
 }  // namespace
 
 void RunConfig::validate() const {
-    one_of("--model", model, {"gpt", "llama"});
-    one_of(model == "llama" ? "--preset (with --model llama)" : "--preset (with --model gpt)", preset,
-           model == "llama" ? models::LlamaConfig::preset_names() : models::GPTConfig::preset_names());
-    if (model == "llama" && dropout > 0)
-        throw ValueError(fmt::format("--dropout {}: the Llama has no dropout (transformers' attention_dropout is 0 "
-                                     "in every Llama release); drop --dropout", dropout));
-    if (model == "llama" && task == "addition")
-        throw ValueError("--task addition: trains the GPT only in this version; use --model gpt");
+    one_of("--model", model, models::model_family_names());
+    one_of(fmt::format("--preset (with --model {})", model).c_str(), preset, family().presets);
+    if (!family().has_dropout && dropout > 0)
+        throw ValueError(fmt::format("--dropout {}: the {} has no dropout (transformers' attention_dropout is 0 in "
+                                     "every release); drop --dropout", dropout, family().title));
     one_of("--task", task, {"text", "addition"});
     if (!tokenizer.starts_with("gpt2:") && !tokenizer.starts_with("tiktoken:"))
         one_of("--tokenizer", tokenizer, {"auto", "char", "byte", "gpt2", "gpt2:DIR", "tiktoken:FILE"});
@@ -134,7 +107,7 @@ nlohmann::json to_json(const RunConfig& c) {
     return {{"model", c.model}, {"preset", c.preset}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd},
             {"block_size", c.block_size}, {"dropout", c.dropout}, {"checkpoint_blocks", c.checkpoint_blocks},
             {"init_from", c.init_from}, {"vocab_size", c.vocab_size}, {"layer_norm_epsilon", c.layer_norm_epsilon},
-            {"pretrained_llama", c.pretrained_llama}, {"pretrained_files", c.pretrained_files}, {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
+            {"pretrained_config", c.pretrained_config}, {"pretrained_files", c.pretrained_files}, {"task", c.task}, {"data_file", c.data_file}, {"tokenizer", c.tokenizer}, {"digits", c.digits},
             {"steps", c.steps}, {"batch_size", c.batch_size}, {"lr", c.lr}, {"min_lr", c.min_lr},
             {"warmup", c.warmup}, {"weight_decay", c.weight_decay}, {"beta1", c.beta1}, {"beta2", c.beta2},
             {"grad_clip", c.grad_clip}, {"seed", c.seed}, {"prec", c.prec}, {"device", c.device},
@@ -172,7 +145,8 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
         get("grad_accum", c.grad_accum), get("total_batch_size", c.total_batch_size), get("val_data", c.val_data);
     }
     if (j.contains("data_format")) get("data_format", c.data_format);
-    if (j.contains("pretrained_llama")) c.pretrained_llama = j.at("pretrained_llama");   // since Llama --init-from
+    if (j.contains("pretrained_config")) c.pretrained_config = j.at("pretrained_config");   // since issue 33
+    else if (j.contains("pretrained_llama")) c.pretrained_config = j.at("pretrained_llama");   // a Llama's, before
     if (j.contains("pretrained_files")) c.pretrained_files = j.at("pretrained_files");   // since export keeps them
     if (j.contains("hellaswag")) {   // since --hellaswag; earlier runs had none
         get("hellaswag", c.hellaswag), get("hellaswag_every", c.hellaswag_every), get("hellaswag_limit", c.hellaswag_limit);
@@ -187,16 +161,6 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     }
     c.validate();
     return c;
-}
-
-nlohmann::json to_json(const models::GPTConfig& c) {
-    nlohmann::json j = {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
-                        {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"dropout", c.dropout},
-                        {"checkpoint_blocks", c.checkpoint_blocks}, {"padded_vocab_size", c.padded_vocab_size()},
-                        {"num_parameters", c.num_parameters()}};
-    if (c.layer_norm_epsilon != models::GPTConfig().layer_norm_epsilon)   // written only when not the default, so
-        j["layer_norm_epsilon"] = c.layer_norm_epsilon;                    // older checkpoints still compare equal
-    return j;
 }
 
 }  // namespace ampgrad::app

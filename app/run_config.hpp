@@ -7,31 +7,31 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/gpt.hpp"
-#include "models/llama.hpp"
+#include "models/model_family.hpp"
 
 namespace ampgrad::app {
 
 struct RunConfig {
-    // model: gpt or llama, a preset of it, then any overrides (0 / negative: keep the preset's value;
-    // for a Llama, n_layer, n_head, n_embd and block_size override num_hidden_layers,
-    // num_attention_heads, hidden_size and max_position_embeddings)
-    std::string model = "gpt";          // gpt | llama
+    // model: a family of the model table (models/model_family.hpp: gpt, llama, qwen2), a preset of
+    // it, then any overrides (0 / negative: keep the preset's value; for a Llama or Qwen2, n_layer,
+    // n_head, n_embd and block_size override num_hidden_layers, num_attention_heads, hidden_size and
+    // max_position_embeddings)
+    std::string model = "gpt";          // --model: a family's name
     bool model_given = false;           // --model was typed (settle_model); not saved
     std::string preset = "nano";
     int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0;
     double dropout = 0.0;
     bool checkpoint_blocks = false;
-    // --init-from DIR: start from a Hugging Face folder's weights (models/pretrained.hpp): GPT-2, Llama
-    // or Mistral, which sets `model`. The trainer copies the folder's sizes into the fields above and
-    // these, so that a checkpoint rebuilds the model without the folder; vocab_size 0: the
-    // tokenizer's, eps 0: GPT-2's 1e-5. A Llama's whole config.json (models/llama_json.hpp) is kept in
-    // pretrained_llama (null otherwise), and block_size is then its training context, at most
-    // max_position_embeddings, which the model (and an export) keeps.
+    // --init-from DIR: start from a Hugging Face folder's weights (models/pretrained.hpp): any family's
+    // (GPT-2, Llama, Mistral, Qwen2), which sets `model`. The trainer copies the folder's sizes into
+    // the fields above and these, and keeps the folder's config (PretrainedConfig::config) in
+    // pretrained_config, so that a checkpoint rebuilds the model without the folder; vocab_size 0: the
+    // tokenizer's, eps 0: the preset's. block_size is the training context: a GPT-2's n_positions, at
+    // most a RoPE model's max_position_embeddings (which the model, and an export, keeps).
     std::string init_from;
     int64_t vocab_size = 0;
     double layer_norm_epsilon = 0.0;
-    nlohmann::json pretrained_llama;
+    nlohmann::json pretrained_config;   // null: a preset (and runs from a GPT-2 folder before issue 33)
     // The folder's own config.json and generation_config.json (null when absent), kept so that
     // `export --hf` gives back the fields ampgrad does not model (bos/eos ids, rope_parameters'
     // style, the generation defaults): {"config.json": ..., "generation_config.json": ...}.
@@ -75,16 +75,16 @@ struct RunConfig {
     std::string hellaswag;
     int64_t hellaswag_every = 0, hellaswag_limit = 0;
 
-    // The preset with the overrides applied; V is vocab_size when set, else the tokenizer's.
-    models::GPTConfig model_config(int64_t tokenizer_vocab) const;
-    models::LlamaConfig llama_config(int64_t vocab_size) const; // the same, for --model llama
-    // The training context T: the GPT's block_size; the Llama's max_position_embeddings, or
-    // block_size for a pretrained Llama (ValueError when longer than the model's).
+    // The model as its family builds it (models/model_family.hpp): the preset with the overrides, or
+    // the pretrained config; V is vocab_size when set, else the tokenizer's.
+    models::ModelSpec model_spec(int64_t tokenizer_vocab, int64_t min_context = 0) const;
+    const models::ModelFamily& family() const { return models::model_family(model); }
+    // The training context T (the family's context_length of model_spec).
     int64_t context_length(int64_t tokenizer_vocab) const;
     // The model's vocabulary: vocab_size when set (a pretrained model's), else the tokenizer's.
     int64_t model_vocab_size(int64_t tokenizer_vocab) const { return vocab_size > 0 ? vocab_size : tokenizer_vocab; }
-    // --model and --preset as typed: --model llama alone takes preset "llama-nano"; a llama-* preset
-    // alone takes --model llama.
+    // --model and --preset as typed: --model alone takes the family's first preset ("llama-nano");
+    // --preset alone takes the family that has it.
     void settle_model(bool model_given, bool preset_given);
     void validate() const;                                       // ValueError naming the flag and value
     // --total-batch-size: sets grad_accum to total / (batch_size * T); ValueError when it does not
@@ -94,8 +94,7 @@ struct RunConfig {
 
 nlohmann::json to_json(const RunConfig& c);
 RunConfig run_config_from_json(const nlohmann::json& j);   // ValueError naming a missing or bad key
-// Every preset --preset accepts: the GPT's, then the Llama's.
+// Every preset --preset accepts, family by family.
 std::vector<std::string> all_preset_names();
-nlohmann::json to_json(const models::GPTConfig& c);
 
 }  // namespace ampgrad::app

@@ -1,6 +1,7 @@
 // trainer.cpp: one training run (app/trainer.hpp).
 #include "app/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -17,7 +18,6 @@
 #include "data/text.hpp"
 #include "dist/process_group.hpp"
 #include "models/generation.hpp"
-#include "models/llama_json.hpp"
 #include "models/pretrained.hpp"
 #include "nn/init.hpp"
 
@@ -33,6 +33,16 @@ Device checked_device(const std::string& name) {
     if (!cuda::is_available())
         throw DeviceError("--device cuda: no usable CUDA GPU on this machine (no driver or no device); use --device cpu");
     return Device(kCUDA);
+}
+
+// The addition task's exact match: greedy answers through the KV-cache loop (models::generate).
+double addition_exact_match(const data::AdditionTask& task, const models::CausalLM& lm, int64_t count) {
+    auto greedy = [&lm](const Tensor& prompts, int64_t new_tokens) {   // (B,P) -> (B,P+new_tokens)
+        models::GenerationConfig g;
+        g.max_new_tokens = new_tokens;                                  // do_sample false: argmax
+        return models::generate(lm, prompts.to(lm.device()), Tensor(), g).to(Device(kCPU));
+    };
+    return task.exact_match(greedy, count);
 }
 
 }  // namespace
@@ -59,41 +69,40 @@ std::unique_ptr<Trainer> Trainer::pretrained_for_inference(const RunConfig& cfg)
     return std::unique_ptr<Trainer>(new Trainer(c, std::nullopt, /*training=*/false));
 }
 
-// --init-from: the model takes the folder's kind and sizes, recorded in the run config so that a
-// checkpoint of this run rebuilds it without the folder. A GPT-2's n_positions becomes the context
-// T; a Llama keeps its max_position_embeddings, and --block-size (at most that) sets T.
+// --init-from: the model takes the folder's family and sizes, recorded in the run config (its sizes
+// and its config.json as the family reads it) so that a checkpoint of this run rebuilds it without
+// the folder. A learned position table (GPT-2's n_positions) fixes the context T; a RoPE model keeps
+// its max_position_embeddings, and --block-size (at most that) sets T.
 void Trainer::adopt_pretrained_sizes() {
     const models::PretrainedConfig hf = models::read_pretrained_config(cfg_.init_from);
     cfg_.pretrained_files = read_pretrained_files(cfg_.init_from);
-    const std::string kind = hf.llama ? "llama" : "gpt";
-    if (cfg_.model != kind && cfg_.model_given)
+    if (cfg_.model != hf.family && cfg_.model_given)
         throw ValueError(fmt::format("--model {}: the folder {} holds a {} (--init-from sets the model; drop --model)",
                                      cfg_.model, cfg_.init_from, hf.architecture));
-    cfg_.model = kind;
-    auto adopt = [&](const char* flag, int64_t& field, int64_t value, const char* key) {
-        if (field > 0 && field != value)   // a size typed beside --init-from must agree with the folder
+    cfg_.model = hf.family;
+    const models::ModelFamily& family = cfg_.family();
+    const models::ModelSizes sizes = family.sizes(hf.config);
+    auto adopt = [&](const char* flag, int64_t& field, const models::ModelSizes::Size& size) {
+        if (field > 0 && field != size.value)   // a size typed beside --init-from must agree with the folder
             throw ValueError(fmt::format("{} {}: the weights in {} have {} {} (drop {})", flag, field, cfg_.init_from,
-                                         key, value, flag));
-        field = value;
+                                         size.key, size.value, flag));
+        field = size.value;
     };
-    if (hf.gpt) {
-        adopt("--n-layer", cfg_.n_layer, hf.gpt->n_layer, "n_layer");
-        adopt("--n-head", cfg_.n_head, hf.gpt->n_head, "n_head");
-        adopt("--n-embd", cfg_.n_embd, hf.gpt->n_embd, "n_embd");
-        adopt("--block-size", cfg_.block_size, hf.gpt->block_size, "n_positions");
-        cfg_.vocab_size = hf.gpt->vocab_size;
-        cfg_.layer_norm_epsilon = hf.gpt->layer_norm_epsilon;
-        return;
+    adopt("--n-layer", cfg_.n_layer, sizes.n_layer);
+    adopt("--n-head", cfg_.n_head, sizes.n_head);
+    adopt("--n-embd", cfg_.n_embd, sizes.n_embd);
+    if (sizes.context_fixed) {
+        adopt("--block-size", cfg_.block_size, sizes.context);
+    } else if (cfg_.block_size > sizes.context.value) {
+        throw ValueError(fmt::format("--block-size {}: longer than the context of the {} in {} ({} {})", cfg_.block_size,
+                                     family.title, cfg_.init_from, sizes.context.key, sizes.context.value));
     }
-    const models::LlamaConfig& c = *hf.llama;
-    adopt("--n-layer", cfg_.n_layer, c.num_hidden_layers, "num_hidden_layers");
-    adopt("--n-head", cfg_.n_head, c.num_attention_heads, "num_attention_heads");
-    adopt("--n-embd", cfg_.n_embd, c.hidden_size, "hidden_size");
-    if (cfg_.preset.rfind("llama-", 0) != 0) cfg_.preset = "llama-nano";   // unused: the folder is the config
-    cfg_.vocab_size = c.vocab_size;
-    cfg_.pretrained_llama = models::to_hf_json(c);
-    cfg_.validate();                                                       // e.g. --dropout, now for a Llama
-    cfg_.context_length(c.vocab_size);                                     // --block-size within the context
+    const auto& presets = family.presets;
+    if (std::find(presets.begin(), presets.end(), cfg_.preset) == presets.end())
+        cfg_.preset = presets.front();                                     // unused: the folder is the config
+    cfg_.vocab_size = sizes.vocab_size;
+    cfg_.pretrained_config = hf.config;
+    cfg_.validate();                                                       // e.g. --dropout, for this family
 }
 
 // Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
@@ -316,7 +325,7 @@ EvalStats Trainer::evaluate(bool full_split) {
         std::vector<std::pair<Tensor, Tensor>> train;
         for (int64_t i = 0; i < iters; ++i) train.push_back(addition_->batch(train_state, B));
         e.train_loss = e.val_loss = mean_loss(train);
-        e.exact_match = addition_->exact_match(*model_->gpt(), 500);   // --task addition is GPT only
+        e.exact_match = addition_exact_match(*addition_, model_->causal_lm(), 500);
         e.protocol = fmt::format("estimate: {} batches of {} problems", iters, B);
     } else if (shards_) {   // the first windows of the training stream; the validation stream in order
         const data::ShardLoader &train = *shards_->train, &val = *shards_->val;
@@ -357,8 +366,7 @@ std::vector<int64_t> Trainer::unspellable_tokens() const {
 
 // The KV-cache loop (models/generation.hpp) from the prompt, with the training RNG put back after.
 std::string Trainer::sample(const std::string& prompt, int64_t tokens, double temperature, std::optional<int64_t> top_k) {
-    std::vector<int32_t> ids = corpus_.tokenizer.encode(prompt.empty() ? "\n" : prompt);
-    std::vector<int64_t> ids64(ids.begin(), ids.end());
+    const Tensor prompt_ids = corpus_.tokenizer.encode_tensor(prompt.empty() ? "\n" : prompt, device_);   // (1,T0)
     models::GenerationConfig g;
     g.max_new_tokens = tokens;
     g.do_sample = temperature > 0.0;
@@ -367,12 +375,11 @@ std::string Trainer::sample(const std::string& prompt, int64_t tokens, double te
     g.suppress_tokens = unspellable_tokens();
     const GeneratorState rng = get_rng_state();
     model_->module()->eval();
-    Tensor out = models::generate(model_->causal_lm(), tensor(ids64, {1, static_cast<int64_t>(ids64.size())}).to(device_),
-                                  Tensor(), g);
+    Tensor out = models::generate(model_->causal_lm(), prompt_ids, Tensor(), g);   // (1,T0+n)
     model_->module()->train();
     set_rng_state(rng);
-    std::vector<int64_t> all = out.to_vector<int64_t>();
-    return corpus_.tokenizer.decode(std::vector<int32_t>(all.begin() + static_cast<std::ptrdiff_t>(ids64.size()), all.end()));
+    const int64_t T0 = prompt_ids.size(1);
+    return corpus_.tokenizer.decode(data::token_ids(out.narrow(1, T0, out.size(1) - T0)));
 }
 
 }  // namespace ampgrad::app

@@ -1,5 +1,5 @@
 // trainer.hpp: one training run of `ampgrad train`: the data (a text and its tokenizer, or the
-// addition task), the batch sampler, the model (GPT or Llama), the precision recipe and the learning-rate schedule,
+// addition task), the batch sampler, the model (any family), the precision recipe and the learning-rate schedule,
 // stepped one optimiser step at a time. The training loop's own state (step, sampler position,
 // RNG, scaler, optimiser) is exactly what a checkpoint saves (app/checkpoint.hpp).
 #pragma once
@@ -90,7 +90,7 @@ public:
         cfg_.hellaswag = std::move(file), cfg_.hellaswag_every = every, cfg_.hellaswag_limit = limit;
     }
     const RunConfig& config() const { return cfg_; }
-    LanguageModel& model() { return *model_; }   // the GPT or the Llama (--model)
+    LanguageModel& model() { return *model_; }   // the run's model (--model: any family)
     const LanguageModel& model() const { return *model_; }
     const Corpus& corpus() const { return corpus_; }
     Precision& precision() { return *precision_; }   // not with --zero

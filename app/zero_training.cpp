@@ -1,4 +1,4 @@
-// zero_training.cpp: the GPT under the ZeRO engine (app/zero_training.hpp).
+// zero_training.cpp: the run's model under the ZeRO engine (app/zero_training.hpp).
 #include "app/zero_training.hpp"
 
 #include <arpa/inet.h>

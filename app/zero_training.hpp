@@ -1,4 +1,4 @@
-// zero_training.hpp: `ampgrad train --zero N` (N = 0, 1, 2, 3): the model (GPT or Llama) trained by the ZeRO engine (zero/engine.hpp)
+// zero_training.hpp: `ampgrad train --zero N` (N = 0, 1, 2, 3): the model (any family) trained by the ZeRO engine (zero/engine.hpp)
 // on every process that ampgrad-run started, each on its own share of the batch. It takes the
 // place of Precision (app/precision.hpp) for the step:
 //   --prec fp32          f32 parameters and masters
@@ -30,7 +30,7 @@ void init_zero_process_group();
 
 class ZeroTraining {
 public:
-    ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model);   // the GPT or the Llama
+    ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model);   // the run's model, any family
 
     std::unique_ptr<amp::AutocastGuard> autocast() const;
     // One optimiser step over grad_accum micro-batches, as Precision: for each micro-batch

@@ -124,37 +124,22 @@ void check_stats(const char* kernel, const Tensor& x, const Tensor& mean, const 
 
 // ---- launchers ----
 
-inline constexpr int64_t kChunkTarget = 1024;     // blocks the weight/bias gradient aims for
-inline constexpr int64_t kMinRowsPerChunk = 16;
-
-// dweight, dbias (C) from (chunks, C) partials; either may be undefined
+// dweight, dbias (C) from (chunks, C) partials (cuda/rows.cuh's plan); either may be undefined
 template <typename T>
 void weight_bias_grads(const Tensor& dweight, const Tensor& dbias, const Tensor& dy, const Tensor& x,
                        const Tensor& mean, const Tensor& rstd) {
     using Acc = device_compute_t<T>;
     const int64_t N = x.size(0), C = x.size(1);
-    const int64_t col_blocks = (C + kBlockSize - 1) / kBlockSize;
-    int64_t chunks = std::clamp<int64_t>(std::min((N + kMinRowsPerChunk - 1) / kMinRowsPerChunk,
-                                                  kChunkTarget / col_blocks), 1, 65535);
-    const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
-    chunks = (N + rows_per_chunk - 1) / rows_per_chunk;                      // no empty chunk
-    Tensor pw = dweight.defined() ? make_empty({chunks, C}, stat_dtype(x), x.device()) : Tensor();
-    Tensor pb = dbias.defined() ? make_empty({chunks, C}, stat_dtype(x), x.device()) : Tensor();
-    Acc* pw_ptr = pw.defined() ? device_ptr<Acc>(pw) : nullptr;
-    Acc* pb_ptr = pb.defined() ? device_ptr<Acc>(pb) : nullptr;
-    dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
-    layer_norm_partials_kernel<T><<<grid, kBlockSize, 0, current_stream()>>>(
-        pw_ptr, pb_ptr, device_ptr<const T>(dy), device_ptr<const T>(x), device_ptr<const Acc>(mean),
-        device_ptr<const Acc>(rstd), N, C, rows_per_chunk);
+    const ColumnChunks plan = plan_column_chunks(N, C);
+    Tensor pw = dweight.defined() ? make_empty({plan.chunks, C}, stat_dtype(x), x.device()) : Tensor();
+    Tensor pb = dbias.defined() ? make_empty({plan.chunks, C}, stat_dtype(x), x.device()) : Tensor();
+    layer_norm_partials_kernel<T><<<plan.grid(), kBlockSize, 0, current_stream()>>>(
+        pw.defined() ? device_ptr<Acc>(pw) : nullptr, pb.defined() ? device_ptr<Acc>(pb) : nullptr,
+        device_ptr<const T>(dy), device_ptr<const T>(x), device_ptr<const Acc>(mean), device_ptr<const Acc>(rstd), N, C,
+        plan.rows_per_chunk);
     CUDA_CHECK(cudaGetLastError());
-    if (pw_ptr) {
-        sum_chunks_kernel<T><<<grid_for(C), kBlockSize, 0, current_stream()>>>(device_ptr<T>(dweight), pw_ptr, chunks, C);
-        CUDA_CHECK(cudaGetLastError());
-    }
-    if (pb_ptr) {
-        sum_chunks_kernel<T><<<grid_for(C), kBlockSize, 0, current_stream()>>>(device_ptr<T>(dbias), pb_ptr, chunks, C);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    sum_chunks<T>(dweight, pw, plan, C);
+    sum_chunks<T>(dbias, pb, plan, C);
 }
 
 }  // namespace

@@ -94,28 +94,18 @@ void check_rstd(const char* kernel, const Tensor& x, const Tensor& rstd) {
 
 // ---- launchers ----
 
-inline constexpr int64_t kChunkTarget = 1024;     // blocks the weight gradient aims for
-inline constexpr int64_t kMinRowsPerChunk = 16;
-
-// dweight (C) from (chunks, C) partials
+// dweight (C) from (chunks, C) partials (cuda/rows.cuh's plan)
 template <typename T>
 void weight_grad(const Tensor& dweight, const Tensor& dy, const Tensor& x, const Tensor& rstd) {
     using Acc = device_compute_t<T>;
     const int64_t N = x.size(0), C = x.size(1);
-    const int64_t col_blocks = (C + kBlockSize - 1) / kBlockSize;
-    int64_t chunks = std::clamp<int64_t>(std::min((N + kMinRowsPerChunk - 1) / kMinRowsPerChunk,
-                                                  kChunkTarget / col_blocks), 1, 65535);
-    const int64_t rows_per_chunk = (N + chunks - 1) / chunks;
-    chunks = (N + rows_per_chunk - 1) / rows_per_chunk;                      // no empty chunk
-    Tensor partial = make_empty({chunks, C}, stat_dtype(x), x.device());     // (chunks,C)
-    dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
-    rms_norm_partials_kernel<T><<<grid, kBlockSize, 0, current_stream()>>>(
+    const ColumnChunks plan = plan_column_chunks(N, C);
+    Tensor partial = make_empty({plan.chunks, C}, stat_dtype(x), x.device());   // (chunks,C)
+    rms_norm_partials_kernel<T><<<plan.grid(), kBlockSize, 0, current_stream()>>>(
         device_ptr<Acc>(partial), device_ptr<const T>(dy), device_ptr<const T>(x), device_ptr<const Acc>(rstd), N, C,
-        rows_per_chunk);
+        plan.rows_per_chunk);
     CUDA_CHECK(cudaGetLastError());
-    sum_chunks_kernel<T><<<grid_for(C), kBlockSize, 0, current_stream()>>>(device_ptr<T>(dweight),
-                                                                           device_ptr<const Acc>(partial), chunks, C);
-    CUDA_CHECK(cudaGetLastError());
+    sum_chunks<T>(dweight, partial, plan, C);
 }
 
 }  // namespace

@@ -110,6 +110,35 @@ __global__ void sum_chunks_kernel(T* out, const device_compute_t<T>* partial, in
     }
 }
 
+// The norms' weight-gradient plan (cuda/layer_norm.cu, cuda/rms_norm.cu): a thread per column sums
+// its column over a chunk of rows into (chunks, C) partials (grid: col_blocks x chunks), then
+// sum_chunks adds each column's partials in chunk order. Chunks of at least 16 rows, about 1024
+// blocks in all, at most 65535 chunks (gridDim.y), none empty.
+struct ColumnChunks {
+    int64_t col_blocks = 1, chunks = 1, rows_per_chunk = 1;
+    dim3 grid() const { return dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)); }
+};
+
+inline ColumnChunks plan_column_chunks(int64_t N, int64_t C) {
+    constexpr int64_t kChunkTarget = 1024, kMinRowsPerChunk = 16;
+    ColumnChunks p;
+    p.col_blocks = (C + kBlockSize - 1) / kBlockSize;
+    p.chunks = std::clamp<int64_t>(std::min((N + kMinRowsPerChunk - 1) / kMinRowsPerChunk, kChunkTarget / p.col_blocks),
+                                   1, 65535);
+    p.rows_per_chunk = (N + p.chunks - 1) / p.chunks;
+    p.chunks = (N + p.rows_per_chunk - 1) / p.rows_per_chunk;              // no empty chunk
+    return p;
+}
+
+// out (C) = each column of partial (chunks, C) summed in chunk order; nothing when out is undefined.
+template <typename T>
+void sum_chunks(const Tensor& out, const Tensor& partial, const ColumnChunks& plan, int64_t C) {
+    if (!out.defined()) return;
+    sum_chunks_kernel<T><<<grid_for(C), kBlockSize, 0, current_stream()>>>(
+        device_ptr<T>(out), device_ptr<const device_compute_t<T>>(partial), plan.chunks, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 template <typename T>
 const T* ptr_or_null(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
 

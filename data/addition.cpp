@@ -5,7 +5,6 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
-#include "models/gpt.hpp"
 
 namespace ampgrad::data {
 
@@ -70,7 +69,7 @@ std::vector<std::pair<int64_t, int64_t>> AdditionTask::test_pairs(int64_t count)
     return out;
 }
 
-double AdditionTask::exact_match(models::GPT& model, int64_t count, int64_t batch_size) const {
+double AdditionTask::exact_match(const GreedyCompletion& complete, int64_t count, int64_t batch_size) const {
     std::vector<std::pair<int64_t, int64_t>> pairs = test_pairs(count);
     if (pairs.empty()) return 0.0;
     int64_t correct = 0;
@@ -81,8 +80,7 @@ double AdditionTask::exact_match(models::GPT& model, int64_t count, int64_t batc
             std::vector<int32_t> seq = encode(pairs[first + i].first, pairs[first + i].second);
             prompts.insert(prompts.end(), seq.begin(), seq.begin() + prompt_length());
         }
-        Tensor out = model.generate(tensor(prompts, {static_cast<int64_t>(n), prompt_length()}), answer_length(),
-                                    /*temperature=*/0.0);                     // (n, 3d+3)
+        Tensor out = complete(tensor(prompts, {static_cast<int64_t>(n), prompt_length()}), answer_length());   // (n,3d+3)
         std::vector<int64_t> ids = out.to_vector<int64_t>();
         const int64_t L = out.size(1);
         for (size_t i = 0; i < n; ++i) {

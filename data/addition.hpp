@@ -7,9 +7,10 @@
 //
 //   data::AdditionTask task(2);                        // 2-digit operands, sequences of 9 tokens
 //   auto [x, y] = task.batch(sampler_state, 64);       // (64,8) each
-//   double acc = task.exact_match(model, 1000);        // greedy answers of held-out problems
+//   double acc = task.exact_match(complete, 1000);     // greedy answers of held-out problems
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +18,6 @@
 #include "core/tensor.hpp"
 #include "data/sampler.hpp"
 #include "data/tokenizer.hpp"
-
-namespace ampgrad::models {
-class GPT;
-}
 
 namespace ampgrad::data {
 
@@ -38,8 +35,11 @@ public:
     std::vector<int32_t> encode(int64_t a, int64_t b) const;      // prompt then answer, 3d+3 tokens
     // B training problems (never a held-out pair), from the sampler's own generator state.
     std::pair<Tensor, Tensor> batch(SamplerState& state, int64_t B) const;
+    // A model's greedy continuation: prompts (B,P) int64 -> (B,P+new_tokens) int64 (e.g.
+    // models::generate with do_sample = false; app/trainer.cpp passes one).
+    using GreedyCompletion = std::function<Tensor(const Tensor& prompts, int64_t new_tokens)>;
     // Fraction of `count` held-out problems (a fixed list) whose greedy answer is right.
-    double exact_match(models::GPT& model, int64_t count, int64_t batch_size = 256) const;
+    double exact_match(const GreedyCompletion& complete, int64_t count, int64_t batch_size = 256) const;
     // The fixed list of held-out problems exact_match uses.
     std::vector<std::pair<int64_t, int64_t>> test_pairs(int64_t count) const;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "data/text.hpp"
 
@@ -107,6 +108,28 @@ std::string Tokenizer::decode_one(int64_t id) const {
     if (kind_ == Kind::kByte) return std::string(1, static_cast<char>(id));
     if (kind_ == Kind::kBpe) return std::string(bpe_->token_bytes(static_cast<int32_t>(id)));
     return utf8_encode(code_points_[static_cast<size_t>(id)]);
+}
+
+Tensor Tokenizer::encode_tensor(std::string_view text, Device device) const {
+    return token_tensor(encode(text), device);
+}
+
+Tensor token_tensor(const std::vector<int32_t>& ids, Device device) {
+    const std::vector<int64_t> wide(ids.begin(), ids.end());
+    return tensor(wide, {1, static_cast<int64_t>(wide.size())}).to(device);   // (1,T)
+}
+
+std::vector<int32_t> token_ids(const Tensor& ids) {
+    const bool row = ids.dim() == 1 || (ids.dim() == 2 && ids.size(0) == 1);
+    if (!row || is_floating(ids.dtype()))
+        throw ShapeError(fmt::format("token_ids: expected (T) or (1,T) integer token ids, but got {}", ids.describe()));
+    std::vector<int32_t> out;
+    for (int64_t id : ids.to(Device(kCPU)).to(kInt64).contiguous().to_vector<int64_t>()) {
+        if (id < INT32_MIN || id > INT32_MAX)
+            throw ValueError(fmt::format("token_ids: the id {} does not fit a tokenizer's int32 ids", id));
+        out.push_back(static_cast<int32_t>(id));
+    }
+    return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -8,6 +8,7 @@
 //   data::Tokenizer tok = data::Tokenizer::chars_of(text);   // or Tokenizer::bytes(), Tokenizer::gpt2()
 //   std::vector<int32_t> ids = tok.encode("To be");          // ValueError for an unknown character
 //   std::string back = tok.decode(ids);
+//   Tensor idx = tok.encode_tensor("To be");                 // (1,T) int64, as the models take ids
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/tensor.hpp"
 #include "data/bpe_tokenizer.hpp"
 
 namespace ampgrad::data {
@@ -42,6 +44,8 @@ public:
 
     // ValueError naming the first character that is not in the vocabulary (char kind).
     std::vector<int32_t> encode(std::string_view text) const;
+    // encode as the models take token ids: (1,T) int64 on `device`.
+    Tensor encode_tensor(std::string_view text, Device device = Device(kCPU)) const;
     // IndexError for an id outside [0, V).
     std::string decode(const std::vector<int32_t>& ids) const;
     std::string decode_one(int64_t id) const;
@@ -52,6 +56,12 @@ private:
     std::unordered_map<uint32_t, int32_t> ids_;          // code point -> id
     std::shared_ptr<const BpeTokenizer> bpe_;            // bpe kind
 };
+
+// Token ids <-> the int64 tensors the models take: ids -> (1,T) int64 on `device`; a (T) or (1,T)
+// integer tensor on any device -> its ids (ShapeError for another shape, ValueError for an id that
+// does not fit int32).
+Tensor token_tensor(const std::vector<int32_t>& ids, Device device = Device(kCPU));
+std::vector<int32_t> token_ids(const Tensor& ids);
 
 // UTF-8 helpers used by the tokenizer.
 std::vector<uint32_t> utf8_code_points(std::string_view text);   // IOError on invalid UTF-8

@@ -177,26 +177,33 @@ std::pair<Tensor, Tensor> left_pad(const std::vector<std::vector<int64_t>>& prom
     return {tensor(ids, {B, T}), tensor(mask, {B, T}).to(kBool)};
 }
 
-Tensor sample_recomputing(nn::Module& model, const std::function<Tensor(const Tensor&)>& logits_of, int64_t context,
-                          const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
-                          const std::function<void(int64_t)>& on_token, const std::string& who) {
+Tensor sample(const CausalLM& model, const Tensor& idx, int64_t max_new_tokens, double temperature,
+              std::optional<int64_t> top_k, const std::function<void(int64_t)>& on_token, const std::string& who) {
     if (idx.dim() != 2 || idx.size(1) == 0)
         throw ShapeError(fmt::format("{}: the prompt must be (B,T0) token ids with T0 >= 1, but is {}", who,
                                      idx.describe()));
-    NoGradGuard no_grad;
-    const bool was_training = model.is_training();
-    model.eval();
-    Tensor out = idx;                                                             // (B,T0)
-    for (int64_t n = 0; n < max_new_tokens; ++n) {
-        const int64_t T = out.size(1), keep = std::min(T, context);
-        Tensor window = keep < T ? out.narrow(1, T - keep, keep) : out;           // (B,<=T)
-        Tensor logits = logits_of(window).select(1, keep - 1);                    // (B,V)
-        Tensor next = F::sample_from_logits(logits, temperature, top_k);          // (B,1) int64
-        if (on_token) on_token(next.to_vector<int64_t>()[0]);
-        out = cat({out, next.to(out.dtype())}, 1);                                // (B,T+1)
+    GenerationConfig g;
+    g.max_new_tokens = max_new_tokens;
+    g.do_sample = temperature > 0.0;
+    if (g.do_sample) g.temperature = temperature;
+    g.top_k = top_k;
+    const int64_t T0 = idx.size(1), keep = std::min(T0, model.max_positions());
+    const Tensor window = keep < T0 ? idx.narrow(1, T0 - keep, keep) : idx;     // (B,<=T)
+    StepCallback on_step;
+    if (on_token) on_step = [&on_token](const std::vector<int64_t>& tokens) { on_token(tokens[0]); };
+    nn::Module& module = as_module(const_cast<CausalLM&>(model));
+    const bool was_training = module.is_training();
+    module.eval();
+    Tensor out;
+    try {
+        out = generate(model, window, Tensor(), g, on_step);                       // (B,keep+n)
+    } catch (...) {
+        module.train(was_training);
+        throw;
     }
-    model.train(was_training);
-    return out;
+    module.train(was_training);
+    if (keep < T0) out = cat({idx.narrow(1, 0, T0 - keep).to(out.dtype()).to(out.device()), out}, 1);
+    return out;                                                                    // (B,T0+n)
 }
 
 }  // namespace ampgrad::models

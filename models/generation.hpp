@@ -60,13 +60,12 @@ Tensor process_logits(const Tensor& logits, const Tensor& ids, const Tensor& val
 // with the default generator. (B) int64 on the host.
 std::vector<int64_t> select_next_tokens(const Tensor& scores, const GenerationConfig& config);
 
-// The plain loop behind GPT::generate and Llama::generate (no cache, no padding): each step runs
-// logits_of (B,t) -> (B,t,V) over the latest `context` tokens, samples the next token of every row
-// with F::sample_from_logits (temperature 0: greedy; top_k), and reports row 0's to on_token. The
-// model is in eval mode meanwhile. idx (B,T0) -> (B,T0+max_new_tokens). `who` names the caller in
-// the ShapeError for an empty or non-(B,T0) prompt.
-Tensor sample_recomputing(nn::Module& model, const std::function<Tensor(const Tensor&)>& logits_of, int64_t context,
-                          const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
-                          const std::function<void(int64_t)>& on_token, const std::string& who);
+// The member generate of every model in one line (GPT::generate, Llama::generate): generate() above
+// with do_sample = temperature > 0 (temperature 0: greedy), top_k, no mask, and on_token seeing row
+// 0's new tokens. A prompt longer than the context is cropped to its latest max_positions() tokens
+// (the returned ids keep the whole prompt). The model is in eval mode meanwhile. idx (B,T0) ->
+// (B,T0+max_new_tokens). `who` names the caller in the ShapeError for an empty or non-(B,T0) prompt.
+Tensor sample(const CausalLM& model, const Tensor& idx, int64_t max_new_tokens, double temperature,
+              std::optional<int64_t> top_k, const std::function<void(int64_t)>& on_token, const std::string& who);
 
 }  // namespace ampgrad::models

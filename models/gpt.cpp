@@ -9,6 +9,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "models/generation.hpp"
+#include "models/gpt_mfu.hpp"
 #include "nn/init.hpp"
 
 namespace ampgrad::models {
@@ -233,9 +234,40 @@ Tensor GPT::forward(const Tensor& idx, const Tensor& targets) const {
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
                      const std::function<void(int64_t)>& on_token) {
-    auto logits_of = [this](const Tensor& x) { return forward(x); };                 // (B,t) -> (B,t,V)
-    return sample_recomputing(*this, logits_of, cfg_.block_size, idx, max_new_tokens, temperature,
-                              top_k, on_token, "GPT::generate");
+    return sample(*this, idx, max_new_tokens, temperature, top_k, on_token, "GPT::generate");
+}
+
+// ---- what a trainer reports (models::CausalLM) ----
+
+double GPT::flops_per_token(int64_t context) const {
+    GPTConfig c = cfg_;
+    c.block_size = context;
+    return c.flops_per_token();
+}
+
+double GPT::llmc_flops_per_token(int64_t context) const {
+    GPTConfig c = cfg_;
+    c.block_size = context;
+    return models::llmc_flops_per_token(c);
+}
+
+std::string GPT::shape_text(int64_t context) const {
+    return fmt::format("L={}, NH={}, C={}, T={}, V={}", cfg_.n_layer, cfg_.n_head, cfg_.n_embd, context, cfg_.vocab_size);
+}
+
+std::string GPT::saved_shape_text() const {
+    return fmt::format("V={}, T={}, L={}, NH={}, C={}", cfg_.vocab_size, cfg_.block_size, cfg_.n_layer, cfg_.n_head,
+                       cfg_.n_embd);
+}
+
+nlohmann::json to_json(const GPTConfig& c) {
+    nlohmann::json j = {{"vocab_size", c.vocab_size}, {"block_size", c.block_size}, {"n_layer", c.n_layer},
+                        {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"dropout", c.dropout},
+                        {"checkpoint_blocks", c.checkpoint_blocks}, {"padded_vocab_size", c.padded_vocab_size()},
+                        {"num_parameters", c.num_parameters()}};
+    if (c.layer_norm_epsilon != GPTConfig().layer_norm_epsilon)   // written only when not the default, so that
+        j["layer_norm_epsilon"] = c.layer_norm_epsilon;           // older checkpoints still compare equal
+    return j;
 }
 
 }  // namespace ampgrad::models

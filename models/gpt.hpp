@@ -54,6 +54,10 @@ struct GPTConfig {
     bool operator==(const GPTConfig&) const = default;
 };
 
+// The config as a checkpoint's "model_config" (with padded_vocab_size and num_parameters; eps only
+// when not GPT-2's 1e-5, so that older checkpoints compare equal).
+nlohmann::json to_json(const GPTConfig& c);
+
 // Multi-head causal self-attention with one fused (C -> 3C) projection.
 class CausalSelfAttention : public nn::Module {
 public:
@@ -99,18 +103,27 @@ public:
     // (manual_seed reproduces them); under nn::init::SkipInitGuard, allocates them only (to be loaded).
     explicit GPT(const GPTConfig& cfg);
 
-    Tensor forward(const Tensor& idx) const;                          // (B,T) int64 -> logits (B,T,V)
-    Tensor forward(const Tensor& idx, const Tensor& targets) const;   // (B,T), (B,T) -> mean loss ()
+    Tensor forward(const Tensor& idx) const override;                          // (B,T) int64 -> logits (B,T,V)
+    Tensor forward(const Tensor& idx, const Tensor& targets) const override;   // (B,T), (B,T) -> mean loss ()
     // The final LayerNorm's output (Hugging Face GPT2Model's last_hidden_state).
     Tensor hidden_states(const Tensor& idx) const;                    // (B,T) int64 -> (B,T,C)
 
-    // Autoregressive sampling (no grad, eval mode for the duration): appends max_new_tokens tokens,
-    // each drawn from softmax(logits / temperature) of the last position, cropped to the context,
-    // restricted to the top_k most likely when given; temperature 0 picks the most likely.
-    // on_token (if set) sees every new token as it is drawn (for streaming). Returns (B,T0+new).
+    // Sampling in a line: models::generate (the KV-cache loop) with do_sample = temperature > 0
+    // (temperature 0 picks the most likely token), top_k, eval mode for the duration. on_token (if
+    // set) sees row 0's every new token as it is drawn (for streaming). Returns (B,T0+new).
     Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
                     std::optional<int64_t> top_k = std::nullopt,
                     const std::function<void(int64_t)>& on_token = {});
+
+    // models::CausalLM: what a trainer reports (models/causal_lm.hpp).
+    std::string family() const override { return "gpt"; }
+    int64_t num_parameters() const override { return cfg_.num_parameters(); }
+    double flops_per_token(int64_t context) const override;
+    double llmc_flops_per_token(int64_t context) const override;
+    std::string shape_text(int64_t context) const override;    // "L=3, NH=4, C=96, T=64, V=65"
+    std::string saved_shape_text() const override;             // "V=65, T=64, L=3, NH=4, C=96" (nanoGPT's order)
+    nlohmann::json config_json() const override { return to_json(cfg_); }
+    const Tensor& token_embedding() const override { return wte->weight; }   // (Vp,C)
 
     // Incremental decoding (models/kv_cache.hpp, models/generation.hpp): a cache of up to
     // max_length <= block_size tokens, and the logits (B,T,V) of new tokens idx (B,T) over it

@@ -219,11 +219,12 @@ namespace detail {
 Architecture gpt2_architecture() {
     Architecture a;
     a.model_type = "gpt2";
-    a.family = "gpt2";
+    a.family = "gpt";
     a.architectures = {kLMHead, kBase};
     a.build = build_gpt2;
     a.describe = [](const nlohmann::json& config, const std::string& config_path, const std::string& architecture) {
-        return PretrainedConfig{architecture, "gpt2", gpt2_config_from_json(config, config_path), std::nullopt};
+        return PretrainedConfig{architecture, "gpt2", gpt2_config_from_json(config, config_path), std::nullopt, "gpt",
+                                config};
     };
     a.saves = [](const PretrainedModel& m) {
         return std::dynamic_pointer_cast<GPT>(m.module) != nullptr && (m.model_type.empty() || m.model_type == "gpt2");

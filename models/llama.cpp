@@ -10,6 +10,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "models/generation.hpp"
+#include "models/llama_json.hpp"
 #include "nn/init.hpp"
 
 namespace ampgrad::models {
@@ -83,7 +84,8 @@ void LlamaConfig::validate() const {
 int64_t LlamaConfig::num_parameters() const {
     const int64_t H = hidden_size, I = intermediate_size, q = num_attention_heads * head_size();
     const int64_t kv = num_key_value_heads * head_size();
-    const int64_t attention = H * q + 2 * H * kv + q * H + (attention_bias ? q + 2 * kv + H : 0);
+    const int64_t biases = attention_bias ? q + 2 * kv + H : (qkv_bias ? q + 2 * kv : 0);
+    const int64_t attention = H * q + 2 * H * kv + q * H + biases;
     const int64_t mlp = 3 * H * I + (mlp_bias ? 2 * I + H : 0);
     const int64_t per_layer = attention + mlp + 2 * H;   // + input_layernorm, post_attention_layernorm
     const int64_t embeddings = vocab_size * H * (tie_word_embeddings ? 1 : 2);
@@ -103,10 +105,10 @@ LlamaAttention::LlamaAttention(const LlamaConfig& cfg)
     : Module("LlamaAttention"), num_heads(cfg.num_attention_heads), num_kv_heads(cfg.num_key_value_heads),
       head_dim(cfg.head_size()) {
     const int64_t H = cfg.hidden_size;
-    const bool bias = cfg.attention_bias;
-    q_proj = register_module("q_proj", std::make_shared<nn::Linear>(H, num_heads * head_dim, bias));
-    k_proj = register_module("k_proj", std::make_shared<nn::Linear>(H, num_kv_heads * head_dim, bias));
-    v_proj = register_module("v_proj", std::make_shared<nn::Linear>(H, num_kv_heads * head_dim, bias));
+    const bool bias = cfg.attention_bias, qkv_bias = cfg.attention_bias || cfg.qkv_bias;
+    q_proj = register_module("q_proj", std::make_shared<nn::Linear>(H, num_heads * head_dim, qkv_bias));
+    k_proj = register_module("k_proj", std::make_shared<nn::Linear>(H, num_kv_heads * head_dim, qkv_bias));
+    v_proj = register_module("v_proj", std::make_shared<nn::Linear>(H, num_kv_heads * head_dim, qkv_bias));
     o_proj = register_module("o_proj", std::make_shared<nn::Linear>(num_heads * head_dim, H, bias));
 }
 
@@ -178,7 +180,9 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tens
 
 // ---- the model ----
 
-Llama::Llama(const LlamaConfig& cfg) : Module("LlamaForCausalLM"), cfg_(cfg) {
+Llama::Llama(const LlamaConfig& cfg) : Llama(cfg, "LlamaForCausalLM") {}
+
+Llama::Llama(const LlamaConfig& cfg, const std::string& module_name) : Module(module_name), cfg_(cfg) {
     cfg_.validate();
     model = register_module("model", std::make_shared<nn::Module>("LlamaModel"));
     embed_tokens = model->register_module("embed_tokens", std::make_shared<nn::Embedding>(cfg.vocab_size, cfg.hidden_size));
@@ -294,9 +298,39 @@ Tensor Llama::forward(const Tensor& idx, const Tensor& targets, const Tensor& po
 
 Tensor Llama::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,
                        const std::function<void(int64_t)>& on_token) {
-    auto logits_of = [this](const Tensor& x) { return forward(x); };                 // (B,t) -> (B,t,V)
-    return sample_recomputing(*this, logits_of, cfg_.max_position_embeddings, idx, max_new_tokens, temperature,
-                              top_k, on_token, "Llama::generate");
+    return sample(*this, idx, max_new_tokens, temperature, top_k, on_token, "Llama::generate");
+}
+
+// ---- what a trainer reports (models::CausalLM) ----
+
+double Llama::flops_per_token(int64_t context) const {
+    LlamaConfig c = cfg_;
+    c.max_position_embeddings = context;
+    return c.flops_per_token();
+}
+
+// llm.c counts every parameter (6 N) and attention once per direction (6 L T times the attention
+// width NH * HS).
+double Llama::llmc_flops_per_token(int64_t context) const {
+    const LlamaConfig& c = cfg_;
+    return 6.0 * static_cast<double>(c.num_parameters()) +
+           6.0 * static_cast<double>(c.num_hidden_layers * c.num_attention_heads * c.head_size() * context);
+}
+
+std::string Llama::shape_text(int64_t context) const {
+    const LlamaConfig& c = cfg_;
+    return fmt::format("L={}, NH={}, NKV={}, HS={}, H={}, I={}, T={}, V={}", c.num_hidden_layers,
+                       c.num_attention_heads, c.num_key_value_heads, c.head_size(), c.hidden_size,
+                       c.intermediate_size, context, c.vocab_size);
+}
+
+std::string Llama::saved_shape_text() const { return shape_text(cfg_.max_position_embeddings); }
+
+nlohmann::json Llama::config_json() const {
+    nlohmann::json j = to_hf_json(cfg_);
+    j["checkpoint_blocks"] = cfg_.checkpoint_blocks;
+    j["num_parameters"] = cfg_.num_parameters();
+    return j;
 }
 
 }  // namespace ampgrad::models

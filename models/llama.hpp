@@ -44,6 +44,7 @@ struct LlamaConfig {
     int64_t max_position_embeddings = 2048;      // T: the longest context (generate crops to it)
     bool tie_word_embeddings = false;            // lm_head.weight is model.embed_tokens.weight
     bool attention_bias = false;                 // biases on q/k/v/o_proj
+    bool qkv_bias = false;                       // biases on q/k/v_proj only (Qwen2; not a Llama config.json key)
     bool mlp_bias = false;                       // biases on gate/up/down_proj
     double initializer_range = 0.02;             // every Linear and Embedding weight ~ N(0, this)
     bool checkpoint_blocks = false;              // recompute each layer's activations in backward
@@ -117,18 +118,29 @@ public:
     // (manual_seed reproduces them); under nn::init::SkipInitGuard, allocates them only (to be loaded).
     explicit Llama(const LlamaConfig& cfg);
 
-    Tensor forward(const Tensor& idx) const;                          // (B,T) int64 -> logits (B,T,V)
-    Tensor forward(const Tensor& idx, const Tensor& targets) const;   // (B,T), (B,T) -> mean loss ()
+    Tensor forward(const Tensor& idx) const override;                          // (B,T) int64 -> logits (B,T,V)
+    Tensor forward(const Tensor& idx, const Tensor& targets) const override;   // (B,T), (B,T) -> mean loss ()
     // The general form: position_ids (B,T) or (T) integer (undefined: 0..T-1) place the tokens for
     // RoPE; with targets defined returns the mean loss (), else the logits (B,T,V). The targets are
     // the next tokens (already shifted, as the GPT's), not transformers' unshifted labels.
     Tensor forward(const Tensor& idx, const Tensor& targets, const Tensor& position_ids) const;
 
-    // Autoregressive sampling as GPT::generate (temperature, top-k, on_token; temperature 0 greedy),
-    // the context cropped to max_position_embeddings. Returns (B,T0+max_new_tokens).
+    // Sampling in a line, as GPT::generate: models::generate with the KV cache (temperature 0:
+    // greedy; top-k; on_token streams row 0), the prompt cropped to max_position_embeddings.
+    // Returns (B,T0+max_new_tokens).
     Tensor generate(const Tensor& idx, int64_t max_new_tokens, double temperature = 1.0,
                     std::optional<int64_t> top_k = std::nullopt,
                     const std::function<void(int64_t)>& on_token = {});
+
+    // models::CausalLM: what a trainer reports (models/causal_lm.hpp); T is the training context.
+    std::string family() const override { return "llama"; }
+    int64_t num_parameters() const override { return cfg_.num_parameters(); }
+    double flops_per_token(int64_t context) const override;
+    double llmc_flops_per_token(int64_t context) const override;
+    std::string shape_text(int64_t context) const override;   // "L=3, NH=4, NKV=2, HS=24, H=96, I=256, T=64, V=65"
+    std::string saved_shape_text() const override;            // shape_text at max_position_embeddings
+    nlohmann::json config_json() const override;              // transformers' config.json + checkpoint_blocks
+    const Tensor& token_embedding() const override { return embed_tokens->weight; }   // (V,H)
 
     // Incremental decoding (models/generation.hpp): a cache of NKV key/value heads per layer, and a
     // forward over new tokens whose RoPE positions come from the cache (left padding skipped).
@@ -151,6 +163,10 @@ public:
     std::shared_ptr<nn::RMSNorm> norm;                  // (H)
     std::shared_ptr<nn::RotaryEmbedding> rotary_emb;    // no parameters (inv_freq is not saved)
     std::shared_ptr<nn::Linear> lm_head;                // (V,H); null when tied (embed_tokens' weight is used)
+
+protected:
+    // A model of this architecture under another name (Qwen2ForCausalLM: models/qwen2.hpp).
+    Llama(const LlamaConfig& cfg, const std::string& module_name);
 
 private:
     Tensor hidden_states(const Tensor& idx, const Tensor& position_ids) const;   // (B,T) -> (B,T,H), after norm

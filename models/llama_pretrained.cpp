@@ -39,26 +39,6 @@ std::shared_ptr<Llama> as_llama(const PretrainedModel& m) {
     return llama;
 }
 
-detail::WeightPlan llama_plan(const Llama& model) {
-    const LlamaConfig& c = model.config();
-    detail::WeightPlan plan;
-    plan.config_facts = fmt::format("vocab_size {}, hidden_size {}, intermediate_size {}, num_hidden_layers {}, "
-                                    "num_attention_heads {}, num_key_value_heads {}, head_dim {}", c.vocab_size,
-                                    c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
-                                    c.num_key_value_heads, c.head_size());
-    for (const auto& [name, param] : model.named_parameters()) {
-        Tensor dst = param;
-        plan.targets[name] = {dst.sizes(), [dst](const Tensor& stored) mutable { copy_(dst, stored); }};
-    }
-    const bool tied = c.tie_word_embeddings;
-    plan.canonical = [tied](const std::string& stored) -> std::optional<std::string> {
-        if (tied && stored == "lm_head.weight") return std::nullopt;          // re-tied to embed_tokens
-        if (stored.ends_with("rotary_emb.inv_freq")) return std::nullopt;    // recomputed from the config
-        return stored;
-    };
-    return plan;
-}
-
 // Mistral's sliding window W caps the context (see the file comment); a null W is a plain Llama.
 void apply_sliding_window(const nlohmann::json& config, const std::string& config_path, LlamaConfig& c) {
     if (!config.contains("sliding_window") || config["sliding_window"].is_null()) return;
@@ -99,7 +79,7 @@ detail::PlannedModel build_llama(const nlohmann::json& config, const std::string
         model = std::make_shared<Llama>(c);
     }
     if (options.dtype != kFloat32) model->to(options.dtype);
-    detail::WeightPlan plan = llama_plan(*model);
+    detail::WeightPlan plan = detail::llama_plan(*model);
     return {PretrainedModel{architecture, model_type_of(architecture), model}, std::move(plan)};
 }
 
@@ -118,6 +98,26 @@ std::pair<nlohmann::json, nn::NamedTensors> llama_to_hf(const PretrainedModel& m
 
 namespace detail {
 
+WeightPlan llama_plan(const Llama& model) {
+    const LlamaConfig& c = model.config();
+    WeightPlan plan;
+    plan.config_facts = fmt::format("vocab_size {}, hidden_size {}, intermediate_size {}, num_hidden_layers {}, "
+                                    "num_attention_heads {}, num_key_value_heads {}, head_dim {}", c.vocab_size,
+                                    c.hidden_size, c.intermediate_size, c.num_hidden_layers, c.num_attention_heads,
+                                    c.num_key_value_heads, c.head_size());
+    for (const auto& [name, param] : model.named_parameters()) {
+        Tensor dst = param;
+        plan.targets[name] = {dst.sizes(), [dst](const Tensor& stored) mutable { copy_(dst, stored); }};
+    }
+    const bool tied = c.tie_word_embeddings;
+    plan.canonical = [tied](const std::string& stored) -> std::optional<std::string> {
+        if (tied && stored == "lm_head.weight") return std::nullopt;          // re-tied to embed_tokens
+        if (stored.ends_with("rotary_emb.inv_freq")) return std::nullopt;    // recomputed from the config
+        return stored;
+    };
+    return plan;
+}
+
 Architecture llama_architecture() {
     Architecture a;
     a.model_type = "llama";
@@ -125,10 +125,13 @@ Architecture llama_architecture() {
     a.architectures = {kLlama};
     a.build = build_llama;
     a.describe = [](const nlohmann::json& config, const std::string& config_path, const std::string& architecture) {
-        return PretrainedConfig{architecture, model_type_of(architecture), std::nullopt,
-                                llama_config_of(config, config_path, architecture)};
+        const LlamaConfig c = llama_config_of(config, config_path, architecture);
+        return PretrainedConfig{architecture, model_type_of(architecture), std::nullopt, c, "llama", to_hf_json(c)};
     };
-    a.saves = [](const PretrainedModel& m) { return std::dynamic_pointer_cast<Llama>(m.module) != nullptr; };
+    a.saves = [](const PretrainedModel& m) {   // a Llama, not a Llama-shaped family (Qwen2 saves as its own)
+        auto llama = std::dynamic_pointer_cast<Llama>(m.module);
+        return llama != nullptr && llama->family() == "llama";
+    };
     a.plan = [](const PretrainedModel& m) { return llama_plan(*as_llama(m)); };
     a.to_hf = llama_to_hf;
     return a;

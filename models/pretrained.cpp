@@ -24,7 +24,12 @@ using detail::WeightPlan;
 namespace detail {
 
 const std::vector<Architecture>& architectures() {
-    static const std::vector<Architecture> table = {gpt2_architecture(), llama_architecture(), mistral_architecture()};
+    static const std::vector<Architecture> table = [] {
+        std::vector<Architecture> all;
+        for (const ModelFamily& f : model_families())
+            for (Architecture& a : f.architectures()) all.push_back(std::move(a));
+        return all;
+    }();
     return table;
 }
 
@@ -64,6 +69,16 @@ std::string known_architectures() {
         names.push_back(fmt::format("{} (model_type \"{}\")", fmt::join(a.architectures, ", "), a.model_type));
     return fmt::format("{}", fmt::join(names, "; "));
 }
+
+}  // namespace
+
+std::vector<std::string> pretrained_architectures() {
+    std::vector<std::string> names;
+    for (const Architecture& a : detail::architectures()) names.insert(names.end(), a.architectures.begin(), a.architectures.end());
+    return names;
+}
+
+namespace {
 
 // The architecture config.json names: the first known entry of "architectures", else the first
 // architecture of "model_type". ValueError naming what it found and what is known.
@@ -277,6 +292,14 @@ void save_pretrained(const PretrainedModel& model, const std::string& dir) {
 
 void save_pretrained(const std::shared_ptr<GPT>& model, const std::string& dir) {
     save_pretrained(PretrainedModel{"GPT2LMHeadModel", "gpt2", model}, dir);
+}
+
+PretrainedModel as_pretrained(const std::shared_ptr<CausalLM>& model) {
+    PretrainedModel m{"", "", as_module(model)};
+    const Architecture& arch = architecture_of(m, "as_pretrained", "a " + model->family() + " model");
+    m.architecture = arch.architectures.front();
+    m.model_type = arch.model_type;
+    return m;
 }
 
 }  // namespace ampgrad::models

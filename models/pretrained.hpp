@@ -4,8 +4,9 @@
 // accepts. docs/pretrained.md walks through it (sample, fine-tune, export).
 //
 //   models::PretrainedModel m = models::from_pretrained("gpt2", {.dtype = kBFloat16});
-//   std::shared_ptr<models::GPT> gpt = m.gpt();                  // GPT2LMHeadModel / GPT2Model
-//   Tensor logits = gpt->forward(idx);                           // (B,T) -> (B,T,V), V = 50257
+//   std::shared_ptr<models::CausalLM> lm = m.causal_lm();        // any family (AutoModelForCausalLM)
+//   Tensor logits = lm->forward(idx);                            // (B,T) -> (B,T,V), V = 50257
+//   std::shared_ptr<models::GPT> gpt = m.gpt();                  // or the family's own class
 //   models::save_pretrained(m, "out/gpt2-finetuned");            // config.json + model.safetensors
 //
 // A folder holds config.json ("architectures", "model_type" and the sizes) and the weights, in one
@@ -16,7 +17,8 @@
 // Architectures are a table (models/pretrained_registry.hpp): GPT-2 ("gpt2": GPT2LMHeadModel,
 // GPT2Model) is in models/gpt2_pretrained.cpp; Llama ("llama": LlamaForCausalLM) and Mistral
 // ("mistral": MistralForCausalLM, its context capped at its sliding window; saved back as a Llama) are
-// in models/llama_pretrained.cpp; another family adds one entry.
+// in models/llama_pretrained.cpp; Qwen2 ("qwen2": Qwen2ForCausalLM) in models/qwen2_pretrained.cpp.
+// Each belongs to a model family (models/model_family.hpp); another family adds its own.
 //
 // Errors name the file and the tensor: IOError for a missing file or shard, FormatError for a
 // corrupt JSON or safetensors file (a truncated shard), ValueError for an unknown architecture or
@@ -26,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -70,13 +73,17 @@ PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions&
 // parameter's dtype. The model must be on the host (move it afterwards).
 void load_pretrained_weights(const PretrainedModel& model, const std::string& dir);
 
-// What a folder's config.json describes, read without the weights: the architecture it names and
-// the config of the model from_pretrained would build (exactly one of gpt, llama is set).
+// What a folder's config.json describes, read without the weights: the architecture it names, the
+// model family (models/model_family.hpp) and the config it builds. `config` is what the family's
+// ModelSpec::pretrained takes (for a Mistral: a Llama's, its context capped at sliding_window).
+// gpt and llama are a GPT-2's and a Llama's (or Mistral's) config as structs (at most one is set).
 struct PretrainedConfig {
-    std::string architecture;               // "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", ...
-    std::string model_type;                 // "gpt2", "llama", "mistral"
+    std::string architecture;               // "GPT2LMHeadModel", "LlamaForCausalLM", "Qwen2ForCausalLM", ...
+    std::string model_type;                 // "gpt2", "llama", "mistral", "qwen2"
     std::optional<GPTConfig> gpt;           // a GPT-2's sizes
     std::optional<LlamaConfig> llama;       // a Llama's or a Mistral's (its context capped at sliding_window)
+    std::string family;                     // the model family: "gpt", "llama", "qwen2"
+    nlohmann::json config;                  // the family's config (ModelSpec::pretrained)
 };
 PretrainedConfig read_pretrained_config(const std::string& dir);
 
@@ -90,6 +97,13 @@ GPTConfig read_gpt2_config(const std::string& dir);
 void save_pretrained(const PretrainedModel& model, const std::string& dir);
 // A GPT as GPT2LMHeadModel (e.g. one trained by `ampgrad train`).
 void save_pretrained(const std::shared_ptr<GPT>& model, const std::string& dir);
+
+// The "architectures" names from_pretrained builds: "GPT2LMHeadModel", "GPT2Model", "LlamaForCausalLM", ...
+std::vector<std::string> pretrained_architectures();
+
+// Any model of the table as the Hugging Face architecture that saves its family (GPT2LMHeadModel,
+// LlamaForCausalLM, Qwen2ForCausalLM), for save_pretrained and load_pretrained_weights.
+PretrainedModel as_pretrained(const std::shared_ptr<CausalLM>& model);
 
 // GPT-2's config.json as a GPTConfig (n_positions -> block_size, layer_norm_epsilon, ...): what
 // from_pretrained builds, without reading the weights. `source` names the file in errors.

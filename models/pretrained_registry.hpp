@@ -1,6 +1,6 @@
 // pretrained_registry.hpp: the pieces models/pretrained.cpp shares with each architecture's
-// mapping (models/gpt2_pretrained.cpp, models/llama_pretrained.cpp: one file and one line in
-// architectures() per family). Not installed: the public API is models/pretrained.hpp.
+// mapping (models/gpt2_pretrained.cpp, models/llama_pretrained.cpp, models/qwen2_pretrained.cpp),
+// and the model table's entries (models/model_family.cpp: one file and one line per family). Not installed: the public API is models/pretrained.hpp.
 //
 // An architecture turns config.json into an empty model and a WeightPlan: for every tensor name it
 // expects in the files (its canonical Hugging Face name), the shape config.json implies and how to
@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/model_family.hpp"
 #include "models/pretrained.hpp"
 #include "nn/module.hpp"
 
@@ -44,7 +45,7 @@ struct PlannedModel {
 
 struct Architecture {
     std::string model_type;                               // config.json's "model_type"
-    std::string family;                                   // the ampgrad model it loads into: "gpt2", "llama"
+    std::string family;                                   // the model family it loads into: "gpt", "llama", "qwen2"
     std::vector<std::string> architectures;               // the "architectures" names it builds
     // Builds the model named `architecture` from config.json (uninitialised parameters, on the
     // host, in options.dtype) and its plan. config_path names config.json in errors.
@@ -61,12 +62,20 @@ struct Architecture {
     std::function<std::pair<nlohmann::json, nn::NamedTensors>(const PretrainedModel& model)> to_hf;
 };
 
-// Every known architecture (GPT-2 first).
+// Every known architecture: each family's (models/model_family.hpp), GPT-2 first.
 const std::vector<Architecture>& architectures();
+
+// The model table's entries (models/model_family.cpp lists them): one file per family.
+ModelFamily gpt_family();              // models/gpt_family.cpp
+ModelFamily llama_family();            // models/llama_family.cpp
+ModelFamily qwen2_family();            // models/qwen2_family.cpp
 
 Architecture gpt2_architecture();      // models/gpt2_pretrained.cpp
 Architecture llama_architecture();     // models/llama_pretrained.cpp: LlamaForCausalLM
 Architecture mistral_architecture();   // models/llama_pretrained.cpp: MistralForCausalLM (loads only)
+// A Llama-shaped model's plan: every parameter under its own (transformers') name, a tied head and
+// RoPE's inv_freq skipped (models/llama_pretrained.cpp; Qwen2's too).
+WeightPlan llama_plan(const Llama& model);
 
 // config.json's "dtype" spelling of a parameter dtype: "float32", "float16", "bfloat16", "float64".
 std::string hf_dtype_name(DType d);

@@ -8,6 +8,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/set_data.hpp"
 
 namespace ampgrad::nn {
 
@@ -170,18 +171,7 @@ void Module::train(bool on) {
 
 namespace {
 
-// PyTorch's `param.data = data`: the tensor keeps its identity (TensorImpl, autograd metadata,
-// name, version counter) but now views `data`'s storage, shape and dtype.
-void set_data(const Tensor& t, const Tensor& data) {
-    TensorImpl* impl = t.impl();
-    impl->storage = data.impl()->storage;
-    impl->sizes = data.sizes();
-    impl->strides = data.strides();
-    impl->offset = data.storage_offset();
-    impl->dtype = data.dtype();
-    t.bump_version();
-}
-
+// t's values in another dtype or on another device (a copy; core/set_data.hpp puts it in t).
 Tensor converted(const Tensor& t, DType dtype, Device device) {
     Tensor out = make_empty(t.sizes(), dtype, device);
     copy_(out, t.detach());
@@ -191,7 +181,7 @@ Tensor converted(const Tensor& t, DType dtype, Device device) {
 // Convert a parameter or buffer (and its grad) to dtype/device, keeping its identity.
 void convert_in_place(const Tensor& t, DType dtype, Device device) {
     if (!t.defined() || (t.dtype() == dtype && t.device() == device)) return;
-    set_data(t, converted(t, dtype, device));
+    set_data(t, converted(t, dtype, device), VersionBump::kYes);
     if (const Tensor& g = t.grad(); g.defined()) t.set_grad(converted(g, dtype, device));
 }
 

@@ -3,8 +3,10 @@
 # GPT on the bundled Tiny Shakespeare with fp16 autocast (GradScaler) on the CPU: a progress line,
 # evaluations, the final eval loss and a sample; metrics.jsonl, a checkpoint and PNG plots are left
 # in runs/example/ (docs/gpt.md explains each). Extra arguments go to `ampgrad train` (try --help).
-# The old main job, the MLP on two spirals, is still built: build/examples/train_mlp.
+# The old main job, the MLP on two spirals, is built by run_tests.sh: build/examples/train_mlp.
 set -euo pipefail
+# The example needs the library and the `ampgrad` command only; run_tests.sh builds the rest.
+AMPGRAD_BUILD_TARGETS="${AMPGRAD_BUILD_TARGETS:-app/ampgrad}"
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 OUT="${AMPGRAD_EXAMPLE_OUT:-$AMPGRAD_ROOT/runs/example}"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh: the shared first step of scripts/run_example.sh and scripts/run_tests.sh.
-# On Debian 12 (as root) it apt-installs whatever build dependency is missing, puts the CUDA
-# toolkit on PATH when /usr/local/cuda exists (Meson's `cuda` feature is auto: no nvcc, no CUDA),
-# then configures and builds a release build in $AMPGRAD_BUILD_DIR (default: build/).
+# On Debian 12 (as root) it apt-installs whatever build dependency is missing, decides whether to
+# compile the CUDA backend (only where it can run: a GPU is found, or AMPGRAD_CUDA=1 or
+# -Dcuda=enabled asks for it, as .ci/run and the GPU bundle do; else -Dcuda=disabled), then
+# configures a release build in $AMPGRAD_BUILD_DIR (default: build/) and builds
+# $AMPGRAD_BUILD_TARGETS (default: everything; run_example.sh asks for the `ampgrad` command only).
 # It also prepares the Python used by tests/io's interop test: a venv in
 # $AMPGRAD_BUILD_DIR/python-venv made from Debian's python3 (with python3-numpy from Debian via
 # --system-site-packages) plus the `safetensors` package from PyPI, and exports AMPGRAD_PYTHON.
-# Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=disabled),
+# Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=enabled),
+# AMPGRAD_CUDA (1: compile CUDA without a GPU; 0: never), AMPGRAD_BUILD_TARGETS (ninja targets),
 # AMPGRAD_PYTHON (an interpreter that already has numpy and safetensors: no venv is made).
 set -euo pipefail
 
@@ -42,10 +45,23 @@ install_missing_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${missing[@]}"
 }
 
-put_cuda_on_path() {
-    if [ -x /usr/local/cuda/bin/nvcc ]; then
+# CUDA is compiled only where it can run or is asked for: about 50 kernels' worth of nvcc time
+# that a machine without a GPU never uses. AMPGRAD_CUDA_FLAG is the `meson setup` flag it decided.
+choose_cuda() {
+    AMPGRAD_CUDA_FLAG=()
+    case " ${AMPGRAD_MESON_ARGS:-} " in *" -Dcuda="*) ;; *)
+        local want="${AMPGRAD_CUDA:-auto}"
+        if [ "$want" = auto ]; then
+            want=0
+            command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU' && want=1
+        fi
+        if [ "$want" = 1 ]; then AMPGRAD_CUDA_FLAG=(-Dcuda=auto); else AMPGRAD_CUDA_FLAG=(-Dcuda=disabled); fi ;;
+    esac
+    if [ "${AMPGRAD_CUDA_FLAG[*]:-}" = "-Dcuda=disabled" ]; then
+        echo "setup: no GPU found: CPU-only build (AMPGRAD_CUDA=1 or AMPGRAD_MESON_ARGS=-Dcuda=enabled compiles CUDA)"
+    elif [ -x /usr/local/cuda/bin/nvcc ]; then
         export PATH="/usr/local/cuda/bin:$PATH"
-        echo "setup: CUDA toolkit found at /usr/local/cuda (nvcc on PATH)"
+        echo "setup: CUDA toolkit found at /usr/local/cuda (nvcc on PATH): the CUDA backend is compiled"
     else
         echo "setup: no CUDA toolkit at /usr/local/cuda: CPU-only build"
     fi
@@ -60,10 +76,12 @@ configure_and_build() {
     local how=(--buildtype=release)
     [ -f "$AMPGRAD_BUILD_DIR/build.ninja" ] && how=(--reconfigure)
     mkdir -p "$AMPGRAD_BUILD_DIR"
-    meson setup "$AMPGRAD_BUILD_DIR" "${how[@]}" "${extra[@]}" > "$AMPGRAD_BUILD_DIR/setup.log" 2>&1 ||
-        { cat "$AMPGRAD_BUILD_DIR/setup.log"; exit 1; }
-    echo "setup: building $AMPGRAD_BUILD_DIR ($(nproc) jobs)"
-    ninja -C "$AMPGRAD_BUILD_DIR" -j "$(nproc)"
+    meson setup "$AMPGRAD_BUILD_DIR" "${how[@]}" "${AMPGRAD_CUDA_FLAG[@]}" "${extra[@]}" \
+        > "$AMPGRAD_BUILD_DIR/setup.log" 2>&1 || { cat "$AMPGRAD_BUILD_DIR/setup.log"; exit 1; }
+    local targets=()
+    read -r -a targets <<< "${AMPGRAD_BUILD_TARGETS:-}"
+    echo "setup: building ${targets[*]:-everything} in $AMPGRAD_BUILD_DIR ($(nproc) jobs)"
+    ninja -C "$AMPGRAD_BUILD_DIR" -j "$(nproc)" "${targets[@]}"
 }
 
 # The interop test's interpreter. Debian 12's python is "externally managed" (PEP 668), so the
@@ -89,6 +107,6 @@ prepare_test_python() {
 }
 
 install_missing_packages
-put_cuda_on_path
+choose_cuda
 prepare_test_python
 configure_and_build

@@ -60,6 +60,26 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
             config_.gradient_accumulation_steps, W));
     cast_module_for_precision();
     dist::broadcast_module_state(*module_, *group_, /*buffers=*/true);
+    collect_parameters();
+    // Stage 0 holds everything on every rank: one partition (a world of 1) that each rank owns whole.
+    // Its checkpoint files follow the stage-1 layout at this world size (file_layout()).
+    layout_ = FlatLayout(numels_of(params_), config_.stage == 0 ? 1 : W);
+    file_layout_ = FlatLayout(numels_of(params_), W);
+    NoGradGuard no_grad;   // the rest builds state, not a graph
+    allocate_partitions();
+    inner_ = make_optimizer({master_});
+    if (!inner_) throw ValueError("ZeroEngine: the optimizer factory returned null");
+    if (make_scheduler) scheduler_ = make_scheduler(*inner_);
+    scaler_ = make_scaler(config_);
+    for (size_t i = 0; i < params_.size(); ++i)
+        hooks_.emplace_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_grad(i); }));
+    if (config_.stage == 3)   // the parameters themselves are partitioned: zero/stage3.cpp
+        stage3_ = std::make_unique<Stage3>(*module_, params_, layout_, *group_, config_.stage3_prefetch_bucket_size);
+}
+
+// The parameters that require grad, in the module's order, all of one dtype (the model's); the
+// master dtype is f64 for an f64 model, else f32.
+void ZeroEngine::collect_parameters() {
     for (const auto& [name, p] : module_->named_parameters()) {
         if (!p.requires_grad()) continue;
         if (!names_.empty() && p.dtype() != params_[0].dtype())
@@ -71,12 +91,11 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
     if (params_.empty()) throw ValueError("ZeroEngine: the module has no parameter that requires grad");
     model_dtype_ = params_[0].dtype();
     master_dtype_ = model_dtype_ == kFloat64 ? kFloat64 : kFloat32;
-    // Stage 0 holds everything on every rank: one partition (a world of 1) that each rank owns whole.
-    // Its checkpoint files follow the stage-1 layout at this world size (file_layout()).
-    layout_ = FlatLayout(numels_of(params_), config_.stage == 0 ? 1 : W);
-    file_layout_ = FlatLayout(numels_of(params_), W);
+}
 
-    // This rank's partition of the flat parameters, in the master dtype (padding stays zero).
+// This rank's partition of the flat parameters in the master dtype (padding stays zero), and the
+// gradient buffers: the whole flat gradient for stages 0-1, and this rank's gradient partition.
+void ZeroEngine::allocate_partitions() {
     NoGradGuard no_grad;
     const int64_t P = layout_.partition_numel(), begin = layout_.partition_begin(owner_rank());
     const TensorOptions master_options = TensorOptions().dtype(master_dtype_).device(params_[0].device());
@@ -100,14 +119,6 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
     // gradient buffer (stage 0: all of it), no second copy (the ZeRO paper's 2Ψ + 2Ψ + KΨ/N).
     grad_partition_ = config_.stage <= 1 && grad_dtype == model_dtype_ ? full_grads_.narrow(0, begin, P)
                                                                        : zeros({P}, master_options.dtype(grad_dtype));
-    inner_ = make_optimizer({master_});
-    if (!inner_) throw ValueError("ZeroEngine: the optimizer factory returned null");
-    if (make_scheduler) scheduler_ = make_scheduler(*inner_);
-    scaler_ = make_scaler(config_);
-    for (size_t i = 0; i < params_.size(); ++i)
-        hooks_.emplace_back(params_[i].register_post_accumulate_grad_hook([this, i](Tensor&) { on_grad(i); }));
-    if (config_.stage == 3)   // the parameters themselves are partitioned: zero/stage3.cpp
-        stage3_ = std::make_unique<Stage3>(*module_, params_, layout_, *group_, config_.stage3_prefetch_bucket_size);
 }
 
 // fp16/bf16.enabled: DeepSpeed's engine casts the module's floating parameters to the 16-bit dtype

@@ -120,6 +120,8 @@ private:
     struct Pending;
     int owner_rank() const { return config_.stage == 0 ? 0 : group_->rank(); }   // in layout_
     void cast_module_for_precision();
+    void collect_parameters();     // params_, names_, the model and master dtypes
+    void allocate_partitions();    // master_, full_grads_, grad_partition_ (after layout_)
     void on_grad(size_t i);
     void begin_backward();
     void end_backward();

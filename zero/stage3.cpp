@@ -7,6 +7,7 @@
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/set_data.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -23,16 +24,6 @@ struct Stage3::Pending {
 };
 
 namespace {
-
-// PyTorch's `param.data = data` without bumping the version counter: gathering or releasing
-// changes where the values live, not the values, so a saved parameter stays valid for backward.
-void point_at(const Tensor& param, const Tensor& data) {
-    TensorImpl* impl = param.impl();
-    impl->storage = data.impl()->storage;
-    impl->sizes = data.sizes();
-    impl->strides = data.strides();
-    impl->offset = data.storage_offset();
-}
 
 std::vector<int64_t> numels_of(const std::vector<Tensor>& params) {
     std::vector<int64_t> out;
@@ -310,7 +301,7 @@ void Stage3::complete_pending() {
         }
         for (size_t slot = 0; slot < pending->ids.size(); ++slot) {
             Param& p = params_[pending->ids[slot]];
-            point_at(set.params[p.index], whole[slot]);
+            set_data(set.params[p.index], whole[slot], VersionBump::kNo);   // where the values live, not what
             p.gathered = true;
             p.in_flight = false;
             in_flight_numel_ -= shape_numel(p.shape);
@@ -322,7 +313,7 @@ void Stage3::complete_pending() {
 void Stage3::release(size_t id) {
     Param& p = params_[id];
     const Tensor& t = sets_[p.set].params[p.index];
-    point_at(t, make_empty({0}, t.dtype(), t.device()));
+    set_data(t, make_empty({0}, t.dtype(), t.device()), VersionBump::kNo);
     p.gathered = false;
 }
 

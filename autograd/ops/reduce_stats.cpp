@@ -1,5 +1,5 @@
-// reduce_stats.cpp: the reductions PyTorch-trained models reach for beyond sum/mean/max:
-// amin/min(dim)/argmin, prod, var/std with a correction over several dims, logsumexp over several
+// reduce_stats.cpp: the reductions PyTorch-trained models reach for beyond sum/mean/max/min:
+// prod, var/std with a correction over several dims, logsumexp over several
 // dims and the vector p-norm. Each backward is written in differentiable ops (double backward
 // works); the formulas follow PyTorch's derivatives (tools/autograd/derivatives.yaml and
 // FunctionsManual.cpp: prod_backward, std_backward, linalg_vector_norm_backward).
@@ -10,6 +10,7 @@
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
+#include "autograd/ops/reduce_utils.hpp"
 #include "autograd/record.hpp"
 
 namespace ampgrad {
@@ -18,58 +19,6 @@ using autograd::BackwardContext;
 using autograd::record;
 
 namespace {
-
-// Sorted, wrapped, duplicate-free dims; an empty list means every dim. A 0-dim tensor accepts
-// dim 0 / -1 (as PyTorch) and reduces over nothing.
-std::vector<int64_t> stat_dims(std::string_view op, const Tensor& x, const Shape& dims) {
-    std::vector<int64_t> out;
-    for (int64_t d : dims) {
-        int64_t w = ops::wrap_dim(op, d, x.dim());
-        if (std::find(out.begin(), out.end(), w) != out.end())
-            throw ValueError(fmt::format("{}: dim {} appears multiple times in the list of dims", op, w));
-        out.push_back(w);
-    }
-    if (x.dim() == 0) return {};
-    if (dims.empty())
-        for (int64_t d = 0; d < x.dim(); ++d) out.push_back(d);
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
-Shape kept_shape(const Tensor& x, const std::vector<int64_t>& dims) {
-    Shape s = x.sizes();
-    for (int64_t d : dims) s[static_cast<size_t>(d)] = 1;
-    return s;
-}
-
-Shape dropped_shape(const Tensor& x, const std::vector<int64_t>& dims) {
-    Shape s;
-    for (int64_t d = 0; d < x.dim(); ++d)
-        if (std::find(dims.begin(), dims.end(), d) == dims.end()) s.push_back(x.size(d));
-    return s;
-}
-
-int64_t reduced_count(const Tensor& x, const std::vector<int64_t>& dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= x.size(d);
-    return n;
-}
-
-// Raw reduction (no autograd) into the keepdim shape, then the final shape.
-Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType dtype) {
-    Tensor in = ops::cast_raw(x, dtype);
-    Tensor out = make_empty(kept_shape(in, dims), dtype, x.device());
-    kernels::reduce(op, out, in, dims);
-    if (keepdim) return out;
-    Shape s = dropped_shape(x, dims);
-    return make_view(out, s, contiguous_strides(s), 0);
-}
-
-// g reduced with !keepdim -> the keepdim shape (differentiable)
-Tensor restore_dims(Tensor g, const std::vector<int64_t>& dims, bool keepdim) {
-    if (!keepdim) for (int64_t d : dims) g = unsqueeze(g, d);
-    return g;
-}
 
 // The compute dtype of the statistics: f16/bf16 are computed in f32 and rounded once (PyTorch's
 // kernels accumulate half types in f32 too).
@@ -82,75 +31,6 @@ Tensor sgn(const Tensor& x) {
 }
 
 }  // namespace
-
-// ---- amin: the gradient is shared equally by all minimal elements (as amax) ----
-Tensor amin(const Tensor& x, const Shape& dims_in, bool keepdim) {
-    ops::check_defined("amin", x, "input");
-    std::vector<int64_t> dims = stat_dims("amin", x, dims_in);
-    ops::check_extremum_dims("amin", x, dims);
-    Tensor out = reduce_kernel(ReduceOp::kMin, x, dims, keepdim, x.dtype());
-    return record("amin", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
-        Tensor xs = ctx.saved(0), y = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
-        Tensor is_min = eq(xs, y).to(g[0].dtype());
-        Tensor count = sum(is_min, Shape(dims.begin(), dims.end()), true);
-        return tensor_list{gk * is_min / count};
-    });
-}
-
-// ---- min(): all elements; as max(), PyTorch's evenly_distribute_backward shares the gradient
-// among the NaN elements when the result is NaN (amin's would be NaN everywhere) ----
-Tensor min(const Tensor& x) {
-    ops::check_defined("min", x, "input");
-    std::vector<int64_t> dims = stat_dims("min", x, {});
-    ops::check_extremum_dims("min", x, dims);
-    Tensor out = reduce_kernel(ReduceOp::kMin, x, dims, false, x.dtype());
-    return record("min", out, {x}, {x, out}, [](BackwardContext& ctx, const tensor_list& g) {
-        Tensor xs = ctx.saved(0), y = ctx.saved(1);
-        Tensor winner = eq(xs, y) | (ne(xs, xs) & ne(y, y));             // NaN result: the NaN elements
-        Tensor mask = winner.to(g[0].dtype());
-        return tensor_list{mask * (g[0] / sum(mask))};
-    });
-}
-
-// ---- min(dim): values + the first index holding the minimum (the first nan, if any) ----
-std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim_in, bool keepdim) {
-    ops::check_defined("min", x, "input");
-    int64_t dim = ops::wrap_dim("min", dim_in, x.dim());
-    if (x.dim() == 0) return {clone(x), zeros({}, TensorOptions(kInt64).device(x.device()))};   // the gradient passes
-    if (x.size(dim) == 0)
-        throw IndexError(fmt::format("min: cannot take the min over empty dimension {} of {}", dim, x.describe()));
-    const int64_t n = x.size(dim);
-    std::vector<int64_t> dims{dim};
-    Tensor values, indices;
-    {
-        NoGradGuard no_grad;
-        values = reduce_kernel(ReduceOp::kMin, x, dims, true, x.dtype());                // keepdim
-        Shape pos_shape(static_cast<size_t>(x.dim()), 1);
-        pos_shape[static_cast<size_t>(dim)] = n;
-        Tensor positions = arange(n, TensorOptions(kInt64).device(x.device())).view(pos_shape);
-        Tensor hit = eq(x, values);
-        if (is_floating(x.dtype())) hit = hit | (ne(x, x) & ne(values, values));
-        Tensor candidates = where(hit, positions, ops::wrapped_scalar(static_cast<double>(n), positions));
-        indices = reduce_kernel(ReduceOp::kMin, candidates.contiguous(), dims, keepdim, kInt64);
-        if (!keepdim) values = squeeze(values, dim);
-    }
-    Shape in_shape = x.sizes();
-    values = record("min", values, {x}, {indices}, [dim, keepdim, in_shape](BackwardContext& ctx, const tensor_list& g) {
-        Tensor idx = ctx.saved(0), gk = g[0];
-        if (!keepdim) { idx = unsqueeze(idx, dim); gk = unsqueeze(gk, dim); }
-        Shape pos_shape(in_shape.size(), 1);
-        pos_shape[static_cast<size_t>(dim)] = in_shape[static_cast<size_t>(dim)];
-        Tensor positions = arange(in_shape[static_cast<size_t>(dim)], TensorOptions(kInt64).device(g[0].device()))
-                               .view(pos_shape);
-        return tensor_list{where(eq(positions, idx), expand(gk, in_shape), 0.0)};
-    });
-    return {values, indices};
-}
-
-Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
-    NoGradGuard no_grad;
-    return min(x, dim, keepdim).second;
-}
 
 // ---- prod over one dim. d/dx_i = product of the others. As PyTorch's prod_backward: without any
 // zero, result / x_i (so a NaN or inf in the slice gives NaN gradients there, as PyTorch); with a
@@ -204,7 +84,7 @@ Tensor prod_over(const Tensor& x_in, int64_t dim_in, bool keepdim, bool whole) {
     DType out_dtype = is_floating(x.dtype()) ? x.dtype() : kInt64;
     if (x.dim() == 0) return x.dtype() == out_dtype ? x.clone() : x.to(out_dtype);
     std::vector<int64_t> dims{dim};
-    Tensor out = reduce_kernel(ReduceOp::kProd, x, dims, keepdim, out_dtype);
+    Tensor out = ops::reduce_raw(ReduceOp::kProd, x, dims, keepdim, out_dtype);
     return record("prod", out, {x}, {x, out}, [dim, keepdim, whole](BackwardContext& ctx, const tensor_list& g) {
         Tensor xs = ctx.saved(0), gk = g[0];
         if (!keepdim) gk = unsqueeze(gk, dim);
@@ -247,9 +127,9 @@ Tensor centered_on_mean(const Tensor& x, const Shape& d) {
 Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
     ops::check_defined("var", x, "input");
     ops::check_floating("var", x);
-    std::vector<int64_t> dims = stat_dims("var", x, dims_in);
+    std::vector<int64_t> dims = ops::reduce_dims("var", x, dims_in);
     Shape d(dims.begin(), dims.end());
-    const double n_minus_c = static_cast<double>(reduced_count(x, dims)) - correction;
+    const double n_minus_c = static_cast<double>(ops::reduced_count(x, dims)) - correction;
     const double divisor = std::max(0.0, n_minus_c);        // the forward's; backward uses n - c as is
     Tensor out;
     {
@@ -263,7 +143,7 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
     // g * (nan where x == mean(x), else inf), a constant factor, so no second gradient flows to x.
     const bool whole = x.dim() == 0 || dims_in.empty();
     return record("var", out, {x}, {x}, [dims, d, keepdim, n_minus_c, whole](BackwardContext& ctx, const tensor_list& g) {
-        Tensor xs = ctx.saved(0), gk = restore_dims(g[0], dims, keepdim);
+        Tensor xs = ctx.saved(0), gk = ops::restore_dims(g[0], dims, keepdim);
         if (whole && n_minus_c <= 0) {
             Tensor factor;
             {
@@ -282,15 +162,15 @@ Tensor var(const Tensor& x, const Shape& dims_in, double correction, bool keepdi
 Tensor std(const Tensor& x, const Shape& dims_in, double correction, bool keepdim) {
     ops::check_defined("std", x, "input");
     ops::check_floating("std", x);
-    std::vector<int64_t> dims = stat_dims("std", x, dims_in);
-    const double divisor = static_cast<double>(reduced_count(x, dims)) - correction;   // as PyTorch's backward
+    std::vector<int64_t> dims = ops::reduce_dims("std", x, dims_in);
+    const double divisor = static_cast<double>(ops::reduced_count(x, dims)) - correction;   // as PyTorch's backward
     Tensor out;
     {
         NoGradGuard no_grad;
         out = to_dtype(sqrt(var(to_dtype(x, stat_dtype(x.dtype())), dims_in, correction, keepdim)), x.dtype());
     }
     return record("std", out, {x}, {x, out}, [dims, keepdim, divisor](BackwardContext& ctx, const tensor_list& g) {
-        Tensor xs = ctx.saved(0), s = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        Tensor xs = ctx.saved(0), s = ops::restore_dims(ctx.saved(1), dims, keepdim), gk = ops::restore_dims(g[0], dims, keepdim);
         Tensor is_zero = eq(s, zeros_like(s));
         Tensor dvar = where(is_zero, zeros_like(gk), gk / (s * 2.0));
         Shape d(dims.begin(), dims.end());
@@ -306,19 +186,19 @@ Tensor logsumexp(const Tensor& x_in, const Shape& dims_in, bool keepdim) {
     AMPGRAD_AUTOCAST("logsumexp", &x);
     ops::check_defined("logsumexp", x, "input");
     ops::check_floating("logsumexp", x);
-    std::vector<int64_t> dims = stat_dims("logsumexp", x, dims_in);
+    std::vector<int64_t> dims = ops::reduce_dims("logsumexp", x, dims_in);
     Shape d(dims.begin(), dims.end());
     Tensor out;
     {
         NoGradGuard no_grad;
         Tensor xc = to_dtype(x, stat_dtype(x.dtype()));
-        Tensor m = x.numel() == 0 ? zeros(kept_shape(x, dims), xc.options()) : amax(xc, d, true);
+        Tensor m = x.numel() == 0 ? zeros(ops::kept_shape(x, dims), xc.options()) : amax(xc, d, true);
         m = where(isfinite(m), m, 0.0);                    // all -inf rows: keep -inf, not nan
         out = to_dtype(log(sum(exp(xc - m), d, true)) + m, x.dtype());   // keepdim
-        if (!keepdim) out = reshape(out, dropped_shape(x, dims));
+        if (!keepdim) out = reshape(out, ops::dropped_shape(x, dims));
     }
     return record("logsumexp", out, {x}, {x, out}, [dims, keepdim](BackwardContext& ctx, const tensor_list& g) {
-        Tensor y = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        Tensor y = ops::restore_dims(ctx.saved(1), dims, keepdim), gk = ops::restore_dims(g[0], dims, keepdim);
         return tensor_list{gk * exp(ctx.saved(0) - y)};
     });
 }
@@ -364,14 +244,14 @@ Tensor norm(const Tensor& x_in, double p, const Shape& dims_in, bool keepdim) {
     ops::check_defined("norm", x, "input");
     ops::check_floating("norm", x);
     if (std::isnan(p)) throw ValueError(fmt::format("norm: the order p must not be nan (input is {})", x.describe()));
-    std::vector<int64_t> dims = stat_dims("norm", x, dims_in);
+    std::vector<int64_t> dims = ops::reduce_dims("norm", x, dims_in);
     Shape d(dims.begin(), dims.end());
-    if (std::isinf(p) && x.numel() == 0 && reduced_count(x, dims) == 0)
+    if (std::isinf(p) && x.numel() == 0 && ops::reduced_count(x, dims) == 0)
         throw ValueError(fmt::format("norm: the {}-norm of an empty reduction is undefined (input is {})", p,
                                      x.describe()));
     Tensor out = norm_forward(x, p, d, keepdim);
     return record("norm", out, {x}, {x, out}, [dims, d, keepdim, p](BackwardContext& ctx, const tensor_list& g) {
-        Tensor n = restore_dims(ctx.saved(1), dims, keepdim), gk = restore_dims(g[0], dims, keepdim);
+        Tensor n = ops::restore_dims(ctx.saved(1), dims, keepdim), gk = ops::restore_dims(g[0], dims, keepdim);
         return tensor_list{norm_backward(ctx.saved(0), n, gk, p, d)};
     });
 }

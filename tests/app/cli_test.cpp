@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args);
-}
-
 // A tiny run's flags: seconds, not minutes.
 std::vector<std::string> tiny_run(const std::string& out, int steps) {
     return {"train", "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size",
@@ -57,7 +52,7 @@ TEST_CASE("--help on each subcommand") {
 
 TEST_CASE("bad flag values and data files are named, with a non-zero exit") {
     const std::string out = make_temp_dir("bad");
-    check_fails(run_ampgrad({"train", "--preset", "huge"}), "--preset: huge not in {nano,tiny,small,gpt2,llama-nano,llama-tiny,llama-124m}");
+    check_fails(run_ampgrad({"train", "--preset", "huge"}), "--preset: huge not in {nano,tiny,small,gpt2,llama-nano,llama-tiny,llama-124m,qwen2-nano,qwen2-0.5b}");
     check_fails(run_ampgrad({"train", "--prec", "fp8"}), "--prec: fp8 not in");
     check_fails(run_ampgrad({"train", "--steps", "ten"}), "--steps");
     check_fails(run_ampgrad({"train", "--no-such-flag"}), "--no-such-flag");

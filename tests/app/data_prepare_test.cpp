@@ -28,11 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args);
-}
-
 std::string slurp(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});

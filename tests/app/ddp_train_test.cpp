@@ -34,13 +34,6 @@ ProgramResult launch(const std::string& out, const std::vector<std::string>& ext
     return run_program(argv, {"OMP_NUM_THREADS=1"});
 }
 
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 std::vector<nlohmann::json> train_records(const std::string& out) {
     std::vector<nlohmann::json> records;
     std::ifstream in(out + "/metrics.jsonl");

@@ -103,11 +103,6 @@ Tensor favour_a(const Tensor& idx) {
     return tensor(v, {B, T, V});
 }
 
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args);
-}
-
 // A tiny run with the byte tokenizer (it spells any text), with --hellaswag FILE unless FILE is empty.
 std::vector<std::string> tiny_run(const std::string& out, const std::string& hellaswag) {
     std::vector<std::string> args = {"train", "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "32",
@@ -116,11 +111,6 @@ std::vector<std::string> tiny_run(const std::string& out, const std::string& hel
                                      "plain", "--out", out};
     if (!hellaswag.empty()) args.insert(args.end(), {"--hellaswag", hellaswag});
     return args;
-}
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {

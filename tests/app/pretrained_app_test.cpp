@@ -1,6 +1,6 @@
 // pretrained_app_test.cpp: the `ampgrad` program with Hugging Face folders (the tiny fixtures of
-// tools/fixtures/hf_gpt2.py and hf_llama.py): sample --hf, eval --hf, train --init-from (fp16,
-// --zero, resume), export --hf, for GPT-2, Llama and Mistral, and their bad input.
+// tools/fixtures/hf_gpt2.py, hf_llama.py and hf_qwen2.py): sample --hf, eval --hf, train --init-from
+// (fp16, --zero, resume), export --hf, for GPT-2, Llama, Mistral and Qwen2, and their bad input.
 #include <doctest/doctest.h>
 
 #include <cctype>
@@ -38,11 +38,6 @@ std::string lower_case_text(const std::string& dir) {
     const std::string path = dir + "/lower.txt";
     std::ofstream(path) << text;
     return path;
-}
-
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args);
 }
 
 ProgramResult run_ok(const std::vector<std::string>& args) {
@@ -301,7 +296,7 @@ TEST_CASE("train --init-from a Llama folder: fp16, resume, export; the export ev
     // The checkpoint holds the folder's config: it resumes and evaluates without the folder.
     nlohmann::json state = nlohmann::json::parse(std::ifstream(out + "/checkpoints/step-00000001/state.json"));
     CHECK(state.at("run_config").at("model") == "llama");
-    CHECK(state.at("run_config").at("pretrained_llama").at("rope_scaling").at("rope_type") == "llama3");
+    CHECK(state.at("run_config").at("pretrained_config").at("rope_scaling").at("rope_type") == "llama3");
     CHECK(state.at("run_config").at("vocab_size") == 40);
     run_ok({"train", "--resume", out, "--steps", "3", "--sample-tokens", "30", "--progress", "plain",
             "--out", out});
@@ -387,5 +382,66 @@ TEST_CASE("export --hf keeps the folder's bos/eos, rope_parameters and generatio
     CHECK(refused.exit_code == 1);
     CHECK(refused.output.find("the folder holds notes.txt, which is not a Hugging Face model's file") != std::string::npos);
     CHECK(fs::exists(exported + "/notes.txt"));
+    fs::remove_all(out);
+}
+
+// Qwen2 was added through the model table alone (models/model_family.hpp): nothing in app/ names it.
+// Its folder fine-tunes, resumes, samples and exports as a Llama's does.
+TEST_CASE("train --init-from a Qwen2 folder: resume, sample, export; the export evaluates as the checkpoint") {
+    const std::string qwen2 = (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_qwen2" / "qwen2").string();
+    const std::string out = make_temp_dir("hf_qwen2_init"), text = lower_case_text(out), exported = out + "/hf";
+    std::vector<std::string> args = fine_tune(qwen2, out, "2");
+    for (const char* a : {"--block-size", "32", "--lr", "1e-3"}) args.push_back(a);
+    args.push_back("--data");
+    args.push_back(text);
+    const ProgramResult r = run_ok(args);
+    CHECK(r.output.find("ampgrad train: qwen2 from " + qwen2) != std::string::npos);
+    CHECK(r.output.find("init: the Hugging Face Qwen2 weights in " + qwen2) != std::string::npos);
+    CHECK(r.output.find("L=2, NH=4, NKV=2, HS=4, H=16, I=32, T=32, V=40") != std::string::npos);
+    nlohmann::json state = nlohmann::json::parse(std::ifstream(out + "/checkpoints/step-00000002/state.json"));
+    CHECK(state.at("run_config").at("model") == "qwen2");
+    CHECK(state.at("run_config").at("pretrained_config").at("model_type") == "qwen2");
+    CHECK(state.at("model_config").at("architectures") == nlohmann::json::array({"Qwen2ForCausalLM"}));
+    run_ok({"train", "--resume", out, "--steps", "3", "--sample-tokens", "20", "--progress", "plain", "--out", out});
+    const ProgramResult e = run_ok({"export", "--ckpt", out, "--hf", exported});
+    CHECK(e.output.find("Qwen2ForCausalLM") != std::string::npos);
+    std::shared_ptr<models::CausalLM> start = models::from_pretrained(qwen2).causal_lm();
+    std::shared_ptr<models::CausalLM> after = models::from_pretrained(exported).causal_lm();
+    CHECK(after->family() == "qwen2");
+    CHECK(after->max_positions() == 64);   // the folder's context; T=32 was the run's
+    CHECK(max_difference(*models::as_module(after), *models::as_module(start)) > 0.0);   // it trained
+    const nlohmann::json from_checkpoint = eval_json(run_ok({"eval", "--ckpt", out, "--eval-iters", "2"}));
+    const nlohmann::json from_export = eval_json(run_ok({"eval", "--hf", exported, "--tokenizer", "char", "--data", text,
+                                                         "--eval-iters", "2", "--batch-size", "4", "--block-size", "32"}));
+    CHECK(from_export.at("val_loss") == from_checkpoint.at("val_loss"));
+    const ProgramResult s = run_ok({"sample", "--hf", exported, "--tokenizer", "char", "--data", text, "--prompt",
+                                    "romeo", "--tokens", "20", "--temperature", "0"});
+    CHECK(s.output.starts_with("romeo"));
+    fs::remove_all(out);
+}
+
+TEST_CASE("train --model qwen2: a preset trains, its checkpoint has the q/k/v biases, and it exports") {
+    const std::string out = make_temp_dir("qwen2_preset"), exported = out + "/hf";
+    const ProgramResult r = run_ok({"train", "--model", "qwen2", "--steps", "30", "--batch-size", "8", "--warmup", "5",
+                                    "--lr", "3e-3", "--eval-every", "0", "--eval-iters", "2", "--sample-tokens", "10",
+                                    "--progress", "plain", "--out", out});
+    CHECK(r.output.find("ampgrad train: qwen2 preset qwen2-nano (L=3, NH=4, NKV=2") != std::string::npos);
+    std::vector<double> losses;
+    std::ifstream metrics(out + "/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        if (j.value("kind", "") == "train") losses.push_back(j.at("loss").get<double>());
+    }
+    REQUIRE(losses.size() == 30);
+    MESSAGE("loss " << losses.front() << " -> " << losses.back());
+    CHECK(losses.back() < losses.front() - 0.5);
+    nlohmann::json state = nlohmann::json::parse(std::ifstream(out + "/checkpoints/step-00000030/state.json"));
+    CHECK(state.at("run_config").at("preset") == "qwen2-nano");
+    CHECK(state.at("model_config").at("model_type") == "qwen2");
+    io::SafetensorsFile f = io::load_safetensors(out + "/checkpoints/step-00000030/model.safetensors");
+    CHECK(f.tensors.contains("model.layers.0.self_attn.q_proj.bias"));
+    CHECK_FALSE(f.tensors.contains("model.layers.0.self_attn.o_proj.bias"));
+    CHECK(run_ok({"export", "--ckpt", out, "--hf", exported}).output.find("Qwen2ForCausalLM") != std::string::npos);
+    CHECK(models::from_pretrained(exported).causal_lm()->family() == "qwen2");
     fs::remove_all(out);
 }

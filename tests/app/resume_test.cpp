@@ -23,11 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ProgramResult run_ampgrad(std::vector<std::string> args, const std::vector<std::string>& env = {}, bool kill = false) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args, env, kill);
-}
-
 std::vector<std::string> run_flags(const std::string& out, const std::string& prec) {
     return {"train", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
             "--steps", "16", "--warmup", "3", "--eval-every", "8", "--eval-iters", "2", "--sample-tokens", "0",
@@ -38,13 +33,6 @@ std::vector<std::string> run_flags(const std::string& out, const std::string& pr
 std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
-}
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 // step -> the JSON record of every "train" line.

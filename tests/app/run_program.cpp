@@ -101,4 +101,16 @@ ProgramResult run_ampgrad_with_file_limit(const std::vector<std::string>& args, 
     return run_program({"/bin/sh", "-c", command});
 }
 
+ProgramResult run_ampgrad(std::vector<std::string> args, const std::vector<std::string>& env, bool kill_when_stopped) {
+    args.insert(args.begin(), ampgrad_program());
+    return run_program(args, env, kill_when_stopped);
+}
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
 }  // namespace ampgrad::testing

@@ -27,5 +27,10 @@ ProgramResult run_program(const std::vector<std::string>& argv, const std::vecto
 ProgramResult run_ampgrad_with_file_limit(const std::vector<std::string>& args, int64_t kib);
 // A fresh empty temporary directory.
 std::string make_temp_dir(const std::string& tag);
+// `ampgrad ARGS...` (ampgrad_program()) through run_program.
+ProgramResult run_ampgrad(std::vector<std::string> args, const std::vector<std::string>& env = {},
+                          bool kill_when_stopped = false);
+// A file's bytes ("" when it cannot be read).
+std::string read_bytes(const std::string& path);
 
 }  // namespace ampgrad::testing

@@ -37,9 +37,8 @@ std::vector<std::string> shard_run(const std::string& data, const std::string& o
             "--log-every", "1", "--out", out};
 }
 
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args, {"OMP_NUM_THREADS=1"});
+ProgramResult run_one_thread(std::vector<std::string> args) {   // the shards' tests run on one thread
+    return run_ampgrad(std::move(args), {"OMP_NUM_THREADS=1"});
 }
 
 ProgramResult run_two(std::vector<std::string> args, const std::vector<std::string>& extra = {}) {
@@ -52,13 +51,6 @@ ProgramResult run_two(std::vector<std::string> args, const std::vector<std::stri
 std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
-}
-
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 std::map<int64_t, double> losses(const std::string& out) {
@@ -84,12 +76,12 @@ nlohmann::json latest_state(const std::string& out) {
 TEST_CASE("train on token shards: accumulation, bit-exact --resume, the position saved, eval --full-split") {
     const std::string data = write_text_shards(make_temp_dir("shards_data"), 20000, 30000, 200000);
     const std::string straight = make_temp_dir("shards_straight"), split = make_temp_dir("shards_split");
-    const ProgramResult a = run_ampgrad(shard_run(data, straight, 8));
+    const ProgramResult a = run_one_thread(shard_run(data, straight, 8));
     REQUIRE_MESSAGE(a.exit_code == 0, a.output);
     CHECK(a.output.find("6 train shard(s)") != std::string::npos);
     CHECK(a.output.find("2 micro-steps of 4 sequences: 128 tokens per step") != std::string::npos);
-    REQUIRE(run_ampgrad(plus(shard_run(data, split, 8), {"--until", "4"})).exit_code == 0);
-    const ProgramResult b = run_ampgrad(plus(shard_run(data, split, 8), {"--resume", split}));
+    REQUIRE(run_one_thread(plus(shard_run(data, split, 8), {"--until", "4"})).exit_code == 0);
+    const ProgramResult b = run_one_thread(plus(shard_run(data, split, 8), {"--resume", split}));
     REQUIRE_MESSAGE(b.exit_code == 0, b.output);
     CHECK(losses(straight) == losses(split));
     CHECK(read_bytes(fs::path(straight) / "checkpoints" / "step-00000008" / "model.safetensors") ==
@@ -98,20 +90,20 @@ TEST_CASE("train on token shards: accumulation, bit-exact --resume, the position
     CHECK(state["data"]["position"] == 8 * 4 * 2);   // steps x batch x accumulation windows
     CHECK(state["data"]["train"]["shards"].size() == 6);
 
-    const ProgramResult full = run_ampgrad({"eval", "--ckpt", straight, "--full-split"});
+    const ProgramResult full = run_one_thread({"eval", "--ckpt", straight, "--full-split"});
     REQUIRE_MESSAGE(full.exit_code == 0, full.output);
     CHECK(full.output.find("full split: all 1249 windows of 16 tokens") != std::string::npos);   // (20000 - 1) / 16
-    const ProgramResult estimate = run_ampgrad({"eval", "--ckpt", straight, "--eval-iters", "3"});
+    const ProgramResult estimate = run_one_thread({"eval", "--ckpt", straight, "--eval-iters", "3"});
     CHECK(estimate.output.find("estimate: the first 3 batches of 4 windows") != std::string::npos);
-    const ProgramResult negative = run_ampgrad({"eval", "--ckpt", straight, "--eval-iters", "-1"});
+    const ProgramResult negative = run_one_thread({"eval", "--ckpt", straight, "--eval-iters", "-1"});
     CHECK(negative.exit_code == 1);
     CHECK(negative.output.find("--eval-iters -1: must be positive") != std::string::npos);
 
     // Sampling needs no data: with the shards gone, sample works and eval says why it cannot.
     fs::rename(data, data + "_moved");
-    const ProgramResult sample = run_ampgrad({"sample", "--ckpt", straight, "--tokens", "5"});
+    const ProgramResult sample = run_one_thread({"sample", "--ckpt", straight, "--tokens", "5"});
     CHECK_MESSAGE(sample.exit_code == 0, sample.output);
-    const ProgramResult gone = run_ampgrad({"eval", "--ckpt", straight});
+    const ProgramResult gone = run_one_thread({"eval", "--ckpt", straight});
     CHECK(gone.exit_code == 1);
     CHECK(gone.output.find("the run's token shards cannot be read") != std::string::npos);
 }
@@ -125,16 +117,16 @@ TEST_CASE("token shards refused by name before training: an id outside the vocab
         const char bytes[2] = {static_cast<char>(300 & 0xFF), static_cast<char>(300 >> 8)};
         f.write(bytes, 2);
     }
-    const ProgramResult r = run_ampgrad(shard_run(data, make_temp_dir("shards_bad_out"), 2));
+    const ProgramResult r = run_one_thread(shard_run(data, make_temp_dir("shards_bad_out"), 2));
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("shakespeare_train_000002.bin: token 1234 (id 300) at byte offset 3492") != std::string::npos);
     CHECK(r.output.find("step 1/") == std::string::npos);
     fs::resize_file(fs::path(data) / "shakespeare_train_000001.bin", 5000);
-    const ProgramResult t = run_ampgrad(shard_run(data, make_temp_dir("shards_bad_out2"), 2));
+    const ProgramResult t = run_one_thread(shard_run(data, make_temp_dir("shards_bad_out2"), 2));
     CHECK(t.exit_code == 1);
     CHECK(t.output.find("shakespeare_train_000001.bin: the header at offset 8 counts 20000 uint16 tokens (41024 bytes with the header), but the file has 5000 bytes (truncated)") !=
           std::string::npos);
-    const ProgramResult warm = run_ampgrad(plus(shard_run(write_text_shards(make_temp_dir("shards_warm"), 5000, 20000, 45000),
+    const ProgramResult warm = run_one_thread(plus(shard_run(write_text_shards(make_temp_dir("shards_warm"), 5000, 20000, 45000),
                                                           make_temp_dir("shards_warm_out"), 3), {"--warmup", "10"}));
     CHECK(warm.output.find("warning: --warmup 10 is longer than --steps 3") != std::string::npos);
 }
@@ -155,7 +147,7 @@ TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO
         REQUIRE_MESSAGE(s.exit_code == 0, s.output);
         CHECK(losses(straight) == losses(same));
         // One process continues the 2-rank run: the same windows per step, so the same losses to rounding.
-        const ProgramResult o = run_ampgrad(plus(plus(shard_run(data, other, 6), zero_flag), {"--resume", other}));
+        const ProgramResult o = run_one_thread(plus(plus(shard_run(data, other, 6), zero_flag), {"--resume", other}));
         REQUIRE_MESSAGE(o.exit_code == 0, o.output);
         const std::map<int64_t, double> a = losses(straight), b = losses(other);
         for (int64_t step = 4; step <= 6; ++step) CHECK(b.at(step) == doctest::Approx(a.at(step)).epsilon(1e-4));
@@ -163,8 +155,8 @@ TEST_CASE("token shards on 2 processes: bit-exact resume; data parallel and ZeRO
     }
     // And the other way: a one-process run resumed on 2 data-parallel processes.
     const std::string one = make_temp_dir("shards2_one"), grown = make_temp_dir("shards2_grown");
-    REQUIRE(run_ampgrad(shard_run(data, one, 6)).exit_code == 0);
-    REQUIRE(run_ampgrad(plus(shard_run(data, grown, 6), {"--until", "3"})).exit_code == 0);
+    REQUIRE(run_one_thread(shard_run(data, one, 6)).exit_code == 0);
+    REQUIRE(run_one_thread(plus(shard_run(data, grown, 6), {"--until", "3"})).exit_code == 0);
     const ProgramResult g = run_two(shard_run(data, grown, 6), {"--resume", grown});
     REQUIRE_MESSAGE(g.exit_code == 0, g.output);
     const std::map<int64_t, double> a = losses(one), b = losses(grown);

@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-ProgramResult run_ampgrad(std::vector<std::string> args) {
-    args.insert(args.begin(), ampgrad_program());
-    return run_program(args);
-}
-
 std::vector<std::string> tiny_bpe_run(const std::string& out, const std::string& tokenizer, const std::string& data) {
     return {"train", "--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
             "--steps", "3", "--warmup", "1", "--eval-every", "0", "--eval-iters", "2", "--sample-tokens", "20",

@@ -40,13 +40,6 @@ ProgramResult launch(int n, const std::string& out, const std::vector<std::strin
     return run_program(argv, {"OMP_NUM_THREADS=1"});
 }
 
-std::string read_bytes(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
     std::map<int64_t, nlohmann::json> records;
     std::ifstream in(out + "/metrics.jsonl");

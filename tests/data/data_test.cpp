@@ -108,3 +108,37 @@ TEST_CASE("AdditionTask: the format, held-out pairs never trained on, answers as
     for (auto [a, b] : held_out) CHECK(task.is_test_pair(a, b));
     CHECK_THROWS_AS(data::AdditionTask(0), ValueError);
 }
+
+TEST_CASE("AdditionTask::exact_match scores a completion function: right answers 1, wrong ones 0") {
+    data::AdditionTask task(2);
+    // An oracle that writes the true answers, and one that writes zeros.
+    auto oracle = [&](const Tensor& prompts, int64_t n) {                     // (B,6) -> (B,9)
+        std::vector<int64_t> p = prompts.to_vector<int64_t>(), out;
+        const int64_t B = prompts.size(0), P = prompts.size(1);
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t a = p[b * P] * 10 + p[b * P + 1], c = p[b * P + 3] * 10 + p[b * P + 4];
+            std::vector<int32_t> seq = task.encode(a, c);
+            out.insert(out.end(), seq.begin(), seq.begin() + P + n);
+        }
+        return tensor(out, {B, P + n});
+    };
+    auto zeros_after = [](const Tensor& prompts, int64_t n) {
+        return cat({prompts, zeros({prompts.size(0), n}, TensorOptions(kInt64))}, 1);
+    };
+    CHECK(task.exact_match(oracle, 300, 64) == 1.0);
+    CHECK(task.exact_match(zeros_after, 300, 64) < 0.05);   // only sums that are 0 (mod 1000) would match
+}
+
+TEST_CASE("token_tensor and token_ids: ids as the models take them, and back") {
+    const data::Tokenizer tok = data::Tokenizer::bytes();
+    Tensor idx = tok.encode_tensor("To be");
+    CHECK(idx.sizes() == Shape{1, 5});
+    CHECK(idx.dtype() == kInt64);
+    CHECK(data::token_ids(idx) == tok.encode("To be"));
+    CHECK(data::token_ids(idx.reshape({5})) == tok.encode("To be"));
+    CHECK_THROWS_WITH_AS(data::token_ids(zeros({2, 3}, TensorOptions(kInt64))), doctest::Contains("(T) or (1,T)"),
+                         ShapeError);
+    CHECK_THROWS_AS(data::token_ids(zeros({1, 3})), ShapeError);   // float ids
+    Tensor huge = tensor(std::vector<int64_t>{int64_t{1} << 40}, {1});
+    CHECK_THROWS_WITH_AS(data::token_ids(huge), doctest::Contains("does not fit"), ValueError);
+}

@@ -49,6 +49,23 @@ public:
         }
         return tensor(logits, {B, T, 10});                                           // (B,T,V)
     }
+    // The rest of the interface, which generation does not use.
+    Tensor forward(const Tensor& idx) const override {
+        KVCache cache = make_cache(idx.size(0), idx.size(1));
+        return forward_cached(idx, cache, Tensor());
+    }
+    Tensor forward(const Tensor&, const Tensor&) const override { throw ValueError("CountingLM: no loss"); }
+    std::string family() const override { return "counting"; }
+    int64_t num_parameters() const override { return 0; }
+    double flops_per_token(int64_t) const override { return 0.0; }
+    double llmc_flops_per_token(int64_t) const override { return 0.0; }
+    std::string shape_text(int64_t) const override { return "V=10"; }
+    std::string saved_shape_text() const override { return "V=10"; }
+    nlohmann::json config_json() const override { return nlohmann::json::object(); }
+    const Tensor& token_embedding() const override { return embedding_; }
+
+private:
+    Tensor embedding_ = zeros({10, 1});
 };
 
 }  // namespace
