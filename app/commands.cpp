@@ -16,6 +16,7 @@
 #include "app/hellaswag_eval.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
+#include "app/tensorboard_log.hpp"
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
@@ -184,6 +185,7 @@ int run_train(const TrainOptions& o) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
     print_banner(o, *trainer);
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
@@ -207,8 +209,9 @@ int run_train(const TrainOptions& o) {
         if (lead) {
             progress.update(s);
             const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
-            metrics->train(s, tokens_per_s, elapsed,
-                           mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt);
+            const std::optional<double> mfu = mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt;
+            metrics->train(s, tokens_per_s, elapsed, mfu);
+            if (tb) tb->train(s, tokens_per_s, mfu, *trainer);
         }
         // Every rank evaluates (no collectives in it), so that none waits past the group's timeout.
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
@@ -216,6 +219,7 @@ int run_train(const TrainOptions& o) {
             final_eval = trainer->evaluate();
             if (lead) {
                 metrics->eval(*final_eval);
+                if (tb) tb->eval(*final_eval);
                 print_eval(progress, *final_eval);
             }
         }
@@ -228,6 +232,7 @@ int run_train(const TrainOptions& o) {
     std::string sample_text;
     if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);
     if (!lead) return 0;
+    if (tb && !sample_text.empty()) tb->sample(trainer->step(), sample_text);
     progress.finish();
     std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,

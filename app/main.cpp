@@ -123,6 +123,11 @@ void add_train_command(CLI::App& app, CommandLine& c) {
     c.train_cmd->add_option("--ckpt-every", c.train.ckpt_every, "also save a checkpoint every N steps")->capture_default_str();
     c.train_cmd->add_option("--log-every", c.train.log_every, "progress every N steps when not on a terminal")
         ->capture_default_str();
+    c.train_cmd->add_option("--tensorboard", c.train.tensorboard.dir, "also write TensorBoard event files into this folder "
+                                                                  "(tags: docs/profiling.md)");
+    c.train_cmd->add_option("--tensorboard-hist-every", c.train.tensorboard.hist_every, "--tensorboard: histograms of "
+                                                                  "the weights and gradients every N steps (0: none)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
     c.train_cmd->add_option("--sample-tokens", c.train.sample_tokens, "print a sample of N tokens at the end (0: none)")
         ->capture_default_str();
     c.train_cmd->add_option("--zero", c.train.run.zero, "train with the ZeRO engine at this stage on every process "
