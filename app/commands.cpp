@@ -14,6 +14,7 @@
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
+#include "app/profile_run.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
 #include "app/tensorboard_log.hpp"
@@ -186,6 +187,7 @@ int run_train(const TrainOptions& o) {
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
     std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
+    StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
@@ -199,6 +201,7 @@ int run_train(const TrainOptions& o) {
     std::unique_ptr<HellaswagDuringTraining> hellaswag = HellaswagDuringTraining::make(*trainer);   // --hellaswag
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
+        step_profiler.before_step(trainer->step() + 1);
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -225,7 +228,9 @@ int run_train(const TrainOptions& o) {
         }
         if (hellaswag) hellaswag->after_step(*trainer, s.step, progress, lead ? &*metrics : nullptr);
         if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
+        step_profiler.after_step(s.step);
     }
+    step_profiler.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
@@ -238,6 +243,7 @@ int run_train(const TrainOptions& o) {
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
                 static_cast<long long>(trainer->skipped_steps()), saved.c_str(), metrics_path.c_str());
     if (zero_line) std::printf("%s\n", zero_line->c_str());
+    if (step_profiler.written()) std::printf("trace: %s (ampgrad trace summary; docs/profiling.md)\n", step_profiler.written()->c_str());
     if (!o.plot_dir.empty()) {
         std::vector<std::string> files = write_plots(metrics_path, o.plot_dir);
         std::printf("plots: %s\n", fmt::format("{}", fmt::join(files, ", ")).c_str());
