@@ -60,6 +60,9 @@ def main(tb_dir, metrics_path, model_path, sample_path, hist_every):
         for tag, key in (("train/loss", "loss"), ("train/lr", "lr"), ("train/grad_norm", "grad_norm"),
                          ("perf/tokens_per_s", "tokens_per_s"), ("perf/data_ms", "data_ms")):
             got = scalars.get(tag, {}).get(r["step"])
+            if r[key] is None:   # a grad norm that was not finite: metrics.jsonl has null, TensorBoard nothing
+                check(got is None, f"{tag} at step {r['step']}: {got}, but metrics.jsonl has null")
+                continue
             check(got is not None and same_f32(r[key], got), f"{tag} at step {r['step']}: {got} vs metrics {r[key]}")
         for tag in ("memory/allocated_bytes", "memory/peak_allocated_bytes"):
             check(scalars.get(tag, {}).get(r["step"], 0) > 0, f"{tag} at step {r['step']} missing or zero")
