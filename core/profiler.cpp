@@ -115,7 +115,6 @@ std::string json_string(std::string_view s) {
 }
 
 std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid) {
-    const int64_t origin = spans.empty() ? 0 : spans.front().start_ns;
     std::string out = "{\"traceEvents\": [\n";
     out += fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "tid": 0, "args": {{"name": "rank {}"}}}})",
                        pid, pid);
@@ -129,7 +128,7 @@ std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid) {
     for (const SpanEvent& s : spans) {
         out += fmt::format(",\n{{\"ph\": \"X\", \"cat\": {}, \"name\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}, \"pid\": {}, "
                            "\"tid\": {}, \"args\": {}}}",
-                           json_string(s.category), json_string(s.name), 1e-3 * static_cast<double>(s.start_ns - origin),
+                           json_string(s.category), json_string(s.name), 1e-3 * static_cast<double>(s.start_ns),
                            1e-3 * static_cast<double>(s.duration_ns), pid, s.thread, s.args.empty() ? "{}" : s.args);
     }
     return out + "\n], \"displayTimeUnit\": \"ms\"}\n";
