@@ -114,9 +114,6 @@ std::string json_string(std::string_view s) {
     return out + "\"";
 }
 
-// ts is the steady clock in microseconds (not time since the first span, as profiler.hpp's summary
-// says loosely): the processes of one host share that clock, so the ranks' files merge into one
-// timeline (docs/profiling.md).
 std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid) {
     std::string out = "{\"traceEvents\": [\n";
     out += fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "tid": 0, "args": {{"name": "rank {}"}}}})",

@@ -64,8 +64,9 @@ void start();   // drops what was recorded and turns spans on
 void stop();    // turns spans off (the recorded spans stay until the next start)
 // Every finished span of every thread, by start time.
 std::vector<SpanEvent> collected();
-// {"traceEvents": [...], "displayTimeUnit": "ms"}: an "X" event per span (ts and dur in microseconds
-// from the first span), and "M" events naming the process "rank <pid>" and each thread's track.
+// {"traceEvents": [...], "displayTimeUnit": "ms"}: an "X" event per span (ts: the steady clock in
+// microseconds, which all processes of one host share, so the ranks' files merge into one timeline;
+// dur in microseconds), and "M" events naming the process "rank <pid>" and each thread's track.
 std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid);
 // Writes chrome_trace_json(collected(), pid) to path (atomically); IOError naming path on failure.
 void write_chrome_trace(const std::string& path, int pid);
