@@ -11,6 +11,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/kernels.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 
 namespace ampgrad::amp {
 
@@ -91,6 +92,7 @@ void GradScaler::check_not_unscaled_twice(const OptimizerState& st) const {
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
     if (!options_.enabled) return;
+    profiler::Span span("amp", "GradScaler.unscale_");
     require_scale("unscale_");
     OptimizerState& st = state_of(optimizer);
     check_not_unscaled_twice(st);
@@ -135,6 +137,7 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, 
 }
 
 StepResult GradScaler::step(optim::Optimizer& optimizer) {
+    profiler::Span span("amp", "GradScaler.step");
     if (!options_.enabled) {
         optimizer.step();
         return {};
@@ -214,6 +217,7 @@ Tensor GradScaler::summed_found_inf(const OptimizerState& st) const {
 
 void GradScaler::update(std::optional<double> new_scale) {
     if (!options_.enabled) return;
+    profiler::Span span("amp", "GradScaler.update");
     require_scale("update");
     NoGradGuard no_grad;
     if (new_scale) {

@@ -8,6 +8,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/kernels.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "nn/utils/clip_grad.hpp"
 
 namespace ampgrad::amp {
@@ -69,6 +70,7 @@ void MasterWeightsOptimizer::copy_masters_to_model() {
 }
 
 StepResult MasterWeightsOptimizer::step() {
+    profiler::Span span("amp", "MasterWeights.step");
     NoGradGuard no_grad;
     copy_grads_to_masters();
     // 1. One fused pass: found_inf |= !isfinite(g); g *= 1/S, with S the scale the backward used.

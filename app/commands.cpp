@@ -14,8 +14,10 @@
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
+#include "app/profile_run.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
+#include "app/tensorboard_log.hpp"
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
@@ -185,6 +187,8 @@ int run_train(const TrainOptions& o) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
+    StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);
     const int64_t last = o.until > 0 ? std::min(o.until, cfg.steps) : cfg.steps;
     const bool in_place = o.progress == "line" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
@@ -198,6 +202,7 @@ int run_train(const TrainOptions& o) {
     std::unique_ptr<HellaswagDuringTraining> hellaswag = HellaswagDuringTraining::make(*trainer);   // --hellaswag
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
+        step_profiler.before_step(trainer->step() + 1);
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -208,8 +213,9 @@ int run_train(const TrainOptions& o) {
         if (lead) {
             progress.update(s);
             const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
-            metrics->train(s, tokens_per_s, elapsed,
-                           mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt);
+            const std::optional<double> mfu = mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt;
+            metrics->train(s, tokens_per_s, elapsed, mfu);
+            if (tb) tb->train(s, tokens_per_s, mfu, *trainer);
         }
         // Every rank evaluates (no collectives in it), so that none waits past the group's timeout.
         const bool eval_now = (cfg.eval_every > 0 && s.step % cfg.eval_every == 0) || s.step == cfg.steps;
@@ -217,23 +223,28 @@ int run_train(const TrainOptions& o) {
             final_eval = trainer->evaluate();
             if (lead) {
                 metrics->eval(*final_eval);
+                if (tb) tb->eval(*final_eval);
                 print_eval(progress, *final_eval);
             }
         }
         if (hellaswag) hellaswag->after_step(*trainer, s.step, progress, lead ? &*metrics : nullptr);
         if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
+        step_profiler.after_step(s.step);
     }
+    step_profiler.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
     std::string sample_text;
     if (o.sample_tokens > 0 && cfg.task == "text") sample_text = trainer->sample("\n", o.sample_tokens, 0.8, 40);
     if (!lead) return 0;
+    if (tb && !sample_text.empty()) tb->sample(trainer->step(), sample_text);
     progress.finish();
     std::printf("trained to step %lld in %.1f s (%.0f tokens/s); %lld skipped steps\ncheckpoint: %s\nmetrics: %s\n",
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
                 static_cast<long long>(trainer->skipped_steps()), saved.c_str(), metrics_path.c_str());
     if (zero_line) std::printf("%s\n", zero_line->c_str());
+    if (step_profiler.written()) std::printf("trace: %s (ampgrad trace summary; docs/profiling.md)\n", step_profiler.written()->c_str());
     if (!o.plot_dir.empty()) {
         std::vector<std::string> files = write_plots(metrics_path, o.plot_dir);
         std::printf("plots: %s\n", fmt::format("{}", fmt::join(files, ", ")).c_str());

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/run_config.hpp"
+#include "app/tensorboard_flags.hpp"
 
 namespace ampgrad::app {
 
@@ -18,6 +19,8 @@ struct TrainOptions {
     int64_t log_every = 10;              // plain-line progress every N steps (not a terminal)
     int64_t sample_tokens = 300;         // a sample at the end (0: none)
     std::string progress = "auto";       // auto | line | plain
+    TensorboardFlags tensorboard;        // --tensorboard DIR, --tensorboard-hist-every N (app/tensorboard_log.hpp)
+    int64_t profile_steps = 0;           // --profile N: a Chrome trace of N steps (app/profile_run.hpp)
     bool ckpt_node_local = false;        // --zero: each host saves its ranks' files on its own disk
     std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
     std::optional<int64_t> zero_given;         // --zero as typed (with --resume: the stage to continue at)

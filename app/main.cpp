@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
+#include "app/profile_run.hpp"
 #include "core/error.hpp"
 #include "models/model_family.hpp"
 
@@ -122,6 +123,8 @@ struct CommandLine {
     CLI::App* bench_cmd = nullptr;
     TokenizerTrainOptions tok_train;
     DataPrepareOptions prep;
+    std::string trace_file;       // trace summary FILE
+    int64_t trace_top = 30;
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -137,6 +140,14 @@ void add_train_command(CLI::App& app, CommandLine& c) {
     c.train_cmd->add_option("--ckpt-every", c.train.ckpt_every, "also save a checkpoint every N steps")->capture_default_str();
     c.train_cmd->add_option("--log-every", c.train.log_every, "progress every N steps when not on a terminal")
         ->capture_default_str();
+    c.train_cmd->add_option("--tensorboard", c.train.tensorboard.dir, "also write TensorBoard event files into this folder "
+                                                                  "(tags: docs/profiling.md)");
+    c.train_cmd->add_option("--tensorboard-hist-every", c.train.tensorboard.hist_every, "--tensorboard: histograms of "
+                                                                  "the weights and gradients every N steps (0: none)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
+    c.train_cmd->add_option("--profile", c.train.profile_steps, "write OUT/trace.json, a Chrome trace (Perfetto) of N steps "
+                                                           "after one warm-up step (docs/profiling.md)")
+        ->check(CLI::NonNegativeNumber);
     c.train_cmd->add_option("--sample-tokens", c.train.sample_tokens, "print a sample of N tokens at the end (0: none)")
         ->capture_default_str();
     c.train_cmd->add_option("--zero", c.train.run.zero, "train with the ZeRO engine at this stage on every process "
@@ -274,6 +285,7 @@ int run_command(CommandLine& c, const std::string& command) {
     }
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
+    if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
     return run_info();
 }
 
@@ -291,6 +303,11 @@ int main(int argc, char** argv) {
     add_eval_command(app, c);
     add_tool_commands(app, c);
     add_data_command(app, c);
+    CLI::App* trace_cmd = app.add_subcommand("trace", "Chrome traces written by train --profile (docs/profiling.md)");
+    trace_cmd->require_subcommand(1);
+    CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
+    summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
+    summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {

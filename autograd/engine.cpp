@@ -24,6 +24,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/autocast_state.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 
 namespace ampgrad::autograd {
 
@@ -275,6 +276,8 @@ tensor_list call_function(GraphTask& task, Node& node, tensor_list&& inputs) {
     if (node.has_tensor_pre_hooks()) run_tensor_pre_hooks(node, inputs);
     if (node.has_pre_hooks()) run_pre_hooks(node, inputs);
     tensor_list grad_outputs_for_hooks = node.has_post_hooks() ? inputs : tensor_list{};
+    std::optional<profiler::Span> span;   // the node's name is built only while profiling
+    if (profiler::enabled()) [[unlikely]] span.emplace("backward", node.name());
     tensor_list outputs = node.apply(std::move(inputs));
     validate_grads(node, outputs);
     if (anomaly_mode_enabled()) check_anomaly(node, outputs);

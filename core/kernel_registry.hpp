@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "core/device.hpp"
+#include "core/profiler.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad {
@@ -40,6 +41,18 @@ void note_device(const A& arg, bool& found, DeviceType& device) {
         for (const Tensor& t : arg) note_device(t, found, device);
     }
 }
+
+// The profiler's args for a kernel call: each Tensor operand as "(B,T,C) f32 cpu" (Tensor::describe).
+std::string describe_operand(const Tensor& t);
+template <class A>
+void describe_operands(const A& arg, std::string& out) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<A>, Tensor>) {
+        if (!arg.defined()) return;
+        out += out.empty() ? "" : ", ";
+        out += profiler::json_string(describe_operand(arg));
+    }
+}
+std::string kernel_span_args(DeviceType device, const std::string& operands);
 }  // namespace detail
 
 // The part of a kernel that does not depend on its signature: its name and which slots are filled.
@@ -80,10 +93,17 @@ public:
         return device;
     }
 
+    // With the profiler on, the call is a "kernel" span named after the kernel, with its device and
+    // operands (core/profiler.hpp); off, that costs one branch.
     R operator()(Args... args) const {
         DeviceType device = dispatch_device(args...);
         Fn fn = slots_[device_type_index(device)];
         if (fn == nullptr) [[unlikely]] detail::throw_missing_kernel(name_, device);
+        profiler::Span span("kernel", name_, [&] {
+            std::string operands;
+            (detail::describe_operands(args, operands), ...);
+            return detail::kernel_span_args(device, operands);
+        });
         return fn(std::forward<Args>(args)...);
     }
 

@@ -17,6 +17,12 @@ void throw_missing_kernel(std::string_view kernel, DeviceType device) {
                                           "kernels this device lacks)", kernel, device_type_name(device),
                                           device_type_name(device)));
 }
+
+std::string describe_operand(const Tensor& t) { return t.describe(); }
+
+std::string kernel_span_args(DeviceType device, const std::string& operands) {
+    return fmt::format("{{\"device\": \"{}\", \"operands\": [{}]}}", device_type_name(device), operands);
+}
 }  // namespace detail
 
 namespace kernels {

@@ -6,6 +6,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "core/profiler.hpp"
 
 namespace ampgrad::data {
 
@@ -23,6 +24,7 @@ int64_t BatchSampler::start_at(uint64_t counter, int64_t T) const {
 }
 
 std::pair<Tensor, Tensor> BatchSampler::next(int64_t B, int64_t T) {
+    profiler::Span span("data", "BatchSampler.next");
     if (B <= 0 || T <= 0) throw ValueError(fmt::format("BatchSampler: batch size {} and length {} must be positive", B, T));
     if (static_cast<int64_t>(tokens_->size()) <= T)
         throw ValueError(fmt::format("BatchSampler: the text has {} tokens, fewer than a window of {} + 1",

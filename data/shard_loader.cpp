@@ -9,6 +9,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
+#include "core/profiler.hpp"
 
 namespace ampgrad::data {
 
@@ -84,6 +85,7 @@ std::pair<size_t, int64_t> ShardLoader::locate(uint64_t index) const {
 }
 
 std::pair<Tensor, Tensor> ShardLoader::batch_at(uint64_t first, int64_t B) const {
+    profiler::Span span("data", "ShardLoader.batch_at");
     if (B <= 0) throw ValueError(fmt::format("ShardLoader: batch size {} must be positive", B));
     std::vector<int64_t> x(static_cast<size_t>(B * T_)), y(static_cast<size_t>(B * T_));
     std::vector<int64_t> window(static_cast<size_t>(T_ + 1));

@@ -8,6 +8,7 @@
 #include "dist/gloo_group.hpp"
 #include "dist/socket_address.hpp"
 #include "dist/startup_watch.hpp"
+#include "core/profiler.hpp"
 
 #if AMPGRAD_WITH_GLOO
 #include <gloo/rendezvous/context.h>
@@ -54,8 +55,9 @@ private:
 
 class GlooWork : public Work {
 public:
-    explicit GlooWork(std::string what) : what_(std::move(what)) {}
+    explicit GlooWork(std::string what, int64_t bytes = 0) : what_(std::move(what)), bytes_(bytes) {}
     const std::string& what() const { return what_; }
+    int64_t bytes() const { return bytes_; }   // the payload, for the profiler's span
     bool is_completed() override {
         std::lock_guard lk(m_);
         return done_;
@@ -81,6 +83,7 @@ public:
 
 private:
     std::string what_;
+    int64_t bytes_ = 0;
     std::mutex m_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -150,7 +153,8 @@ public:
         if (t.dtype() == kBool && op != ReduceOp::kMax)
             throw DTypeError(fmt::format("all_reduce: a bool tensor reduces with max only, got {}", reduce_op_name(op)));
         return submit(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op,
-                      [t, op](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::all_reduce(c, t, op, tag); });
+                      [t, op](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::all_reduce(c, t, op, tag); },
+                      payload_bytes(t));
     }
     WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, bool async_op) override {
         check_tensor("reduce_scatter", out);
@@ -161,21 +165,23 @@ public:
         return submit(fmt::format("reduce_scatter({}, {})", reduce_op_name(op), in.describe()), async_op,
                       [out, in, op](const gloo_impl::Comm& c, uint32_t tag) mutable {
                           gloo_impl::reduce_scatter(c, out, in, op, tag);
-                      });
+                      }, payload_bytes(in));
     }
     WorkPtr all_gather(Tensor& out, const Tensor& in, bool async_op) override {
         check_tensor("all_gather", out);
         check_tensor("all_gather", in);
         check_sizes("all_gather", in, out);
         return submit(fmt::format("all_gather({})", in.describe()), async_op,
-                      [out, in](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::all_gather(c, out, in, tag); });
+                      [out, in](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::all_gather(c, out, in, tag); },
+                      payload_bytes(out));
     }
     WorkPtr broadcast(Tensor& t, int src, bool async_op) override {
         check_tensor("broadcast", t);
         if (src < 0 || src >= comm_.world_size)
             throw ValueError(fmt::format("broadcast: src={} is outside [0, world size {})", src, comm_.world_size));
         return submit(fmt::format("broadcast(src={}, {})", src, t.describe()), async_op,
-                      [t, src](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::broadcast(c, t, src, tag); });
+                      [t, src](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::broadcast(c, t, src, tag); },
+                      payload_bytes(t));
     }
     WorkPtr barrier(bool async_op) override {
         return submit("barrier", async_op, [](const gloo_impl::Comm& c, uint32_t tag) { gloo_impl::barrier(c, tag); });
@@ -199,7 +205,8 @@ private:
                                          comm_.world_size, small.numel(), small.describe()));
     }
 
-    WorkPtr submit(const std::string& what, bool async_op, Job job);
+    WorkPtr submit(const std::string& what, bool async_op, Job job, int64_t bytes = 0);
+    static int64_t payload_bytes(const Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
     void work_loop();
     std::exception_ptr translate(const std::string& what, const std::exception& e) const;
     void map_peer_addresses(const std::map<std::string, std::vector<char>>& seen);
@@ -218,9 +225,9 @@ private:
     std::thread worker_;
 };
 
-WorkPtr GlooGroup::submit(const std::string& what, bool async_op, Job job) {
+WorkPtr GlooGroup::submit(const std::string& what, bool async_op, Job job, int64_t bytes) {
     std::string full = fmt::format("{} on group '{}' (rank {} of {})", what, name_, comm_.rank, comm_.world_size);
-    auto work = std::make_shared<GlooWork>(full);
+    auto work = std::make_shared<GlooWork>(full, bytes);
     {
         std::lock_guard lk(m_);
         queue_.emplace_back(work, std::move(job));
@@ -243,6 +250,11 @@ void GlooGroup::work_loop() {
         std::exception_ptr error;
         std::string failure;
         try {
+            const GlooWork& w = *item.first;   // on the profiler's track of this communication thread
+            profiler::Span span("collective", std::string_view(w.what()).substr(0, w.what().find('(')), [&] {
+                return fmt::format("{{\"call\": {}, \"bytes\": {}, \"group\": {}}}", profiler::json_string(w.what()),
+                                   w.bytes(), profiler::json_string(name_));
+            });
             item.second(comm_, next_tag_++);
         } catch (const std::exception& e) {
             error = translate(item.first->what(), e);

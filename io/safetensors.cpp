@@ -16,6 +16,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/atomic_file.hpp"
+#include "core/profiler.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::io {
@@ -143,6 +144,7 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata) {
+    profiler::Span span("checkpoint", "save_safetensors", [&] { return "{\"path\": " + profiler::json_string(path) + "}"; });
     if (metadata.count(kTiedMetadataKey))
         throw ValueError(fmt::format("save_safetensors: {}: the metadata key \"{}\" is reserved for tied weights", path,
                                      kTiedMetadataKey));

@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "models/generation.hpp"
 #include "models/gpt_mfu.hpp"
 #include "nn/init.hpp"
@@ -77,6 +78,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg)
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x) const {
+    profiler::Span span("module", "CausalSelfAttention");
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2), HS = C / n_head;
     tensor_list qkv = c_attn->forward(x).split(C, 2);                         // 3 x (B,T,C)
     auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, HS}).transpose(1, 2); };
@@ -104,7 +106,10 @@ MLP::MLP(const GPTConfig& cfg) : Module("MLP") {
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout));
 }
 
-Tensor MLP::forward(const Tensor& x) const { return dropout->forward(project(x)); }
+Tensor MLP::forward(const Tensor& x) const {
+    profiler::Span span("module", "MLP");
+    return dropout->forward(project(x));
+}
 
 Tensor MLP::project(const Tensor& x) const {
     Tensor h = gelu(c_fc->forward(x), /*tanh_approximation=*/true);   // (B,T,4C)
@@ -119,6 +124,7 @@ Block::Block(const GPTConfig& cfg) : Module("Block") {
 }
 
 Tensor Block::forward(const Tensor& x) const {
+    profiler::Span span("module", "Block");
     Tensor h = x + attn->forward(ln_1->forward(x));   // (B,T,C)
     return h + mlp->forward(ln_2->forward(h));
 }
@@ -224,6 +230,7 @@ Tensor GPT::forward_cached(const Tensor& idx, KVCache& cache, const Tensor& vali
 }
 
 Tensor GPT::forward(const Tensor& idx, const Tensor& targets) const {
+    profiler::Span span("module", "GPT");
     if (!targets.defined() || targets.sizes() != idx.sizes())
         throw ShapeError(fmt::format("GPT: targets must have idx's shape {}, but are {}", idx.shape_str(),
                                      targets.defined() ? targets.describe() : std::string("undefined")));

@@ -9,6 +9,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "models/generation.hpp"
 #include "models/llama_json.hpp"
 #include "nn/init.hpp"
@@ -131,6 +132,7 @@ Tensor LlamaAttention::project_out(const Tensor& y) const {
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+    profiler::Span span("module", "LlamaAttention");
     tensor_list qkv = rotated_heads(x, cos, sin);
     Tensor y = F::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                /*is_causal=*/true, /*scale=*/std::nullopt,
@@ -154,6 +156,7 @@ LlamaMLP::LlamaMLP(const LlamaConfig& cfg) : Module("LlamaMLP") {
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) const {
+    profiler::Span span("module", "LlamaMLP");
     Tensor h = silu(gate_proj->forward(x)) * up_proj->forward(x);   // (B,T,I)
     return down_proj->forward(h);                                    // (B,T,H)
 }
@@ -168,6 +171,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& cfg) : Module("LlamaDeco
 }
 
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+    profiler::Span span("module", "LlamaDecoderLayer");
     Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin);   // (B,T,H)
     return h + mlp->forward(post_attention_layernorm->forward(h));
 }
@@ -287,6 +291,7 @@ Tensor Llama::forward(const Tensor& idx, const Tensor& targets) const {
 }
 
 Tensor Llama::forward(const Tensor& idx, const Tensor& targets, const Tensor& position_ids) const {
+    profiler::Span span("module", "Llama");
     if (targets.defined() && targets.sizes() != idx.sizes())
         throw ShapeError(fmt::format("Llama: targets must have idx's shape {}, but are {}", idx.shape_str(),
                                      targets.describe()));

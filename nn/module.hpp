@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/hooks.hpp"
+#include "core/profiler.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::nn {
@@ -110,8 +111,10 @@ public:
     bool has_forward_hooks() const { return !pre_hooks_->empty() || !post_hooks_->empty(); }
     // What PyTorch's Module.__call__ does around forward: pre-hooks, body(input), post-hooks.
     // Layers wrap their forward in it: `return with_forward_hooks(x, [&](const Tensor& in) {...});`
+    // With the profiler on, each call is a "module" span named after the layer (core/profiler.hpp).
     template <typename Body>
     Tensor with_forward_hooks(const Tensor& input, Body&& body) const {
+        profiler::Span span("module", type_name_, [&] { return "{\"input\": " + profiler::json_string(input.describe()) + "}"; });
         if (!has_forward_hooks()) return body(input);
         std::vector<Tensor> in = run_forward_pre_hooks({input});
         return run_forward_hooks(in, body(in[0]));
@@ -120,6 +123,7 @@ public:
     //   return with_forward_hooks({x, cos, sin}, [&](const std::vector<Tensor>& in) {...});
     template <typename Body>
     Tensor with_forward_hooks(std::vector<Tensor> inputs, Body&& body) const {
+        profiler::Span span("module", type_name_);
         if (!has_forward_hooks()) return body(inputs);
         inputs = run_forward_pre_hooks(std::move(inputs));
         return run_forward_hooks(inputs, body(inputs));

@@ -5,10 +5,12 @@
 #include "optim/adam.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "optim/fused_step.hpp"
 
 namespace ampgrad::optim {
@@ -86,6 +88,8 @@ void Adam::step() { step_scaled(StepScaling{}); }
 // Each group's parameters go to kernels::adam_step in one call per (device, dtype); the rest run the
 // tensor-op formulas, reading the scaling on the host.
 void Adam::step_scaled(const StepScaling& scaling) {
+    std::optional<profiler::Span> span;   // "AdamW.step" (the name is built only while profiling)
+    if (profiler::enabled()) [[unlikely]] span.emplace("optim", name_ + ".step");
     NoGradGuard no_grad;
     HostScaling host(scaling);
     for (ParamGroup& group : groups_) {

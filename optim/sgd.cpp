@@ -3,9 +3,12 @@
 // _single_tensor_sgd.
 #include "optim/sgd.hpp"
 
+#include <optional>
+
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 #include "optim/fused_step.hpp"
 
 namespace ampgrad::optim {
@@ -53,6 +56,8 @@ void SGD::step() { step_scaled(StepScaling{}); }
 // Each group's parameters go to kernels::sgd_step in one call per (device, dtype, first step or
 // not); the rest run the tensor-op formulas, reading the scaling on the host.
 void SGD::step_scaled(const StepScaling& scaling) {
+    std::optional<profiler::Span> span;   // "AdamW.step" (the name is built only while profiling)
+    if (profiler::enabled()) [[unlikely]] span.emplace("optim", name_ + ".step");
     NoGradGuard no_grad;
     HostScaling host(scaling);
     for (ParamGroup& group : groups_) {

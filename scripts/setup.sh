@@ -5,12 +5,14 @@
 # -Dcuda=enabled asks for it, as .ci/run and the GPU bundle do; else -Dcuda=disabled), then
 # configures a release build in $AMPGRAD_BUILD_DIR (default: build/) and builds
 # $AMPGRAD_BUILD_TARGETS (default: everything; run_example.sh asks for the `ampgrad` command only).
-# It also prepares the Python used by tests/io's interop test: a venv in
-# $AMPGRAD_BUILD_DIR/python-venv made from Debian's python3 (with python3-numpy from Debian via
-# --system-site-packages) plus the `safetensors` package from PyPI, and exports AMPGRAD_PYTHON.
+# It also prepares the Python used by the interop tests: a venv in $AMPGRAD_BUILD_DIR/python-venv made
+# from Debian's python3 (with python3-numpy from Debian via --system-site-packages) plus the
+# `safetensors` and `tensorboard` packages from PyPI (tests/io's safetensors interop test, and
+# tests/app's TensorBoard test, which reads --tensorboard's files with TensorBoard's own reader; the
+# library never uses either), and exports AMPGRAD_PYTHON.
 # Knobs: AMPGRAD_BUILD_DIR, AMPGRAD_MESON_ARGS (extra `meson setup` arguments, e.g. -Dcuda=enabled),
 # AMPGRAD_CUDA (1: compile CUDA without a GPU; 0: never), AMPGRAD_BUILD_TARGETS (ninja targets),
-# AMPGRAD_PYTHON (an interpreter that already has numpy and safetensors: no venv is made).
+# AMPGRAD_PYTHON (an interpreter that already has numpy, safetensors and tensorboard: no venv is made).
 set -euo pipefail
 
 AMPGRAD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +26,8 @@ AMPGRAD_PACKAGES=(meson ninja-build g++ pkg-config libeigen3-dev doctest-dev lib
                   cmake libgloo-dev    # cmake: Meson finds Debian's Gloo through its CMake files
                   python3-numpy python3-venv    # tests/io's interop test (see prepare_test_python)
                   libdnnl-dev                   # oneDNN: the CPU GEMM for f32 and bf16 (Eigen without it)
-                  libssl-dev)                   # libcrypto's SHA-256: data prepare's meta.json
+                  libssl-dev                    # libcrypto's SHA-256: data prepare's meta.json
+                  libprotobuf-dev protobuf-compiler)   # TensorBoard event files (io/tensorboard/, protoc in meson)
 
 install_missing_packages() {
     local missing=() p
@@ -87,20 +90,21 @@ configure_and_build() {
 # The interop test's interpreter. Debian 12's python is "externally managed" (PEP 668), so the
 # PyPI package goes into a venv; --system-site-packages lets it use Debian's numpy. A failure
 # here is reported but does not stop the build: the interop test then fails, saying why.
+TEST_PYTHON_IMPORTS='import numpy, safetensors, tensorboard'
 prepare_test_python() {
-    if [ -n "${AMPGRAD_PYTHON:-}" ] && "$AMPGRAD_PYTHON" -c 'import numpy, safetensors' 2>/dev/null; then
-        echo "setup: test python $AMPGRAD_PYTHON has numpy and safetensors"
+    if [ -n "${AMPGRAD_PYTHON:-}" ] && "$AMPGRAD_PYTHON" -c "$TEST_PYTHON_IMPORTS" 2>/dev/null; then
+        echo "setup: test python $AMPGRAD_PYTHON has numpy, safetensors and tensorboard"
         export AMPGRAD_PYTHON
         return
     fi
     local base=/usr/bin/python3 venv="$AMPGRAD_BUILD_DIR/python-venv"
     [ -x "$base" ] || base="$(command -v python3)"
-    if ! "$venv/bin/python3" -c 'import numpy, safetensors' 2>/dev/null; then
-        echo "setup: making $venv (numpy from Debian, safetensors from PyPI)"
+    if ! "$venv/bin/python3" -c "$TEST_PYTHON_IMPORTS" 2>/dev/null; then
+        echo "setup: making $venv (numpy from Debian, safetensors and tensorboard from PyPI)"
         mkdir -p "$AMPGRAD_BUILD_DIR"
         "$base" -m venv --system-site-packages "$venv" &&
-            "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check safetensors ||
-            echo "setup: WARNING: could not install safetensors into $venv; tests/io's interop test will fail" >&2
+            "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check safetensors tensorboard ||
+            echo "setup: WARNING: could not install safetensors and tensorboard into $venv; the interop tests will fail" >&2
     fi
     export AMPGRAD_PYTHON="$venv/bin/python3"
     echo "setup: test python $AMPGRAD_PYTHON"

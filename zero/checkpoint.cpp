@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/atomic_file.hpp"
+#include "core/profiler.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint_files.hpp"
@@ -198,6 +199,7 @@ void check_folder_shared(const std::string& tmp, int rank) {
 }  // namespace detail
 
 std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const std::string& tag, const SaveOptions& o) {
+    profiler::Span span("checkpoint", "zero.save_checkpoint", [&] { return "{\"tag\": " + profiler::json_string(tag) + "}"; });
     if (o.node_local) return save_node_local(engine, root, tag, o);
     // Stage 3: every parameter whole while saving (a collective; the files are the same as stages 1 and 2's).
     GatheredParameters whole(engine.stage3());

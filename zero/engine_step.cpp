@@ -9,6 +9,7 @@
 #include "autograd/engine.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/profiler.hpp"
 #include "zero/stage3.hpp"
 
 #include <cmath>
@@ -17,6 +18,7 @@
 namespace ampgrad::zero {
 
 void ZeroEngine::step() {
+    profiler::Span span("zero", "ZeroEngine.step");
     if (autograd::current_graph_task_depth() > 0)
         throw AutogradError("ZeroEngine.step: called while a backward is running (from a hook or a callback?)");
     const bool boundary = is_gradient_accumulation_boundary();

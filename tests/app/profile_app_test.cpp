@@ -1,0 +1,97 @@
+// profile_app_test.cpp: `ampgrad train --profile N` writes a Chrome trace of N steps after one
+// warm-up step, with the spans docs/profiling.md promises properly nested on each thread's track,
+// and `ampgrad trace summary` reads it back as a self-time table.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/app/run_program.hpp"
+
+using namespace ampgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TraceSpan {
+    std::string name, category;
+    double ts, dur;
+};
+
+// The "X" events per (pid, tid) track, by start (an enclosing span before what it encloses).
+std::map<std::pair<int, int>, std::vector<TraceSpan>> tracks_of(const nlohmann::json& trace) {
+    std::map<std::pair<int, int>, std::vector<TraceSpan>> tracks;
+    for (const nlohmann::json& e : trace.at("traceEvents")) {
+        if (e.at("ph") != "X") continue;
+        tracks[{e.at("pid").get<int>(), e.at("tid").get<int>()}].push_back(
+            {e.at("name").get<std::string>(), e.at("cat").get<std::string>(), e.at("ts").get<double>(), e.at("dur").get<double>()});
+    }
+    for (auto& [track, spans] : tracks)
+        std::sort(spans.begin(), spans.end(),
+                  [](const TraceSpan& a, const TraceSpan& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
+    return tracks;
+}
+
+}  // namespace
+
+TEST_CASE("train --profile 2: trace.json holds steps 2 and 3, nested spans of every kind, and trace summary reads it") {
+    const fs::path out = make_temp_dir("profile_run");
+    ProgramResult r = run_program({ampgrad_program(), "train", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
+                                   "--block-size", "16", "--batch-size", "4", "--steps", "4", "--warmup", "2",
+                                   "--eval-every", "0", "--eval-iters", "2", "--sample-tokens", "0", "--ckpt-every", "3",
+                                   "--out", out.string(), "--profile", "2"});
+    CAPTURE(r.output);
+    REQUIRE(r.exit_code == 0);
+    const fs::path file = out / "trace.json";
+    REQUIRE(fs::exists(file));
+    CHECK(r.output.find("trace: " + file.string()) != std::string::npos);
+    std::ifstream in(file);
+    const nlohmann::json trace = nlohmann::json::parse(in);   // throws (fails the case) if not JSON
+    std::set<std::string> names, categories;
+    double top_total = 0.0;
+    for (const auto& [track, spans] : tracks_of(trace)) {
+        CHECK(track.first == 0);   // one process, rank 0
+        std::vector<const TraceSpan*> open;
+        std::vector<double> self;
+        for (const TraceSpan& s : spans) {
+            names.insert(s.name);
+            categories.insert(s.category);
+            while (!open.empty() && open.back()->ts + open.back()->dur <= s.ts) open.pop_back();
+            // Proper nesting: a span that starts inside another ends inside it too (1 ns of rounding slack).
+            if (!open.empty()) CHECK(s.ts + s.dur <= open.back()->ts + open.back()->dur + 1e-3);
+            else top_total += s.dur;
+            open.push_back(&s);
+        }
+    }
+    for (const char* name : {"step 2", "step 3", "GPT", "Block", "Linear", "LayerNorm", "gemm", "AdamW.step",
+                             "BatchSampler.next", "save_safetensors"})
+        CHECK_MESSAGE(names.count(name) == 1, "missing span ", name);
+    CHECK(names.count("step 1") == 0);   // the warm-up step is not traced
+    CHECK(names.count("step 4") == 0);
+    CHECK(std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.ends_with("Backward"); }));
+    for (const char* cat : {"step", "module", "kernel", "backward", "optim", "data", "checkpoint"})
+        CHECK_MESSAGE(categories.count(cat) == 1, "missing category ", cat);
+    CHECK(top_total > 0.0);
+
+    ProgramResult summary = run_program({ampgrad_program(), "trace", "summary", file.string(), "--top", "50"});
+    CAPTURE(summary.output);
+    CHECK(summary.exit_code == 0);
+    for (const char* s : {"self ms", "total ms", "gemm", "step 2", "span names"}) CHECK(summary.output.find(s) != std::string::npos);
+    fs::remove_all(out);
+}
+
+TEST_CASE("trace summary: a file that is not a trace is a typed error naming it") {
+    const fs::path dir = make_temp_dir("trace_bad");
+    std::ofstream(dir / "not.json") << "{\"a\": 1}";
+    ProgramResult r = run_program({ampgrad_program(), "trace", "summary", (dir / "not.json").string()});
+    CAPTURE(r.output);
+    CHECK(r.exit_code > 0);
+    CHECK(r.signal == 0);
+    CHECK(r.output.find("has no \"traceEvents\" list") != std::string::npos);
+    fs::remove_all(dir);
+}
