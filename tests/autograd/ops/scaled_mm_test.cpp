@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ampgrad/ampgrad.h"
+#include "tests/support/fixtures.hpp"
 
 using namespace ampgrad;
 
@@ -65,6 +66,15 @@ void check_against(const Tensor& out, const Reference& r) {
 }
 
 Tensor scalar_f32(float v) { return full({}, v, TensorOptions(kFloat32)); }
+
+// An fp8 tensor from a fixture's codes (i64), same shape.
+Tensor fp8_from_codes(const Tensor& codes, DType dtype) {
+    Tensor t = make_empty(codes.sizes(), dtype, Device(kCPU));
+    const std::vector<int64_t> values = codes.to_vector<int64_t>();
+    for (size_t i = 0; i < values.size(); ++i) static_cast<uint8_t*>(t.raw_data())[i] = static_cast<uint8_t>(values[i]);
+    return t;
+}
+DType fp8_dtype_named(const std::string& name) { return name == "float8_e5m2" ? kFloat8_e5m2 : kFloat8_e4m3fn; }
 
 }  // namespace
 
@@ -130,6 +140,28 @@ TEST_CASE("scaled_mm: rowwise scales (M,1) and (1,N) scale each row of a and col
     Tensor plain = F::scaled_mm(a, b, scalar_f32(1.0f), scalar_f32(1.0f), kFloat32);
     CHECK(std::fabs(out.to(kFloat32).to_vector<float>()[0] - plain.to_vector<float>()[0]) > 0.0f);
     CHECK_FALSE(out.requires_grad());                                                     // forward only
+}
+
+TEST_CASE("scaled_mm: agrees with PyTorch's torch._scaled_mm (CPU) within the f32 accumulation bound") {
+    for (const char* name : {"scaled_mm_tensorwise_f32", "scaled_mm_tensorwise_bf16_bias", "scaled_mm_rowwise_bf16"}) {
+        CAPTURE(name);
+        ampgrad::testing::Fixture fx = ampgrad::testing::load_fixture(name);
+        Tensor a = fp8_from_codes(fx.at("a_codes"), fp8_dtype_named(fx.params.at("a_dtype").get<std::string>()));      // (M,K)
+        Tensor b = fp8_from_codes(fx.at("b_codes"), fp8_dtype_named(fx.params.at("b_dtype").get<std::string>())).t();  // (K,N)
+        const Tensor& expected = fx.at("out");
+        Tensor bias = fx.tensors.count("bias") ? fx.at("bias") : Tensor();
+        Tensor out = F::scaled_mm(a, b, fx.at("scale_a"), fx.at("scale_b"), expected.dtype(), bias);
+        CHECK(out.dtype() == expected.dtype());
+        const Reference r = reference(a, b, fx.at("scale_a"), fx.at("scale_b"), bias);
+        check_against(out, r);                                               // ours against the f64 reference
+        // PyTorch's sum order may differ: each side is within the bound and one rounding of out's dtype
+        const std::vector<double> got = out.to(kFloat64).to_vector<double>();
+        const std::vector<double> want = expected.to(kFloat64).to_vector<double>();
+        int wrong = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+            wrong += std::fabs(got[i] - want[i]) > 2 * r.bound[i] + dtype_eps(out.dtype()) * std::fabs(r.value[i]) + 1e-30;
+        CHECK(wrong == 0);
+    }
 }
 
 TEST_CASE("scaled_mm: torch._scaled_mm's rules, as typed errors naming the op and the facts") {
