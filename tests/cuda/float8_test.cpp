@@ -3,6 +3,7 @@
 // scaled_mm (cuBLASLt) exactly where the f32 sums are exact, else within the accumulation bound.
 #include <cstring>
 
+#include "amp/float8_scaling.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -82,4 +83,19 @@ TEST_CASE("cuda float8: scaled_mm on cuBLASLt matches the CPU emulation" * skip_
     Tensor row_cpu = F::scaled_mm(ar, br, ra, rb, kBFloat16, bias);
     Tensor row_gpu = F::scaled_mm(to_gpu(ar), to_gpu(br.t()).t(), to_gpu(ra), to_gpu(rb), kBFloat16, to_gpu(bias));
     CHECK_CLOSE(to_host(row_gpu).to(kFloat32), row_cpu.to(kFloat32), tol_for(kBFloat16, 2.0));
+}
+
+TEST_CASE("cuda float8: current scaling quantizes as on the CPU, and its fp8 linear agrees" * skip_without_gpu()) {
+    manual_seed(5);
+    Tensor x = randn({32, 64}) * 3.0, w = randn({48, 64}) * 0.1;                                  // (M,K), (N,K)
+    for (amp::Float8Scaling scaling : {amp::Float8Scaling::kTensorwise, amp::Float8Scaling::kRowwise}) {
+        amp::Float8Tensor cpu = amp::quantize_float8(x, kFloat8_e4m3fn, scaling);
+        amp::Float8Tensor gpu = amp::quantize_float8(to_gpu(x), kFloat8_e4m3fn, scaling);
+        CHECK(same_bytes(gpu.data, cpu.data));
+        CHECK(same_bytes(gpu.scale, cpu.scale));
+        const DType out_dtype = scaling == amp::Float8Scaling::kRowwise ? kBFloat16 : kFloat32;
+        Tensor y_cpu = amp::linear_float8(x, w, scaling, out_dtype);
+        Tensor y_gpu = amp::linear_float8(to_gpu(x), to_gpu(w), scaling, out_dtype);
+        CHECK_CLOSE(to_host(y_gpu).to(kFloat32), y_cpu.to(kFloat32), tol_for(out_dtype, 2.0));
+    }
 }
