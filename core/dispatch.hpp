@@ -8,6 +8,7 @@
 //     });
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include "core/dtype.hpp"
 
@@ -37,7 +38,7 @@ decltype(auto) dispatch_float_as(DType dtype, const char* prefix, const char* ke
     }
 }
 
-// Calls fn(T{}) for any of the seven dtypes.
+// Calls fn(T{}) for any of the seven non-fp8 dtypes; an fp8 dtype is a DTypeError naming the kernel.
 template <class Storage, class Fn>
 decltype(auto) dispatch_all_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
     switch (dtype) {
@@ -48,8 +49,21 @@ decltype(auto) dispatch_all_as(DType dtype, const char* prefix, const char* kern
         case kInt64: return fn(int64_t{});
         case kInt32: return fn(int32_t{});
         case kBool: return fn(bool{});
+        case kFloat8_e4m3fn: case kFloat8_e5m2:
+            throw_bad_dtype(prefix, kernel, dtype, "a dtype other than fp8 (fp8 tensors support casts, copies and "
+                                                   "views only: docs/fp8.md)");
     }
     throw_bad_dtype(prefix, kernel, dtype, "a known dtype");
+}
+
+// Calls fn(T{}) for any of the nine dtypes: the seven above and the fp8 storage types
+// (Float8_e4m3fn, Float8_e5m2: core/float8.hpp, the same on the host and the device). Only the
+// kernels that move or convert values (copy, fill) dispatch this way.
+template <class Storage, class Fn>
+decltype(auto) dispatch_all_with_float8_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
+    if (dtype == kFloat8_e4m3fn) return fn(Float8_e4m3fn{});
+    if (dtype == kFloat8_e5m2) return fn(Float8_e5m2{});
+    return dispatch_all_as<Storage>(dtype, prefix, kernel, std::forward<Fn>(fn));
 }
 
 }  // namespace ampgrad

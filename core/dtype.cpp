@@ -1,4 +1,4 @@
-// dtype.cpp: type promotion (PyTorch's table restricted to our seven dtypes), and the dtype
+// dtype.cpp: type promotion (PyTorch's table restricted to our nine dtypes), and the dtype
 // error every kernel's dispatch throws (core/dispatch.hpp).
 #include "core/dispatch.hpp"
 #include "core/dtype.hpp"
@@ -16,6 +16,7 @@ int rank_of(DType t) {
         case DType::kBFloat16: return 3;
         case DType::kFloat32: return 4;
         case DType::kFloat64: return 5;
+        case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: return 6;   // never compared: see promote_types
     }
     return 0;
 }
@@ -23,6 +24,9 @@ int rank_of(DType t) {
 
 DType promote_types(DType a, DType b) {
     if (a == b) return a;
+    if (is_float8(a) || is_float8(b))
+        throw DTypeError(fmt::format("promote_types: promotion of {} with {} is not supported (as in PyTorch); "
+                                     "cast the fp8 operand first", dtype_name(a), dtype_name(b)));
     if (is_reduced_float(a) && is_reduced_float(b)) return kFloat32;   // f16 + bf16 -> f32
     return rank_of(a) >= rank_of(b) ? a : b;
 }

@@ -1,14 +1,19 @@
-// dtype.hpp: the seven element types, IEEE fp16/bf16 storage types with exact
-// round-to-nearest-even conversion, and PyTorch's type-promotion rules.
+// dtype.hpp: the nine element types, IEEE fp16/bf16 storage types with exact
+// round-to-nearest-even conversion (the two fp8 formats: core/float8.hpp), and PyTorch's
+// type-promotion rules.
 // Not here: any arithmetic on tensors (see cpu/ and autograd/ops/).
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
+#include "core/float8.hpp"
+
 namespace ampgrad {
 
-enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool };
+// The fp8 dtypes come last so the others keep their numbers. They are storage formats: casts,
+// copies and views work on them, arithmetic refuses them (DTypeError), as PyTorch mostly does.
+enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2 };
 inline constexpr DType kFloat32 = DType::kFloat32;
 inline constexpr DType kFloat16 = DType::kFloat16;
 inline constexpr DType kBFloat16 = DType::kBFloat16;
@@ -16,6 +21,8 @@ inline constexpr DType kFloat64 = DType::kFloat64;
 inline constexpr DType kInt64 = DType::kInt64;
 inline constexpr DType kInt32 = DType::kInt32;
 inline constexpr DType kBool = DType::kBool;
+inline constexpr DType kFloat8_e4m3fn = DType::kFloat8_e4m3fn;
+inline constexpr DType kFloat8_e5m2 = DType::kFloat8_e5m2;
 
 // ---- fp16 / bf16 bit-exact conversion (round-to-nearest-even, overflow to inf) ----
 
@@ -85,16 +92,20 @@ constexpr size_t element_size(DType t) {
         case DType::kFloat32: case DType::kInt32: return 4;
         case DType::kFloat16: case DType::kBFloat16: return 2;
         case DType::kFloat64: case DType::kInt64: return 8;
-        case DType::kBool: return 1;
+        case DType::kBool: case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: return 1;
     }
     return 0;
 }
+constexpr bool is_float8(DType t) { return t == DType::kFloat8_e4m3fn || t == DType::kFloat8_e5m2; }
+// As torch.is_floating_point: true for the fp8 dtypes too (whose arithmetic still refuses them).
 constexpr bool is_floating(DType t) {
-    return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
+    return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64 ||
+           is_float8(t);
 }
 constexpr bool is_reduced_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
-// Short names as used in error messages: "f32", "f16", "bf16", "f64", "i64", "i32", "bool".
+// Short names as used in error messages: "f32", "f16", "bf16", "f64", "i64", "i32", "bool", and
+// PyTorch's names for the fp8 dtypes: "float8_e4m3fn", "float8_e5m2".
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {
         case DType::kFloat32: return "f32";
@@ -104,6 +115,8 @@ constexpr std::string_view dtype_name(DType t) {
         case DType::kInt64: return "i64";
         case DType::kInt32: return "i32";
         case DType::kBool: return "bool";
+        case DType::kFloat8_e4m3fn: return "float8_e4m3fn";
+        case DType::kFloat8_e5m2: return "float8_e5m2";
     }
     return "?";
 }
@@ -115,6 +128,8 @@ constexpr double dtype_eps(DType t) {
         case DType::kBFloat16: return 7.8125e-3;         // 2^-7
         case DType::kFloat32: return 1.1920928955e-7;    // 2^-23
         case DType::kFloat64: return 2.220446049250313e-16;
+        case DType::kFloat8_e4m3fn: return 0.125;          // 2^-3
+        case DType::kFloat8_e5m2: return 0.25;             // 2^-2
         default: return 0.0;
     }
 }
@@ -125,12 +140,15 @@ inline double round_to_dtype(double value, DType t) {
         case DType::kFloat16: return static_cast<float>(Half(static_cast<float>(value)));
         case DType::kBFloat16: return static_cast<float>(BFloat16(static_cast<float>(value)));
         case DType::kFloat32: return static_cast<float>(value);
+        case DType::kFloat8_e4m3fn: return static_cast<float>(Float8_e4m3fn(static_cast<float>(value)));
+        case DType::kFloat8_e5m2: return static_cast<float>(Float8_e5m2(static_cast<float>(value)));
         default: return value;
     }
 }
 
 // PyTorch promotion for two tensor operands of the same category:
-// bool < int32 < int64 < (f16, bf16) < f32 < f64, and f16 + bf16 -> f32.
+// bool < int32 < int64 < (f16, bf16) < f32 < f64, and f16 + bf16 -> f32. An fp8 dtype promotes only
+// with itself (DTypeError otherwise, as torch.promote_types).
 DType promote_types(DType a, DType b);
 
 }  // namespace ampgrad

@@ -123,6 +123,9 @@ namespace kernels {
 // devices: the accelerator's copy (the non-CPU operand's) moves the bytes both ways.
 extern constinit Kernel<void(const Tensor& dst, const Tensor& src)> copy;
 extern constinit Kernel<void(const Tensor& dst, double value)> fill;
+// dst = src on one device, like copy, except that a cast to an fp8 dst saturates: finite values past
+// its range and ±inf become ±max, NaN stays NaN (core/float8.hpp). The scaled fp8 recipes cast so.
+extern constinit Kernel<void(const Tensor& dst, const Tensor& src)> copy_saturating;
 
 // ---- elementwise ----
 extern constinit Kernel<void(UnaryOp op, const Tensor& out, const Tensor& in)> unary;
@@ -167,6 +170,13 @@ extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const 
 // f16/bf16 operands may write an f32 out (f32 accumulation, never rounded: core/attention_gemm.cpp).
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                              double alpha, double beta)> gemm;
+// FP8 scaled GEMM (torch._scaled_mm; the op layer checks its rules: autograd/ops/scaled_mm.cpp):
+//   out = (a @ b) * scale_a * scale_b + bias, accumulated in f32, rounded once to out's dtype.
+// a: (M,K) fp8 row-major; b: (K,N) fp8 column-major; scale_a: one f32 or (M,1) f32; scale_b: one f32
+// or (1,N) f32; bias: (N) in out's dtype or undefined; out: (M,N) contiguous f32/f16/bf16;
+// amax: undefined, or a one-element f32 set to max |out| in f32, before out's rounding (NaN if any is).
+extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a,
+                             const Tensor& scale_b, const Tensor& bias, const Tensor& amax)> scaled_mm;
 
 // ---- fused nn kernels (all over the last dim, contiguous inputs) ----
 // y = softmax(x) or log_softmax(x) over the last dim; x, y: (N,C)
@@ -255,7 +265,7 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
     X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding) X(sort) X(cumsum)       \
-    X(take_along_last) X(put_along_last) X(gather) X(scatter)
+    X(take_along_last) X(put_along_last) X(gather) X(scatter) X(copy_saturating) X(scaled_mm)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

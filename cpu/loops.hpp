@@ -44,7 +44,7 @@ decltype(auto) dispatch_float(DType dtype, const char* kernel, Fn&& fn) {
     return dispatch_float_as<HostStorage>(dtype, "", kernel, std::forward<Fn>(fn));
 }
 
-// Calls fn(T{}) for any of the seven dtypes.
+// Calls fn(T{}) for any of the seven non-fp8 dtypes (an fp8 dtype is a DTypeError: core/dispatch.hpp).
 template <typename Fn>
 decltype(auto) dispatch_all(DType dtype, const char* kernel, Fn&& fn) {
     return dispatch_all_as<HostStorage>(dtype, "", kernel, std::forward<Fn>(fn));

@@ -1,6 +1,7 @@
 // copy.cu: copies between host and GPU and within a GPU (strided gather with dtype conversion),
 // and fill. Conversions follow cpu/copy.cpp exactly: to f16/bf16 via fp32 with round to nearest
-// even; to bool tests != 0; float to int truncates toward zero.
+// even; to and from the fp8 dtypes through fp32 with the one formula of core/float8.hpp (saturating
+// in copy_saturating); to bool tests != 0; float to int truncates toward zero.
 // Host transfers are staged through contiguous buffers: the host side converts and gathers with
 // the CPU backend, the device side with copy_kernel, and cudaMemcpyAsync moves dense bytes only.
 // Every transfer is ordered on the current stream. Host memory is pageable (no pinned staging yet),
@@ -18,10 +19,17 @@ namespace {
 
 // ---- kernels ----
 
+template <typename T>
+constexpr bool is_float8_v = std::is_same_v<T, Float8_e4m3fn> || std::is_same_v<T, Float8_e5m2>;
+
 template <typename To, typename From>
 __device__ __forceinline__ To convert_value(From v) {
     if constexpr (std::is_same_v<To, From>) {
         return v;
+    } else if constexpr (is_float8_v<From>) {
+        return convert_value<To>(static_cast<float>(v));                        // fp8 -> f32 is exact
+    } else if constexpr (is_float8_v<To>) {
+        return To(static_cast<float>(load_compute(v)));                        // f64 rounds to f32 first, as torch
     } else if constexpr (std::is_same_v<To, bool>) {
         return load_compute(v) != device_compute_t<From>(0);
     } else if constexpr (std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>) {
@@ -31,13 +39,29 @@ __device__ __forceinline__ To convert_value(From v) {
     }
 }
 
-// dst[i] = convert(src[i]) over any strides (stride 0 in src broadcasts)
+// Saturating: finite values past fp8's range, and ±inf, become ±max (NaN stays NaN).
 template <typename To, typename From>
+__device__ __forceinline__ To convert_saturating(From v) {
+    if constexpr (is_float8_v<To> && !is_float8_v<From>) {
+        return To::saturated(static_cast<float>(load_compute(v)));
+    } else {
+        return convert_value<To>(v);
+    }
+}
+
+// dst[i] = convert(src[i]) over any strides (stride 0 in src broadcasts)
+template <typename To, typename From, bool Saturate>
 __global__ void copy_kernel(int64_t n, OffsetCalc<2> calc, To* dst, const From* src) {
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
         Offsets<2> o = calc.get(i);
-        dst[o.at[0]] = convert_value<To>(src[o.at[1]]);
+        dst[o.at[0]] = Saturate ? convert_saturating<To>(src[o.at[1]]) : convert_value<To>(src[o.at[1]]);
     }
+}
+
+// Every dtype, the fp8 ones included (core/dispatch.hpp).
+template <typename Fn>
+decltype(auto) dispatch_with_float8(DType dtype, const char* kernel, Fn&& fn) {
+    return dispatch_all_with_float8_as<DeviceStorage>(dtype, "cuda ", kernel, std::forward<Fn>(fn));
 }
 
 // Bits is an unsigned integer as wide as the element: fill only moves bytes.
@@ -52,7 +76,8 @@ bool is_dense_copy(const Tensor& dst, const Tensor& src) {
     return dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous();
 }
 
-// dst = src with both on the same GPU (the current device).
+// dst = src with both on the same GPU (the current device); Saturate: copy_saturating's casts to fp8.
+template <bool Saturate = false>
 void copy_on_device(const Tensor& dst, const Tensor& src) {
     int64_t n = dst.numel();
     if (is_dense_copy(dst, src)) {
@@ -61,12 +86,12 @@ void copy_on_device(const Tensor& dst, const Tensor& src) {
         return;
     }
     OffsetCalc<2> calc = make_offset_calc<2>({&dst, &src});
-    dispatch_all(dst.dtype(), "copy", [&](auto to) {
-        dispatch_all(src.dtype(), "copy", [&](auto from) {
+    dispatch_with_float8(dst.dtype(), "copy", [&](auto to) {
+        dispatch_with_float8(src.dtype(), "copy", [&](auto from) {
             using To = decltype(to);
             using From = decltype(from);
-            copy_kernel<To, From><<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, calc, device_ptr<To>(dst),
-                                                                                   device_ptr<const From>(src));
+            copy_kernel<To, From, Saturate><<<grid_for(n), kBlockSize, 0, current_stream()>>>(
+                n, calc, device_ptr<To>(dst), device_ptr<const From>(src));
             CUDA_CHECK(cudaGetLastError());
         });
     });
@@ -150,6 +175,8 @@ uint64_t fill_bits(DType dtype, double value) {
         case kInt64: put(static_cast<int64_t>(value)); break;
         case kInt32: put(static_cast<int32_t>(value)); break;
         case kBool: put(static_cast<uint8_t>(value != 0.0)); break;
+        case kFloat8_e4m3fn: put(Float8_e4m3fn(static_cast<float>(value)).bits); break;
+        case kFloat8_e5m2: put(Float8_e5m2(static_cast<float>(value)).bits); break;
     }
     return bits;
 }
@@ -202,7 +229,18 @@ void fill(const Tensor& dst, double value) {
     throw_bad_dtype("fill", dst.dtype(), "a known dtype");
 }
 
+// Same device only (the op layer casts on the tensor's own device).
+void copy_saturating(const Tensor& dst, const Tensor& src) {
+    AMPGRAD_CHECK(dst.sizes() == src.sizes(), "copy_saturating of {} into {}", src.describe(), dst.describe());
+    const int index = dst.device().index;
+    require_on_device("copy_saturating", index, {&dst, &src});
+    if (dst.numel() == 0) return;
+    DeviceGuard guard(index);
+    copy_on_device<true>(dst, src);
+}
+
 AMPGRAD_REGISTER_KERNEL(kernels::copy, kCUDA, copy);
 AMPGRAD_REGISTER_KERNEL(kernels::fill, kCUDA, fill);
+AMPGRAD_REGISTER_KERNEL(kernels::copy_saturating, kCUDA, copy_saturating);
 
 }  // namespace ampgrad::cuda

@@ -53,8 +53,17 @@ ncclDataType_t nccl_dtype(DType dt) {
     case DType::kInt64: return ncclInt64;
     case DType::kInt32: return ncclInt32;
     case DType::kBool: return ncclUint8;
+    case DType::kFloat8_e4m3fn:                 // bytes: only the collectives that move data (check_reducible)
+    case DType::kFloat8_e5m2: return ncclUint8;
     }
     return ncclFloat32;
+}
+
+// fp8 tensors travel as bytes (all_gather, broadcast), but their sums would be byte sums.
+void check_reducible(const char* what, const Tensor& t) {
+    if (is_float8(t.dtype()))
+        throw DTypeError(fmt::format("{}: {} is not reducible (fp8 is a storage dtype: reduce in f32 and cast)", what,
+                                     t.describe()));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
@@ -199,6 +208,7 @@ public:
 
     WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op) override {
         check("all_reduce", t);
+        check_reducible("all_reduce", t);
         return enqueue(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op, {t}, [&] {
             return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op), comm_, stream_);
         });
@@ -206,6 +216,7 @@ public:
     WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, bool async_op) override {
         check("reduce_scatter", out);
         check("reduce_scatter", in);
+        check_reducible("reduce_scatter", in);
         if (in.numel() != out.numel() * world_size_ || in.dtype() != out.dtype())
             throw ShapeError(fmt::format("reduce_scatter: input {} must be world size {} x output {}", in.describe(),
                                          world_size_, out.describe()));

@@ -33,6 +33,9 @@ void check_operands(std::string_view op, const Tensor& a, const Tensor& b, std::
     if (!is_floating(a.dtype()))
         throw DTypeError(fmt::format("{}: expected floating tensors but got {} is {}, {} is {}", op, a_name,
                                      a.describe(), b_name, b.describe()));
+    if (is_float8(a.dtype()))
+        throw DTypeError(fmt::format("{}: fp8 operands ({} is {}, {} is {}) multiply only through F::scaled_mm, "
+                                     "with their scales (docs/fp8.md)", op, a_name, a.describe(), b_name, b.describe()));
 }
 
 void check_dims(std::string_view op, const Tensor& a, const Tensor& b, int64_t dims) {

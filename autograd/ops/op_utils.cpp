@@ -49,9 +49,19 @@ void check_same_device(std::string_view op, std::initializer_list<const Tensor*>
     }
 }
 
+namespace {
+// fp8 tensors are storage only (docs/fp8.md): arithmetic refuses them, naming the op.
+void refuse_float8(std::string_view op, const Tensor& t) {
+    if (t.defined() && is_float8(t.dtype()))
+        throw DTypeError(fmt::format("{}: fp8 tensors support casts, copies and views only, got {}; cast with "
+                                     ".to(kFloat32) or .to(kBFloat16) first (docs/fp8.md)", op, t.describe()));
+}
+}  // namespace
+
 void check_floating(std::string_view op, const Tensor& t) {
     if (!is_floating(t.dtype()))
         throw DTypeError(fmt::format("{}: expected a floating tensor but got {}", op, t.describe()));
+    refuse_float8(op, t);
 }
 
 int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
@@ -118,6 +128,8 @@ Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Ten
     check_defined(name, a, "a");
     check_defined(name, b, "b");
     check_same_device(name, {&a, &b});
+    refuse_float8(name, a);
+    refuse_float8(name, b);
     Shape shape = broadcast_shapes(name, a, b);
     DType compute = result_type(a, b);
     if (op == BinaryOp::kDiv && !is_floating(compute)) compute = kFloat32;   // true division, as in PyTorch
@@ -128,6 +140,7 @@ Tensor binary_raw(BinaryOp op, std::string_view name, const Tensor& a, const Ten
 
 Tensor unary_raw(UnaryOp op, const Tensor& x) {
     check_defined(op_name(op), x, "input");
+    refuse_float8(op_name(op), x);
     Tensor out = make_empty(x.sizes(), x.dtype(), x.device());
     kernels::unary(op, out, x);
     return out;

@@ -170,6 +170,10 @@ Tensor stack(const tensor_list& tensors, int64_t dim = 0);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);       // differentiable cast
+// Cast to an fp8 dtype that saturates (autograd/ops/view.cpp): finite values past its range and ±inf
+// become ±max (448 for e4m3fn, 57344 for e5m2), NaN stays NaN; the scaled recipes cast so, while
+// to_dtype is PyTorch's non-saturating .to() (docs/fp8.md). Differentiable like to_dtype.
+Tensor to_float8_saturated(const Tensor& x, DType fp8_dtype);
 Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);   // differentiable copy
 // x[start:end:step] along dim, a view (Python slicing: a negative start/end counts from the end, and
 // out-of-range bounds clamp; an absent one means the whole side). step must be positive (ValueError).
@@ -322,6 +326,14 @@ Tensor silu(const Tensor& x);
 // One token per row from logits (B,V) or (V) -> int64 (B,1) or (1): divide by temperature, keep
 // the top_k largest (others -inf), softmax, multinomial. temperature 0 means greedy (argmax).
 Tensor sample_from_logits(const Tensor& logits, double temperature = 1.0, std::optional<int64_t> top_k = std::nullopt);
+// torch._scaled_mm (autograd/ops/scaled_mm.cpp; docs/fp8.md): a (M,K) fp8 row-major, b (K,N) fp8
+// column-major (not both e5m2; K and N multiples of 16) -> (M,N) out_dtype (f32, f16 or bf16):
+//   out = (a @ b) * scale_a * scale_b + bias, accumulated in f32 and rounded once.
+// Scales are f32: tensorwise, one element each; or rowwise, scale_a (M,1) and scale_b (1,N) (then a
+// and b e4m3fn and out bf16). bias (N) in out_dtype (not with f32 out). amax_out, when given (one f32
+// element), receives max |out| in f32 before the rounding to out_dtype. Forward only: no backward is recorded, as in PyTorch.
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+                 DType out_dtype = kBFloat16, const Tensor& bias = {}, const Tensor& amax_out = {});
 }  // namespace nn::functional
 namespace F = nn::functional;
 

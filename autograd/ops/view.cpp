@@ -349,6 +349,19 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
     });
 }
 
+Tensor to_float8_saturated(const Tensor& x, DType fp8_dtype) {
+    ops::check_defined("to_float8_saturated", x, "input");
+    if (!is_float8(fp8_dtype))
+        throw DTypeError(fmt::format("to_float8_saturated: the target must be float8_e4m3fn or float8_e5m2, got {}",
+                                     dtype_name(fp8_dtype)));
+    Tensor out = make_empty(x.sizes(), fp8_dtype, x.device());
+    kernels::copy_saturating(out, x);
+    DType src = x.dtype();
+    return record("to_float8_saturated", out, {x}, {}, [src](BackwardContext&, const tensor_list& g) {
+        return tensor_list{to_dtype(g[0], src)};
+    });
+}
+
 // A copy from pinned host memory is queued without waiting (cuda/copy.cu); unless non_blocking, the
 // host then waits for it, so the caller may reuse the pinned buffer at once (PyTorch's default).
 Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
