@@ -254,6 +254,8 @@ public:
     Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
     Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
                              std::optional<int64_t> output_size = std::nullopt) const;
+    // (*) int64 class indices -> (*,num_classes) int64 (-1: max + 1), as F::one_hot (torch.nn.functional.one_hot)
+    Tensor one_hot(int64_t num_classes = -1) const;
 
     // ---- in place (bump the version counter) ----
     Tensor& add_(const Tensor& o, double alpha = 1.0);

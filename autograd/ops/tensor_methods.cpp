@@ -122,6 +122,7 @@ Tensor Tensor::scatter_add(int64_t d, const Tensor& i, const Tensor& s) const {
     return ampgrad::scatter_add(*this, d, i, s);
 }
 Tensor Tensor::index_select(int64_t d, const Tensor& i) const { return ampgrad::index_select(*this, d, i); }
+Tensor Tensor::one_hot(int64_t num_classes) const { return F::one_hot(*this, num_classes); }
 Tensor Tensor::index_add(int64_t d, const Tensor& i, const Tensor& s, double alpha) const {
     return ampgrad::index_add(*this, d, i, s, alpha);
 }

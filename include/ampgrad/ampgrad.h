@@ -28,6 +28,7 @@
 #include "core/host_sync.hpp"
 #include "core/kernels.hpp"
 #include "core/philox.hpp"
+#include "core/set_data.hpp"
 #include "core/stream.hpp"
 #include "core/threads.hpp"
 #include "core/tensor.hpp"

@@ -50,6 +50,7 @@ TEST_CASE("one_hot matches PyTorch with inferred and given num_classes") {
         Tensor y = F::one_hot(fx.at("x"), static_cast<int64_t>(fx.param("num_classes")));
         CHECK(y.dtype() == kInt64);
         CHECK_CLOSE(y, fx.at("y"), kExact);
+        CHECK_CLOSE(fx.at("x").one_hot(static_cast<int64_t>(fx.param("num_classes"))), fx.at("y"), kExact);   // the method
     }
     CHECK(F::one_hot(scalar_tensor(2.0, TensorOptions(kInt64))).sizes() == Shape{3});
     CHECK(F::one_hot(zeros({0}, TensorOptions(kInt64)), 3).sizes() == Shape{0, 3});
