@@ -8,6 +8,7 @@
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
 #include "app/profile_run.hpp"
+#include "app/verify_runs.hpp"
 #include "core/error.hpp"
 #include "models/model_family.hpp"
 
@@ -125,6 +126,7 @@ struct CommandLine {
     DataPrepareOptions prep;
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
+    std::string verify_a, verify_b;   // verify RUN_A RUN_B
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -286,6 +288,7 @@ int run_command(CommandLine& c, const std::string& command) {
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
     if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
+    if (command == "verify") return run_verify(c.verify_a, c.verify_b);
     return run_info();
 }
 
@@ -308,6 +311,11 @@ int main(int argc, char** argv) {
     CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
     summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
     summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    CLI::App* verify_cmd = app.add_subcommand("verify", "do two runs hold the same bits? names the first step and tensor "
+                                              "where their metrics or checkpoints differ, in ulps (docs/determinism.md); "
+                                              "exit 0 identical, 1 different, 2 error");
+    verify_cmd->add_option("run_a", c.verify_a, "a run's output folder (or its checkpoints folder)")->required();
+    verify_cmd->add_option("run_b", c.verify_b, "the run to compare with it")->required();
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
@@ -315,6 +323,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "\nampgrad %s: error: %s\n", command.c_str(), e.what());
-        return 1;
+        return command == "verify" ? 2 : 1;   // verify's 1 means "different"
+
     }
 }
