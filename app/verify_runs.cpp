@@ -161,9 +161,11 @@ void compare_checkpoints(const std::string& run_a, const std::string& run_b, Ver
 
 std::string describe(const TensorDifference& d) {
     if (!d.problem.empty()) return fmt::format("{}: {}", d.name, d.problem);
-    return fmt::format("{}[{}]: {:.9g} vs {:.9g} ({} ulp{}); {} element{} differ, at most {} ulps", d.name,
-                       fmt::join(d.first_index, ", "), d.a, d.b, d.ulps, d.ulps == 1 ? "" : "s", d.elements_differing,
-                       d.elements_differing == 1 ? "" : "s", d.max_ulps);
+    auto plural = [](uint64_t n, const char* one, const char* many) { return n == 1 ? one : many; };
+    return fmt::format("{}[{}]: {:.9g} vs {:.9g} ({} {}); {} {}, at most {} {}", d.name, fmt::join(d.first_index, ", "),
+                       d.a, d.b, d.ulps, plural(d.ulps, "ulp", "ulps"), d.elements_differing,
+                       plural(d.elements_differing, "element differs", "elements differ"), d.max_ulps,
+                       plural(d.max_ulps, "ulp", "ulps"));
 }
 
 }  // namespace
