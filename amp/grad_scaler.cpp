@@ -9,7 +9,7 @@
 #include "amp/loss_scaler.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
 #include "nn/utils/clip_grad.hpp"

@@ -23,7 +23,7 @@
 #include "core/cuda_info.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
-#include "core/gemm_paths.hpp"
+#include "kernels/capabilities.hpp"
 #include "core/philox.hpp"
 #include "data/bpe_trainer.hpp"
 #include "data/text.hpp"
@@ -340,7 +340,7 @@ int run_info() {
     if (AMPGRAD_WITH_CUDA) std::printf(", cuda: %d GPU(s)%s", cuda::device_count(), cuda::is_available() ? "" : " (unavailable)");
     std::printf("\ncpu gemm (oneDNN %s):", AMPGRAD_WITH_ONEDNN ? "built in" : "not built");
     for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64})
-        std::printf(" %s: %s;", std::string(dtype_name(dt)).c_str(), gemm_path_name(cpu_gemm_path(dt)));
+        std::printf(" %s: %s;", std::string(dtype_name(dt)).c_str(), gemm_route(kCPU, dt).c_str());
     std::printf("\nHugging Face architectures (--init-from, --hf): %s\n",
                 fmt::format("{}", fmt::join(models::pretrained_architectures(), ", ")).c_str());
     for (const models::ModelFamily& family : models::model_families()) {   // models/model_family.hpp

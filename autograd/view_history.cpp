@@ -9,7 +9,7 @@
 #include "autograd/node.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::autograd {

@@ -1,7 +1,7 @@
 // gemm_kernels.cpp: the CPU GEMM kernel table (issue 24). For each GEMM of the bundled GPT's
 // training step (presets tiny and small, B=16: each linear's forward y = x W^T, its input gradient
 // dx = dy W and its weight gradient dW = dy^T x) it times kernels::gemm on every CPU path
-// (core/gemm_paths.hpp: Eigen and oneDNN for f32, widened Eigen and oneDNN's matmul for bf16) and
+// (cpu/gemm_select.hpp, through kernels/capabilities.hpp: Eigen and oneDNN for f32, widened Eigen and oneDNN's matmul for bf16) and
 // prints GFLOP/s beside the machine's peak, measured by a register-resident FMA loop (f32: vfmadd
 // on 512-bit registers where the CPU has AVX-512, else 256-bit; bf16: vdpbf16ps where it has
 // avx512_bf16). Then the fused bias+GELU epilogue against the plain product on the MLP's shapes.
@@ -17,8 +17,8 @@
 #include <ampgrad/ampgrad.h>
 
 #include "bench/bench_util.hpp"
-#include "core/fused_kernels.hpp"
-#include "core/gemm_paths.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/capabilities.hpp"
 
 using namespace ampgrad;
 
@@ -167,8 +167,8 @@ int main(int argc, char** argv) {
     const double bf16_peak = bf16 ? peak_gflops(dpbf16_loop) : f32_peak;
     std::printf("threads %d; measured peak GFLOP/s: f32 %.1f (%s FMA), f32 256-bit FMA %.1f, bf16 %.1f (%s)\n", threads,
                 f32_peak, avx512 ? "512-bit" : "256-bit", avx2_peak, bf16_peak, bf16 ? "vdpbf16ps" : "no avx512_bf16");
-    std::printf("paths: f32 %s, bf16 %s\n\n", gemm_path_name(cpu_gemm_path(kFloat32)),
-                gemm_path_name(cpu_gemm_path(kBFloat16)));
+    std::printf("paths: f32 %s, bf16 %s\n\n", gemm_route(kCPU, kFloat32).c_str(),
+                gemm_route(kCPU, kBFloat16).c_str());
 
     std::printf("cells: GFLOP/s (wall, best of %d) and %% of the measured peak (f32 or bf16)\n\n", repeats);
     std::printf("| GEMM | M x N x K | layout | f32 eigen | f32 onednn | bf16 widened eigen | bf16 onednn |\n"
@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
 
     std::printf("\nf32 bias+GELU epilogue (path %s), ms:\n\n| GEMM | M x N x K | product | product + "
                 "bias + GELU | epilogue |\n|---|---|---:|---:|---:|\n",
-                gemm_path_name(cpu_gemm_path(kFloat32)));
+                gemm_route(kCPU, kFloat32).c_str());
     epilogue_row({"tiny fc fwd", 1024, 512, 128, false, true}, repeats);
     epilogue_row({"small fc fwd", 2048, 1024, 256, false, true}, repeats);
     return 0;

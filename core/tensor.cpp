@@ -5,7 +5,6 @@
 
 #include <numeric>
 
-#include "core/kernels.hpp"
 #include "core/error.hpp"
 #include "core/device_registry.hpp"
 #include "core/host_sync.hpp"
@@ -140,51 +139,7 @@ T* Tensor::data_ptr() const {
 
 void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_stream(stream); }
 
-bool Tensor::is_pinned() const { return impl_->storage->is_pinned(); }
-
-Tensor Tensor::pin_memory(DeviceType accelerator) const {
-    if (!device().is_cpu())
-        throw DeviceError(fmt::format("pin_memory: only CPU tensors can be pinned, got {}", describe()));
-    if (is_pinned()) return *this;
-    Allocator& pinned = pinned_host_allocator(accelerator);
-    size_t nbytes = static_cast<size_t>(numel()) * ::ampgrad::element_size(dtype());
-    auto storage = std::make_shared<StorageImpl>(nbytes, pinned);
-    Tensor out(std::make_shared<TensorImpl>(std::move(storage), sizes(), contiguous_strides(sizes()), 0, dtype(),
-                                            std::make_shared<VersionCounter>()));
-    kernels::copy(out, *this);
-    return out;
-}
-
-// A copy to the host returns once the data is there: the device-to-host copy synchronizes with
-// the stream it runs on (cuda/copy.cu), so item() and to_vector() read finished values.
-template <typename T>
-std::vector<T> Tensor::to_vector() const {
-    note_host_sync(HostSync::kHostRead, device());
-    Tensor host = make_empty(sizes(), dtype_of<T>(), Device(kCPU));
-    kernels::copy(host, *this);
-    const T* p = host.data_ptr<T>();
-    return std::vector<T>(p, p + host.numel());
-}
-
-double Tensor::item_double() const {
-    if (numel() != 1)
-        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
-                                     describe()));
-    return to_vector<double>()[0];
-}
-
-template <typename T>
-T Tensor::item() const {
-    if (numel() != 1)
-        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
-                                     describe()));
-    return to_vector<T>()[0];
-}
-
-#define AMPGRAD_INSTANTIATE(T)                              \
-    template T* Tensor::data_ptr<T>() const;                \
-    template std::vector<T> Tensor::to_vector<T>() const;   \
-    template T Tensor::item<T>() const;
+#define AMPGRAD_INSTANTIATE(T) template T* Tensor::data_ptr<T>() const;
 AMPGRAD_INSTANTIATE(float)
 AMPGRAD_INSTANTIATE(double)
 AMPGRAD_INSTANTIATE(Half)

@@ -6,7 +6,7 @@
 //   y.backward();                                  // x.grad() is now (4,3)
 //
 // The math methods are thin forwards to the free functions in autograd/ops/ops.hpp, which
-// record the graph; the kernels they call are declared in core/kernels.hpp and implemented in
+// record the graph; the kernels they call are declared in kernels/kernels.hpp and implemented in
 // cpu/ and cuda/.
 #pragma once
 #include <atomic>

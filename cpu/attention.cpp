@@ -20,10 +20,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/attention_gemm.hpp"
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/attention.hpp"
 #include "cpu/loops.hpp"
 
@@ -208,15 +207,14 @@ void attention_backward(const AttentionGradArgs& g) {
 }
 
 namespace {
-// The registered kernels: the GEMM path when attention_uses_gemm says so (core/attention_gemm.hpp), else these loops.
+// The registered kernels are these loops alone: the attention op chooses the GEMM path itself
+// (kernels/attention_gemm.hpp).
 void forward_kernel(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                     double scale, bool causal) {
-    if (attention_uses_gemm(q, k)) return attention_forward_gemm(out, lse, q, k, v, scale, causal);
     attention_forward({out, lse, q, k, v, scale, causal});
 }
 void backward_kernel(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout, const Tensor& out,
                      const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal) {
-    if (attention_uses_gemm(q, k)) return attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
     attention_backward({{out, lse, q, k, v, scale, causal}, dout, dq, dk, dv});
 }
 }  // namespace

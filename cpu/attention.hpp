@@ -20,7 +20,7 @@ struct AttentionGradArgs {
     Tensor dq, dk, dv;   // written when defined; shapes of q, k, v; any strides
 };
 
-// The implementations behind kernels::attention_forward / attention_backward (core/kernels.hpp).
+// The implementations behind kernels::attention_forward / attention_backward (kernels/kernels.hpp).
 void attention_forward(const AttentionArgs& a);
 void attention_backward(const AttentionGradArgs& g);
 

@@ -1,16 +1,16 @@
-// attention_rows.cpp: the two row kernels of the GEMM attention path (core/attention_gemm.cpp)
+// attention_rows.cpp: the two row kernels of the GEMM attention path (kernels/attention_gemm.cpp)
 // on the CPU: attention_probs (the masked softmax of the scores and its log-sum-exp, or the
 // backward's recomputation from a saved lse) and attention_score_grad (dS = P * (dP - D)). The
-// formulas are core/scalar_math.hpp's AttentionWeight and AttentionScoreGrad, shared with
+// formulas are kernels/scalar_math.hpp's AttentionWeight and AttentionScoreGrad, shared with
 // cuda/attention_rows.cu. Rows are independent, so threads split rows. Contracts:
-// core/fused_kernels.hpp.
+// kernels/fused_kernels.hpp.
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/rows.hpp"
 

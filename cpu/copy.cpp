@@ -2,7 +2,7 @@
 // nearest even (core/dtype.hpp); to the fp8 dtypes through f32, round to nearest even, PyTorch's
 // non-saturating cast (core/float8.hpp), or saturating in copy_saturating; to bool test != 0;
 // float to int truncates toward zero.
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {

@@ -2,7 +2,7 @@
 // (and, on reversed rows, its backward). Each row is a sequential scan accumulated in the compute
 // type (fp32 for f16/bf16, int64 stays int64) and rounded once per stored element, as PyTorch's CPU
 // cumsum. The GPU twin is cuda/cumsum.cu.
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/rows.hpp"
 

@@ -1,13 +1,13 @@
 // elementwise.cpp: unary, binary, axpy, where, clamp and activation-gradient kernels.
-// The formulas are core/scalar_math.hpp's (shared with cuda/elementwise.cu); the op lists of
-// core/kernels.hpp expand into the switches below, so a new op needs no edit here.
+// The formulas are kernels/scalar_math.hpp's (shared with cuda/elementwise.cu); the op lists of
+// kernels/kernels.hpp expand into the switches below, so a new op needs no edit here.
 // Every loop loads to compute_t<T> (fp32 for f16/bf16), applies the op, and rounds once on store.
 // The contiguous branch is a plain indexed loop so the compiler vectorises it.
 #include <cmath>
 
-#include "core/bounds.hpp"
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/bounds.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
 
@@ -58,7 +58,7 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, Fn f) {
     });
 }
 
-// ---- the op lists expanded into switches over core/scalar_math.hpp's formulas ----
+// ---- the op lists expanded into switches over kernels/scalar_math.hpp's formulas ----
 
 // T is a storage type; integer T only reaches the ops whose formula has kIntegers.
 template <typename T>

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/kernels.hpp"
-#include "core/kernel_preconditions.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {

@@ -1,5 +1,5 @@
 // gemm.cpp: the CPU gemm kernel, out[b] = alpha * op(a[b]) @ op(b[b]) + beta * out[b], and Eigen's
-// product. Which library multiplies is cpu_gemm_path(dtype) (core/gemm_paths.hpp, chosen in
+// product. Which library multiplies is cpu_gemm_path(dtype) (cpu/gemm_select.hpp, chosen in
 // cpu/gemm_select.cpp): f64 always Eigen; f32 oneDNN's sgemm or Eigen, read in place from the
 // (strided) tensors; bf16 oneDNN's matmul (no widening) where the CPU has avx512_bf16; f16, and
 // bf16 elsewhere, widened to f32 buffers, multiplied by the f32 path and rounded once on store.
@@ -17,7 +17,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/threads.hpp"
 #include "cpu/gemm.hpp"
 

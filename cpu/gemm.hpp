@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/gemm_paths.hpp"
+#include "cpu/gemm_select.hpp"
 #include "core/tensor.hpp"
 #include "cpu/loops.hpp"
 

@@ -2,14 +2,14 @@
 // optionally followed by tanh-GELU (then aux (M,N) keeps the pre-activation for the backward).
 // The product runs on the path cpu_gemm_path(dtype) names (cpu/gemm.hpp); the epilogue is applied
 // to blocks of rows while each block's product is still in cache (f32/f64), or while rounding the
-// f32 product to f16/bf16. Shape checks: core/kernel_preconditions.hpp.
+// f32 product to f16/bf16. Shape checks: kernels/kernel_preconditions.hpp.
 #include <cmath>
 #include <vector>
 
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/gemm.hpp"
 #include "cpu/vec_math.hpp"
 

@@ -1,8 +1,12 @@
-// gemm_select.cpp: which library runs the CPU's GEMM for each dtype (core/gemm_paths.hpp), and the
+// gemm_select.cpp: which library runs the CPU's GEMM for each dtype (cpu/gemm_select.hpp), and the
 // f32 product every path that ends in f32 goes through. Chosen by measurement on the GPT's shapes
 // (docs/benchmarks.md, "CPU GEMM"): oneDNN's sgemm ran f32 at about twice Eigen's rate, and its
 // bf16 matmul at twice that again on a CPU with avx512_bf16. f64 has no oneDNN kernel and stays
 // on Eigen. Without oneDNN in the build (Meson option `onednn`), everything runs on Eigen.
+#include "cpu/gemm_select.hpp"
+
+#include <fmt/format.h>
+
 #include "ampgrad_config.h"
 #include "core/error.hpp"
 #include "cpu/gemm.hpp"
@@ -23,12 +27,24 @@ GemmPath choose_gemm_path(DType dtype, GemmLibrary library) {
     }
 }
 
-const bool registered = [] {
-    register_cpu_gemm_chooser(&choose_gemm_path);
-    return true;
-}();
-
 }  // namespace
+
+const char* gemm_path_name(GemmPath path) {
+    switch (path) {
+        case GemmPath::kEigen: return "eigen";
+        case GemmPath::kWidenedEigen: return "widened to f32, eigen";
+        case GemmPath::kOneDnnSgemm: return "onednn sgemm";
+        case GemmPath::kWidenedOneDnnSgemm: return "widened to f32, onednn sgemm";
+        case GemmPath::kOneDnnMatmul: return "onednn matmul (f32 accumulation)";
+    }
+    return "?";
+}
+
+GemmPath cpu_gemm_path(DType dtype) {
+    if (!is_floating(dtype))
+        throw DTypeError(fmt::format("cpu_gemm_path: expected a floating dtype, got {}", dtype_name(dtype)));
+    return choose_gemm_path(dtype, cpu_gemm_library());
+}
 
 void gemm_f32(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
               const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {

@@ -1,6 +1,6 @@
 // index.cpp: the CPU kernels that index along one dim: gather (out[p] = self[p with p[dim] =
 // index[p]]) and scatter / scatter-add (self[p with p[dim] = index[p]] (+)= src[p]). The walk and
-// its offsets are core/index_layout.hpp's, shared with cuda/index.cu.
+// its offsets are kernels/index_layout.hpp's, shared with cuda/index.cu.
 //   gather: the index positions split across threads by rows of the last dim (each writes its own
 //     out elements).
 //   scatter: one task per slice (the positions that differ only at dim); a slice's positions write
@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/index_layout.hpp"
-#include "core/kernels.hpp"
+#include "kernels/index_layout.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

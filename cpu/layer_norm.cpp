@@ -4,8 +4,8 @@
 // does not depend on the thread count. Derivation: docs/ops/layernorm.md.
 #include <cmath>
 
-#include "core/kernels.hpp"
-#include "core/kernel_preconditions.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {

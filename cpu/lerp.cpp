@@ -1,8 +1,8 @@
 // lerp.cpp: out = lerp(a, b, w), the ternary elementwise kernel, with w a tensor or a scalar kept in
-// the compute type. The formula is core/scalar_math.hpp's Lerp (shared with cuda/lerp.cu); the loop
+// the compute type. The formula is kernels/scalar_math.hpp's Lerp (shared with cuda/lerp.cu); the loop
 // loads to compute_t<T> (fp32 for f16/bf16) and rounds once on store.
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

@@ -1,5 +1,5 @@
 // optim.cpp: the CPU's optimizer steps (kernels::sgd_step, kernels::adam_step in
-// core/fused_kernels.hpp): one-pass multi-tensor updates for SGD and Adam/AdamW on contiguous
+// kernels/fused_kernels.hpp): one-pass multi-tensor updates for SGD and Adam/AdamW on contiguous
 // f32/f64 tensors, which unscale each gradient as they read it and skip the whole step when the
 // GradScaler's found_inf flag is set (StepScaling). Each follows PyTorch's
 // single-tensor formulas operation by operation, in the parameter's dtype with the scalars rounded
@@ -7,15 +7,15 @@
 // across OpenMP threads: no autograd, no temporaries. The file is built with -fno-math-errno
 // (meson.build) so that sqrt vectorizes. The generic path (any device, any float dtype) is built
 // from tensor ops in optim/sgd.cpp and optim/adam.cpp.
-#include "core/fused_kernels.hpp"
-#include "core/optim_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/optim_math.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {
 
 namespace {
 
-// The per-element formulas are core/optim_math.hpp's (shared with cuda/optim.cu); they are
+// The per-element formulas are kernels/optim_math.hpp's (shared with cuda/optim.cu); they are
 // branch-free, so these loops vectorize after inlining.
 
 template <typename T, bool kMomentum>

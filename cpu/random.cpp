@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/philox.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/bounds.hpp"
-#include "core/reduction.hpp"
-#include "core/kernels.hpp"
+#include "kernels/bounds.hpp"
+#include "kernels/reduction.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

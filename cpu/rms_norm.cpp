@@ -2,13 +2,13 @@
 // Threads split rows; the forward saves each row's rstd = 1 / sqrt(mean(x^2) + eps) for backward.
 // The (C) weight gradient is summed over rows in fixed chunks whose partial sums are added in chunk
 // order, so the result does not depend on the thread count (as cpu/layer_norm.cpp). The formulas
-// are core/scalar_math.hpp's RmsNorm, shared with cuda/rms_norm.cu. Derivation: docs/ops/rmsnorm.md.
+// are kernels/scalar_math.hpp's RmsNorm, shared with cuda/rms_norm.cu. Derivation: docs/ops/rmsnorm.md.
 #include <algorithm>
 #include <vector>
 
-#include "core/kernel_preconditions.hpp"
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {

@@ -1,10 +1,10 @@
 // rotary.cpp: the rotary embedding kernel, out = x cos + R(x) sin (or its transpose, the backward's
-// dx), one pass over the pairs of each row. core/rotary_layout.hpp splits the operands into pair
-// views; the pair formula is core/scalar_math.hpp's Rotary, shared with cuda/rotary.cu. Loads go to
+// dx), one pass over the pairs of each row. kernels/rotary_layout.hpp splits the operands into pair
+// views; the pair formula is kernels/scalar_math.hpp's Rotary, shared with cuda/rotary.cu. Loads go to
 // compute_t<T> (fp32 for f16/bf16) and each output rounds once. Derivation: docs/ops/rotary.md.
-#include "core/kernels.hpp"
-#include "core/rotary_layout.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/rotary_layout.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

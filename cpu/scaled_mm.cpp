@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

@@ -3,7 +3,7 @@
 // subtracted before exp, so exp never overflows. Derivation: docs/ops/softmax.md.
 #include <cmath>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cpu/rows.hpp"
 
 namespace ampgrad::cpu {

@@ -1,13 +1,13 @@
 // sort.cpp: the row kernels behind sort, argsort, topk and flip: a stable sort of each row, and
 // the gather (take_along_last) and its inverse scatter (put_along_last) along the last dim. Rows
-// are contiguous (R,N); the order is core/scalar_math.hpp's SortBefore, shared with cuda/sort.cu.
+// are contiguous (R,N); the order is kernels/scalar_math.hpp's SortBefore, shared with cuda/sort.cu.
 // f16/bf16 values compare in fp32 (exact: the conversion is monotone), and indices are int64.
 #include <algorithm>
 #include <numeric>
 
-#include "core/kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/rows.hpp"
 

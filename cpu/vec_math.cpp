@@ -1,4 +1,4 @@
-// vec_math.cpp: see vec_math.hpp. The formulas are core/scalar_math.hpp's, the same text the scalar
+// vec_math.cpp: see vec_math.hpp. The formulas are kernels/scalar_math.hpp's, the same text the scalar
 // loops and the CUDA kernels instantiate, here instantiated with Pack: one SIMD register of floats
 // whose exp and tanh are Eigen's packet functions (found by ADL from the formulas' unqualified
 // calls). So the vectorised path cannot drift from the reference formulas; it differs from the
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <array>
 
-#include "core/scalar_math.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cpu/loops.hpp"
 #include "cpu/vec_math.hpp"
 

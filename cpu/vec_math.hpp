@@ -1,12 +1,12 @@
 // vec_math.hpp: SIMD paths for the transcendental elementwise ops on contiguous tensors. The
 // scalar loops in elementwise.cpp call libm one element at a time (tanhf, expf), which is most
-// of a GELU's cost; here the same formulas (core/scalar_math.hpp, instantiated with a SIMD packet
+// of a GELU's cost; here the same formulas (kernels/scalar_math.hpp, instantiated with a SIMD packet
 // type) run on Eigen's packet math (vectorised exp and tanh, AVX2/FMA with -march=x86-64-v3).
 // Only f32 and the f16/bf16 storage types (widened to f32 in blocks) take these paths; f64 keeps
 // the exact libm loops. Each function returns false when it does not apply (the caller then runs
 // the scalar loop), so the scalar formulas stay the reference.
 #pragma once
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 
 namespace ampgrad::cpu {
 

@@ -18,15 +18,15 @@
 // kv head h / (NH / NKV), and the dk, dv kernel's blocks take kv heads and loop over their query heads,
 // so K/V are never copied per head and the sums stay deterministic.
 // Head sizes up to kMaxHead; q, k, v, out, dout, dq, dk, dv may have any strides.
-// These kernels run f64 (and anything AMPGRAD_ATTENTION=fused asks for); f32/f16/bf16 go by default
-// to the GEMM path (core/attention_gemm.hpp), whose products run on cuBLAS's tensor cores.
+// These kernels run f64 (and anything AMPGRAD_ATTENTION=fused asks for); for f32/f16/bf16 the
+// attention op takes the GEMM path by default (kernels/attention_gemm.hpp, as cuda/capabilities.cu
+// says), whose products run on cuBLAS's tensor cores.
 #include <algorithm>
 #include <limits>
 
-#include "core/attention_gemm.hpp"
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
@@ -78,7 +78,7 @@ __device__ __forceinline__ C warp_sum(C v) {
     return v;
 }
 
-// Keys row i may attend to: all S, or 0..i under the causal mask (core/scalar_math.hpp, shared).
+// Keys row i may attend to: all S, or 0..i under the causal mask (kernels/scalar_math.hpp, shared).
 __device__ __forceinline__ int64_t visible_keys(int64_t i, const Dims& d) {
     return formulas::attention_visible_keys(i, d.S, d.causal);
 }
@@ -318,12 +318,6 @@ int64_t tiles_of(int64_t rows) { return (rows + kRows - 1) / kRows; }
 
 void forward_entry(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                    double scale, bool causal) {
-    if (attention_uses_gemm(q, k)) {                              // cuBLAS products (core/attention_gemm.hpp)
-        require_on_device("attention", q.device().index, {&out, &lse, &q, &k, &v});
-        DeviceGuard guard(q.device().index);
-        attention_forward_gemm(out, lse, q, k, v, scale, causal);
-        return;
-    }
     check_args("attention", out, lse, q, k, v);
     if (lse.numel() == 0) return;   // B*NH*T == 0. HS == 0 still writes: scores 0, P uniform over the visible keys
     DeviceGuard guard(q.device().index);
@@ -348,11 +342,6 @@ void backward_entry(const Tensor& dq, const Tensor& dk, const Tensor& dv, const 
     require_on_device("attention_backward", q.device().index, {&out, &lse, &q, &k, &v, &dout});
     for (const Tensor* g : {&dq, &dk, &dv})
         if (g->defined()) require_on_device("attention_backward", q.device().index, {g});
-    if (attention_uses_gemm(q, k)) {                              // cuBLAS products (core/attention_gemm.hpp)
-        DeviceGuard guard(q.device().index);
-        attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
-        return;
-    }
     check_args("attention_backward", out, lse, q, k, v);
     check_attention_grads("attention_backward", dq, dk, dv, dout, out, q, k, v);
     auto has_elements = [](const Tensor& t) { return t.defined() && t.numel() > 0; };

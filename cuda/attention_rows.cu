@@ -1,15 +1,15 @@
 // attention_rows.cu: the GPU twin of cpu/attention_rows.cpp, the two row kernels of the GEMM
-// attention path (core/attention_gemm.cpp): attention_probs (masked softmax of the scores and its
+// attention path (kernels/attention_gemm.cpp): attention_probs (masked softmax of the scores and its
 // log-sum-exp, or the backward's recomputation from a saved lse) and attention_score_grad
-// (dS = P * (dP - D)). Formulas: core/scalar_math.hpp's AttentionWeight and AttentionScoreGrad.
+// (dS = P * (dP - D)). Formulas: kernels/scalar_math.hpp's AttentionWeight and AttentionScoreGrad.
 // A warp per row up to 1024 keys, a block of 512 threads beyond (cuda/rows.cuh), each thread
 // walking its columns with the group's stride (coalesced); row sums are fixed-order shuffles in the
-// compute type. Contracts: core/fused_kernels.hpp.
+// compute type. Contracts: kernels/fused_kernels.hpp.
 #include <limits>
 
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {

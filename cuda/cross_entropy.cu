@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "core/scalar_math.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {

@@ -1,20 +1,20 @@
 // elementwise.cu: unary, binary, axpy, where, clamp and activation-gradient kernels, the GPU twins
-// of cpu/elementwise.cpp. Both use core/scalar_math.hpp's formulas, so results agree to the math
-// library's last bits, and the op lists of core/kernels.hpp expand into the switches below.
+// of cpu/elementwise.cpp. Both use kernels/scalar_math.hpp's formulas, so results agree to the math
+// library's last bits, and the op lists of kernels/kernels.hpp expand into the switches below.
 // Every kernel loads to device_compute_t<T> (fp32 for f16/bf16), applies the op, and rounds once
 // on store. The op is a kernel argument, switched on per element: it is the same for every
 // thread, so the branch costs nothing next to the memory traffic, and each dtype needs one kernel.
 #include <limits>
 
-#include "core/bounds.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/bounds.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {
 
 namespace {
 
-// ---- kernels: the op lists of core/kernels.hpp expanded over core/scalar_math.hpp's formulas ----
+// ---- kernels: the op lists of kernels/kernels.hpp expanded over kernels/scalar_math.hpp's formulas ----
 
 // C is float or double
 template <typename C>

@@ -19,7 +19,7 @@
 #include <bit>
 #include <cstdio>
 
-#include "core/kernel_preconditions.hpp"
+#include "kernels/kernel_preconditions.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <vector>
 
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/gemm_lt.cuh"
 
 namespace ampgrad::cuda {
@@ -170,7 +170,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
 //     as cpu/gemm.cpp writes aux. Its aux leading dimension must be a multiple of 8, so the aux
 //     variants are asked for only when N % 8 == 0.
 //  2. cuBLASLt with the bias fused, writing the pre-activation (to aux when there is one), then
-//     GELU as an elementwise pass with core/scalar_math.hpp's GeluTanh.
+//     GELU as an elementwise pass with kernels/scalar_math.hpp's GeluTanh.
 //  3. f64, or no cuBLASLt algorithm: cuBLAS's GEMM, then bias, aux and GELU as one pass.
 
 namespace {

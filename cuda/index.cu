@@ -1,5 +1,5 @@
 // index.cu: the GPU twin of cpu/index.cpp: gather, and scatter / scatter-add, indexing along one
-// dim with core/index_layout.hpp's walk (the same offsets as the CPU kernels).
+// dim with kernels/index_layout.hpp's walk (the same offsets as the CPU kernels).
 //   gather: one thread per index position (grid-stride).
 //   scatter: one thread per slice (the positions that differ only at dim), walking its positions
 //     in index order. A slice writes only into its own slice of self, so no two threads share an
@@ -12,7 +12,7 @@
 // prints it and stops with a device trap (as cuda/embedding.cu and PyTorch's device asserts do).
 #include <cstdio>
 
-#include "core/index_layout.hpp"
+#include "kernels/index_layout.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

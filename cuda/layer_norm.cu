@@ -10,8 +10,8 @@
 // Accumulation is in the compute type throughout (fp32 for f16/bf16/f32). Derivation: docs/ops/layernorm.md.
 #include <algorithm>
 
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {

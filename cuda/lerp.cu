@@ -1,7 +1,7 @@
 // lerp.cu: out = lerp(a, b, w), the GPU twin of cpu/lerp.cpp, with w a tensor or a scalar kept in
-// the compute type. The formula is core/scalar_math.hpp's Lerp; each thread loads to
+// the compute type. The formula is kernels/scalar_math.hpp's Lerp; each thread loads to
 // device_compute_t<T> (fp32 for f16/bf16) and rounds once on store.
-#include "core/scalar_math.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

@@ -11,7 +11,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/tensor.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "cuda/common.cuh"
 
 namespace ampgrad::cuda {

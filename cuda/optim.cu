@@ -1,6 +1,6 @@
 // optim.cu: the GPU's fused optimizer steps (kernels::sgd_step, kernels::adam_step in
-// core/fused_kernels.hpp), the twin of cpu/optim.cpp: one call per parameter group updates every
-// parameter with core/optim_math.hpp's per-element formulas (the same text the CPU runs), reading
+// kernels/fused_kernels.hpp), the twin of cpu/optim.cpp: one call per parameter group updates every
+// parameter with kernels/optim_math.hpp's per-element formulas (the same text the CPU runs), reading
 // each gradient as grad * inv_scale. The GradScaler's found_inf flag is read on the device by every
 // kernel: when it is nonzero the kernels return before writing anything, step counts included, so
 // a skipped step costs no host synchronisation. f32 and f64, as the CPU loops.
@@ -9,8 +9,8 @@
 // corrections are computed once per block from the step count on the device, and the counts are
 // incremented afterwards by one small kernel (stream order makes every update read the old count).
 // Batching many small parameters into one launch (PyTorch's multi_tensor_apply) is not done yet.
-#include "core/fused_kernels.hpp"
-#include "core/optim_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/optim_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

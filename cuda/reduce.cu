@@ -1,5 +1,5 @@
 // reduce.cu: sum/mean/max/min/prod/sum-of-squares over any set of dims, and max with indices: the
-// GPU twin of cpu/reduce.cpp, with the same (outer, inner) view of the input (core/reduction.hpp:
+// GPU twin of cpu/reduce.cpp, with the same (outer, inner) view of the input (kernels/reduction.hpp:
 // outer = the kept dims, one output element each; inner = the reduced dims, any strides).
 //   - general case: a warp per output element (a block when the reduced run is long); the lanes
 //     stride over the inner elements, which are adjacent in memory when the reduced dims are the
@@ -16,8 +16,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/bounds.hpp"
-#include "core/reduction.hpp"
+#include "kernels/bounds.hpp"
+#include "kernels/reduction.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {
@@ -26,7 +26,7 @@ namespace {
 
 // ---- strided walks on the device ----
 
-// core/reduction.hpp's DimWalker with fixed storage, passed to kernels by value.
+// kernels/reduction.hpp's DimWalker with fixed storage, passed to kernels by value.
 struct DeviceWalk {
     int ndim = 0;                          // 0: a single element at offset 0
     int64_t sizes[kMaxDims] = {};

@@ -1,6 +1,6 @@
 // rms_norm.cu: RMSNorm over the last dim of a contiguous (N,C) tensor, forward and backward: the GPU
 // twin of cpu/rms_norm.cpp, with the same saved statistic: rstd (N) in the compute type (f32, f64
-// for f64 inputs). The formulas are core/scalar_math.hpp's RmsNorm.
+// for f64 inputs). The formulas are kernels/scalar_math.hpp's RmsNorm.
 //   - forward and dx: a warp per row for C <= 1024, a block per row beyond (cuda/rows.cuh);
 //   - dweight (C): deterministic without atomics, as cuda/layer_norm.cu: a thread per column sums its
 //     column over a fixed chunk of rows into (chunks, C) partials, then each column's partials are
@@ -8,8 +8,8 @@
 // Derivation: docs/ops/rmsnorm.md.
 #include <algorithm>
 
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {

@@ -1,9 +1,9 @@
 // rotary.cu: the rotary embedding kernel, the GPU twin of cpu/rotary.cpp: out = x cos + R(x) sin (or
-// its transpose, the backward's dx), a thread per pair. core/rotary_layout.hpp splits the operands
-// into pair views; the pair formula is core/scalar_math.hpp's Rotary. Loads go to
+// its transpose, the backward's dx), a thread per pair. kernels/rotary_layout.hpp splits the operands
+// into pair views; the pair formula is kernels/scalar_math.hpp's Rotary. Loads go to
 // device_compute_t<T> (fp32 for f16/bf16) and each output rounds once. Derivation: docs/ops/rotary.md.
-#include "core/rotary_layout.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/rotary_layout.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

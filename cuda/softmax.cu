@@ -7,7 +7,7 @@
 // anywhere in a row makes the whole row NaN. Derivation: docs/ops/softmax.md.
 #include <limits>
 
-#include "core/scalar_math.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/rows.cuh"
 
 namespace ampgrad::cuda {

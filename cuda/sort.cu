@@ -1,6 +1,6 @@
 // sort.cu: the GPU twin of cpu/sort.cpp: a stable sort of each row of (R,N), and the gather
 // (take_along_last) and inverse scatter (put_along_last) along the last dim. The order is
-// core/scalar_math.hpp's SortBefore, on both paths:
+// kernels/scalar_math.hpp's SortBefore, on both paths:
 //  - rows of up to kRankSortMax elements: a rank sort, one thread per element counting the elements
 //    of its row that go before it (ties broken by index, so stable) and writing itself at that rank.
 //    O(N^2) per row, but no synchronisation or scratch memory: the right tool for many short rows.
@@ -10,8 +10,8 @@
 //    to one key type per family (float, double or int64), so CUB's sort is compiled three times.
 #include <cub/device/device_merge_sort.cuh>
 
-#include "core/kernel_preconditions.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernel_preconditions.hpp"
+#include "kernels/scalar_math.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

@@ -2,7 +2,7 @@
 // generator exactly as the random factories do (autograd/ops/factory.cpp).
 #include "nn/init.hpp"
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 

@@ -1,5 +1,5 @@
 // fused_step.hpp: what the optimizers share around their one-pass multi-tensor kernels
-// (kernels::sgd_step / kernels::adam_step, core/fused_kernels.hpp): whether a parameter may go to
+// (kernels::sgd_step / kernels::adam_step, kernels/fused_kernels.hpp): whether a parameter may go to
 // the kernel, the grouping of a parameter group into one kernel call per (device, dtype), and the
 // host-side reading of a StepScaling for the parameters the kernel cannot take.
 #pragma once
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 
 namespace ampgrad::optim {
 

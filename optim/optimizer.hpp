@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::optim {
@@ -49,7 +49,7 @@ public:
     Optimizer& operator=(const Optimizer&) = delete;
 
     virtual void step() = 0;
-    // A step on gradients still multiplied by the loss scale (core/fused_kernels.hpp, StepScaling):
+    // A step on gradients still multiplied by the loss scale (kernels/fused_kernels.hpp, StepScaling):
     // each gradient is read as grad * inv_scale, and when found_inf is nonzero nothing changes.
     // GradScaler::step calls it, without unscaling first or reading found_inf, when
     // supports_amp_scaling() (PyTorch's _step_supports_amp_scaling, which its fused Adam and SGD

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """layering_test.py: checks with plain text search that ampgrad's dependencies point one way.
 
-  core -> autograd -> autograd/ops -> nn, optim, data -> amp, io, dist -> zero, models -> app -> tools, bench
+  core -> kernels -> autograd -> autograd/ops -> nn, optim, data -> amp, io, dist -> zero, models -> app -> tools, bench
+  (kernels/: the kernel contract: registry, kernel list, preconditions, shared formulas, the capability
+  table the backends fill, and the GEMM attention path that runs on any backend's kernels)
   (io/ saves and loads nn::Module state and dist/'s DDP wraps an nn::Module, so both sit above nn/;
   data/ needs tensors and a few ops only: the addition task scores any model through a function)
-  cpu/, cuda/: backends; they include core/ (and themselves) only, and nothing includes them
+  cpu/, cuda/: backends; they include core/ and kernels/ (and themselves) only, and nothing includes them
   include/ampgrad/ampgrad.h ("ampgrad/..."): the public entry point, reached from tools/ and bench/
 
 A file may include headers of its own folder and of lower layers. Known exceptions are listed in
 ALLOWED with the reason; a new upward include fails the test. Also checked:
   - core/ declares no cpu:: or cuda:: symbols (backends reach core through registries);
-  - every kernel declared in core/kernels.hpp is in the AMPGRAD_KERNELS list (and no more);
+  - every kernel declared in kernels/kernels.hpp is in the AMPGRAD_KERNELS list (and no more);
   - meson.build installs exactly the headers the public entry points (PUBLIC_ROOTS) reach.
 Usage: layering_test.py SOURCE_ROOT   (registered in tests/meson.build, suite cpu)
 """
@@ -18,8 +20,8 @@ import pathlib
 import re
 import sys
 
-LAYERS = {"core": 0, "autograd": 1, "autograd/ops": 2, "nn": 3, "optim": 3, "data": 3, "amp": 4, "io": 4,
-          "dist": 4, "zero": 5, "models": 5, "ampgrad": 6, "app": 7, "tools": 8, "bench": 8}
+LAYERS = {"core": 0, "kernels": 1, "autograd": 2, "autograd/ops": 3, "nn": 4, "optim": 4, "data": 4, "amp": 5,
+          "io": 5, "dist": 5, "zero": 6, "models": 6, "ampgrad": 7, "app": 8, "tools": 9, "bench": 9}
 BACKENDS = {"cpu", "cuda"}
 # (file, included header): why the exception exists. Keep this list short and shrinking.
 ALLOWED = {
@@ -58,7 +60,7 @@ def check_layers(root):
             if dst == src or (rel, inc) in ALLOWED:
                 continue
             if src in BACKENDS:
-                ok = dst == "core"
+                ok = dst in ("core", "kernels")
             elif dst in BACKENDS:
                 ok = False
             else:
@@ -70,16 +72,17 @@ def check_layers(root):
 
 def check_core_names_no_backend(root):
     errors = []
-    for path in sorted((root / "core").glob("*.*")):
-        text = path.read_text()
-        if re.search(r"namespace\s+(ampgrad::)?(cpu|cuda)\b[^;]*\{", text) and path.name != "cuda_info.hpp":
-            errors.append(f"core/{path.name} opens a cpu/cuda namespace: core must not name backend symbols")
+    for folder in ("core", "kernels"):
+        for path in sorted((root / folder).glob("*.*")):
+            text = path.read_text()
+            if re.search(r"namespace\s+(ampgrad::)?(cpu|cuda)\b[^;]*\{", text) and path.name != "cuda_info.hpp":
+                errors.append(f"{folder}/{path.name} opens a cpu/cuda namespace: {folder} must not name backend symbols")
     return errors
 
 
 def check_kernel_list(root):
     errors = []
-    for header, macro in (("core/kernels.hpp", "AMPGRAD_KERNELS"), ("core/fused_kernels.hpp", "AMPGRAD_FUSED_KERNELS")):
+    for header, macro in (("kernels/kernels.hpp", "AMPGRAD_KERNELS"), ("kernels/fused_kernels.hpp", "AMPGRAD_FUSED_KERNELS")):
         text = (root / header).read_text()
         declared = set(re.findall(r"extern constinit Kernel<.*?>\s*(\w+);", text, re.S))
         listed = re.search(r"#define " + macro + r"\(X\)(.*?)\n\n", text, re.S)

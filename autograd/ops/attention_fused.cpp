@@ -13,7 +13,8 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/fused_kernels.hpp"
+#include "kernels/attention_gemm.hpp"
+#include "kernels/fused_kernels.hpp"
 
 namespace ampgrad::ops {
 
@@ -70,10 +71,13 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
     const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HSv = v.size(3);
     Tensor out = empty_heads_last(B, NH, T, HSv, q.dtype(), q.device());         // (B,NH,T,HSv)
     Tensor lse = make_empty({B, NH, T}, q.dtype() == kFloat64 ? kFloat64 : kFloat32, q.device());   // (B,NH,T)
-    kernels::attention_forward(out, lse, q, k, v, scale, causal);
+    // The one place the path is chosen (kernels/attention_gemm.hpp): batched GEMMs or the fused kernels.
+    const bool gemm_path = attention_uses_gemm(q, k);
+    if (gemm_path) attention_forward_gemm(out, lse, q, k, v, scale, causal);
+    else kernels::attention_forward(out, lse, q, k, v, scale, causal);
 
     return record("scaled_dot_product_attention", out, {q, k, v}, {q, k, v, out, lse},
-                  [scale, causal](BackwardContext& ctx, const tensor_list& g) {
+                  [scale, causal, gemm_path](BackwardContext& ctx, const tensor_list& g) {
         Tensor q = ctx.saved(0), k = ctx.saved(1), v = ctx.saved(2);
         Tensor dout = g[0].dtype() == q.dtype() ? g[0] : g[0].to(q.dtype());      // (B,NH,T,HSv)
         if (GradMode::is_enabled()) return composed_backward(q, k, v, dout, causal, scale);
@@ -82,7 +86,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
         if (ctx.needs_input_grad(0)) d[0] = empty_heads_last(B, NH, T, q.size(3), q.dtype(), q.device());
         if (ctx.needs_input_grad(1)) d[1] = empty_heads_last(B, NKV, S, k.size(3), k.dtype(), k.device());
         if (ctx.needs_input_grad(2)) d[2] = empty_heads_last(B, NKV, S, v.size(3), v.dtype(), v.device());
-        kernels::attention_backward(d[0], d[1], d[2], dout, ctx.saved(3), ctx.saved(4), q, k, v, scale, causal);
+        if (gemm_path) attention_backward_gemm(d[0], d[1], d[2], dout, ctx.saved(3), ctx.saved(4), q, k, v, scale, causal);
+        else kernels::attention_backward(d[0], d[1], d[2], dout, ctx.saved(3), ctx.saved(4), q, k, v, scale, causal);
         return d;
     });
 }

@@ -1,6 +1,6 @@
 // index.cpp: the ops that index along one dim: gather, scatter (tensor and value forms), scatter_add,
 // index_select and index_add, each with its backward beside it. Two kernels serve all five
-// (core/kernels.hpp's gather and scatter, whose walk is core/index_layout.hpp): index_select is a
+// (kernels/kernels.hpp's gather and scatter, whose walk is kernels/index_layout.hpp): index_select is a
 // gather whose 1-d index is broadcast along the other dims (stride 0), index_add a scatter-add of
 // the same shape. The backwards are the ops' transposes, written with these same ops, so double
 // backward comes for free:
@@ -12,7 +12,7 @@
 // Shape and dtype rules and messages follow PyTorch 2.15 (docs/ops/index.md). Derived ops
 // (take_along_dim, one_hot, repeat_interleave with a tensor of repeats): autograd/ops/index_derived.cpp.
 #include "autograd/grad_mode.hpp"
-#include "core/index_layout.hpp"
+#include "kernels/index_layout.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/index_utils.hpp"
 #include "autograd/ops/op_utils.hpp"

@@ -2,7 +2,7 @@
 // log1p, expm1, erf; the piecewise constant sign, floor, ceil, round, trunc; fmod, remainder, atan2,
 // lerp; and logical and/or/xor. Each op's backward sits beside its forward, written with
 // differentiable ops so that double backward needs no extra code; the gradients follow PyTorch's
-// tools/autograd/derivatives.yaml. The formulas are core/scalar_math.hpp's. Derivations and the
+// tools/autograd/derivatives.yaml. The formulas are kernels/scalar_math.hpp's. Derivations and the
 // PyTorch rules: docs/ops/math.md.
 // Shapes: every op here returns the broadcast shape of its inputs, (*) op (*) -> (*).
 #include <cmath>

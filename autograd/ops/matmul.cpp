@@ -9,7 +9,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 
 namespace ampgrad {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <string_view>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 

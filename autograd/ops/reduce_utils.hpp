@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::ops {

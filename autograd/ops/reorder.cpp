@@ -11,7 +11,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 
 namespace ampgrad {
 

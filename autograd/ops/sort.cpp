@@ -1,7 +1,7 @@
 // sort.cpp: sort, argsort and topk along a dim, and the row gather/scatter (along_dim.hpp) they and
 // flip/cumsum share. Each op moves its dim last, runs the stable row kernel kernels::sort on (R,N),
 // and moves the result back; topk on the CPU selects with a host partial sort instead (O(N log k)).
-// The order is core/scalar_math.hpp's SortBefore: NaN counts as the largest value, and equal values
+// The order is kernels/scalar_math.hpp's SortBefore: NaN counts as the largest value, and equal values
 // keep their index order (every sort here is stable, so `stable = false` gets the stable order too;
 // PyTorch only promises some order then). Backward of the values scatters the gradient back through
 // the indices (put_along_last), whose own backward is the gather (take_along_last): double backward
@@ -15,8 +15,8 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 
 namespace ampgrad {
 

@@ -26,7 +26,7 @@
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "core/host_sync.hpp"
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 #include "core/philox.hpp"
 #include "core/set_data.hpp"
 #include "core/stream.hpp"

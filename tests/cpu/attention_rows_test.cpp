@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;

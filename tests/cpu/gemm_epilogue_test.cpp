@@ -2,14 +2,15 @@
 // (kernels::gemm_epilogue, cpu/gemm_epilogue.cpp) against the unfused composition matmul + bias, then gelu,
 // computed in f64: every trans_a/trans_b pair, more rows than one epilogue block, no bias, the
 // pre-activation (aux) output, and f32/f16/bf16 within dtype tolerances. Each layout runs on every
-// GEMM library (oneDNN where built, and Eigen pinned: core/gemm_paths.hpp).
+// GEMM library (oneDNN where built, and Eigen pinned: cpu/gemm_select.hpp).
 #include <doctest/doctest.h>
 
-#include "core/fused_kernels.hpp"
-#include "core/gemm_paths.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "cpu/gemm_select.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
+using namespace ampgrad::cpu;   // GemmPath, cpu_gemm_path (cpu/gemm_select.hpp)
 using namespace ampgrad::testing;
 
 namespace {

@@ -2,16 +2,17 @@
 // every trans_a/trans_b pair, alpha/beta (beta = 0 never reads out), batch broadcast (stride 0),
 // column-major, column-strided and stride-0 operands, 2-d operands, K == 0, and the
 // batch-parallel path (many small products). Every check runs once per library (oneDNN where
-// built, and Eigen pinned: core/gemm_paths.hpp), so each path meets the same cases. Also f16/bf16
+// built, and Eigen pinned: cpu/gemm_select.hpp), so each path meets the same cases. Also f16/bf16
 // operands into an f32 out.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
-#include "core/gemm_paths.hpp"
+#include "cpu/gemm_select.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
+using namespace ampgrad::cpu;   // GemmPath, cpu_gemm_path (cpu/gemm_select.hpp)
 using namespace ampgrad::testing;
 
 namespace {
@@ -87,7 +88,7 @@ TEST_CASE("cpu gemm: every dtype, trans flag pair and beta") {
     }
 }
 
-// The attention GEMM path's scores (core/attention_gemm.cpp): f16/bf16 operands, f32 accumulation
+// The attention GEMM path's scores (kernels/attention_gemm.cpp): f16/bf16 operands, f32 accumulation
 // and an f32 out. Held to f32's tolerance against the exact product, so a rounding to f16/bf16
 // anywhere would fail it.
 TEST_CASE("cpu gemm: f16/bf16 operands write an f32 out without rounding; other dtype mixes are refused") {

@@ -1,5 +1,5 @@
 // attention_gqa_test.cpp: both CUDA attention paths (cuda/attention.cu's fused kernels and the GEMM
-// path, core/attention_gemm.cpp) with grouped key/value heads (k, v with NKV heads, NH a multiple of
+// path, kernels/attention_gemm.cpp) with grouped key/value heads (k, v with NKV heads, NH a multiple of
 // NKV) against cpu/attention.cpp's fused kernels: out, lse, dq, dk, dv in every float dtype, plain
 // and causal, with more query rows and keys than one tile. Skipped without a GPU.
 #include "tests/cuda/cuda_test_util.hpp"
@@ -43,7 +43,7 @@ TEST_CASE("cuda attention: grouped K/V match the CPU kernels" * skip_without_gpu
     }
 }
 
-// Refused on the host before any launch (core/kernel_preconditions.hpp): on the GPU a misfit would be
+// Refused on the host before any launch (kernels/kernel_preconditions.hpp): on the GPU a misfit would be
 // an out-of-bounds access, or, for a dk of NH heads, heads left unwritten.
 TEST_CASE("cuda attention: gradients shaped for the query heads are refused" * skip_without_gpu()) {
     for (AttentionPath path : kAttentionPaths) {

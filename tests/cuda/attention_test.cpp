@@ -1,11 +1,11 @@
 // attention_test.cpp: both CUDA attention paths, cuda/attention.cu's flash-style kernels and the
-// GEMM path (core/attention_gemm.cpp on cuBLAS with cuda/attention_rows.cu), against the fused CPU
+// GEMM path (kernels/attention_gemm.cpp on cuBLAS with cuda/attention_rows.cu), against the fused CPU
 // kernel (cpu/attention.cpp) on the same inputs: out, lse, dq, dk, dv in f32, f64, f16 and bf16,
 // causal and not, T != S both ways, tile-straddling sizes, a strided q (a view of a (B,T,NH,HS)
 // tensor), a row whose scores are all -inf, empty inputs and the fused kernel's head-size limit.
 #include <limits>
 
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;

@@ -1,7 +1,7 @@
 // backend_test.cpp: cuda/backend.cu and cuda/allocator.cu: device discovery, the allocator's
 // live/peak counters, clear errors for bad device indices, operands on the wrong device and
 // a kernel with no CUDA implementation (the registry's NotImplementedError; every kernel of
-// core/kernels.hpp has one now, so the test brings its own CPU-only kernel).
+// kernels/kernels.hpp has one now, so the test brings its own CPU-only kernel).
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ampgrad/ampgrad.h"
-#include "core/attention_gemm.hpp"
+#include "kernels/attention_gemm.hpp"
 #include "tests/support/check_close.hpp"
 
 namespace ampgrad::testing {
@@ -23,7 +23,7 @@ inline const Device kHost(kCPU);
 inline const std::vector<DType> kFloatDTypes = {kFloat32, kFloat64, kFloat16, kBFloat16};
 inline const std::vector<DType> kAllDTypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kBool};
 
-// The attention path (core/attention_gemm.hpp) for one scope: the CUDA attention tests run the GPU
+// The attention path (kernels/attention_gemm.hpp) for one scope: the CUDA attention tests run the GPU
 // under each path and the CPU under the fused kernel, their reference.
 struct ScopedAttentionPath {
     AttentionPath before;

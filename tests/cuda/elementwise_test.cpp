@@ -9,7 +9,7 @@ using namespace ampgrad::testing;
 
 namespace {
 
-// Every op of core/kernels.hpp's lists, so a new op is compared on the GPU without editing this file.
+// Every op of kernels/kernels.hpp's lists, so a new op is compared on the GPU without editing this file.
 #define AMPGRAD_UNARY(e, name, formula) UnaryOp::e,
 #define AMPGRAD_BINARY(e, name, formula) BinaryOp::e,
 #define AMPGRAD_GRAD(e, name, formula) ActivationGrad::e,

@@ -4,7 +4,7 @@
 // kernels::gemm_epilogue (cuBLASLt) against the CPU kernel: bias and bias+GELU, with and without
 // bias and aux, every transpose, N a multiple of 8 (aux fused in cuBLASLt) and not (GELU as a
 // pass), K == 0.
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;

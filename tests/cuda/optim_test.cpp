@@ -1,5 +1,5 @@
 // optim_test.cpp: cuda/optim.cu's fused SGD and Adam/AdamW steps against cpu/optim.cpp (the same
-// core/optim_math.hpp formulas) on fresh random parameters: every option (momentum with its first
+// kernels/optim_math.hpp formulas) on fresh random parameters: every option (momentum with its first
 // step, dampening, nesterov, weight decay, maximize; amsgrad, AdamW), f32 and f64, an empty and a
 // large parameter, step counts on the device and on the host; a step skipped by found_inf leaves
 // every tensor bit-identical, and a loss-scaled step with inv_scale equals the unscaled one.

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "core/scalar_math.hpp"   // AMPGRAD_HOST_DEVICE
+#include "kernels/scalar_math.hpp"   // AMPGRAD_HOST_DEVICE
 #include "core/tensor.hpp"
 
 namespace ampgrad {

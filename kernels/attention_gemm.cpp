@@ -1,4 +1,4 @@
-// attention_gemm.cpp: the GEMM attention path (what and why: core/attention_gemm.hpp). Grouped-query
+// attention_gemm.cpp: the GEMM attention path (what and why: kernels/attention_gemm.hpp). Grouped-query
 // attention needs no special case: in a (B,NH,T,HS) layout a kv head's `rep` = NH / NKV query heads
 // are consecutive, so they stack into one (rep*T, HS) matrix against that kv head's (S, HS) keys.
 // Every input is then a batch of G = B*NKV groups (a view where the strides allow, as for a KV
@@ -8,7 +8,7 @@
 //             dS = P (dP - D) (into P's buffer);  dq = scale dS k;  dk = scale dS^T q
 // dv and dk sum over the group's query heads inside the GEMM's inner dimension, so they are
 // written once and need no accumulation.
-#include "core/attention_gemm.hpp"
+#include "kernels/attention_gemm.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -16,8 +16,9 @@
 #include <string_view>
 
 #include "core/error.hpp"
-#include "core/fused_kernels.hpp"
-#include "core/kernel_preconditions.hpp"
+#include "kernels/capabilities.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/kernel_preconditions.hpp"
 
 namespace ampgrad {
 
@@ -94,10 +95,6 @@ int64_t chunk_groups(const Groups& g, DType dtype, const Tensor& q, int64_t work
     return std::clamp<int64_t>(fit, 1, std::max<int64_t>(g.G, 1));
 }
 
-// Below this many scores per head (T*S) the CPU's fused loops cost no more than the GEMM path's
-// copies and calls: measured even at 8x8 (bench/llama_ops.cpp), 1.2x slower for nano's 8x8 heads of 16.
-constexpr int64_t kCpuGemmMinScores = 256;
-
 }  // namespace
 
 void set_attention_path(AttentionPath path) { path_slot().store(path); }
@@ -116,16 +113,17 @@ bool attention_uses_gemm(const Tensor& q, const Tensor& k) {
     switch (attention_path()) {
         case AttentionPath::kFused: return false;
         case AttentionPath::kGemm: return true;
-        case AttentionPath::kAuto:
-            if (!q.device().is_cpu()) return q.dtype() != kFloat64;
-            return q.dtype() == kFloat32 && q.size(2) * k.size(2) >= kCpuGemmMinScores;
+        case AttentionPath::kAuto: {   // the backend's measurement (its row of kernels/capabilities.hpp)
+            const BackendCapabilities& c = backend_capabilities(q.device().type);
+            return c.attention_prefers_gemm != nullptr && c.attention_prefers_gemm(q.dtype(), q.size(2) * k.size(2));
+        }
     }
     return false;
 }
 
 int64_t attention_workspace_bytes(const Tensor& q, int64_t workspace_bytes) {
     if (workspace_bytes > 0) return workspace_bytes;
-    return q.device().is_cpu() ? int64_t(64) << 20 : int64_t(1) << 30;
+    return backend_capabilities(q.device().type).attention_workspace_bytes;
 }
 
 void attention_forward_gemm(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,

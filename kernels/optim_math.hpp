@@ -1,5 +1,5 @@
 // optim_math.hpp: the one definition of the per-element SGD and Adam/AdamW updates of the fused
-// optimizer steps (kernels::sgd_step / kernels::adam_step, core/fused_kernels.hpp). The CPU loops
+// optimizer steps (kernels::sgd_step / kernels::adam_step, kernels/fused_kernels.hpp). The CPU loops
 // (cpu/optim.cpp) and the CUDA kernels (cuda/optim.cu) both call these, so the two backends run
 // the same operations in the same order: PyTorch's single-tensor formulas (torch/optim/sgd.py,
 // torch/optim/adam.py), operation by operation, in the parameter's dtype T (f32 or f64) with the
@@ -8,8 +8,8 @@
 // Branch-free where the CPU needs it to vectorize: flags become exact factors (x * 1, x * -1,
 // x + 0 * p); momentum and amsgrad are template parameters.
 #pragma once
-#include "core/fused_kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/fused_kernels.hpp"
+#include "kernels/scalar_math.hpp"
 
 namespace ampgrad::optim_math {
 

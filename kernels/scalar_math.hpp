@@ -1,7 +1,7 @@
 // scalar_math.hpp: the one definition of every elementwise formula: each op's value and, for the
 // activations, its gradient dx = dy * f'(x) (from x or from the output y: see the rules below).
 // The CPU loops (cpu/elementwise.cpp) and the CUDA kernels (cuda/elementwise.cu) both
-// instantiate these, so CPU/GPU agreement does not depend on keeping copies in sync. The op lists in core/kernels.hpp name the struct of each op.
+// instantiate these, so CPU/GPU agreement does not depend on keeping copies in sync. The op lists in kernels/kernels.hpp name the struct of each op.
 //
 // Rules for a formula, so that one text serves the host, the device and (later) SIMD packets:
 //  - a struct with `template <class T> AMPGRAD_HOST_DEVICE static T value(T x)` (and `grad(T saved,
@@ -327,7 +327,7 @@ struct SortBefore {
     }
 };
 
-// ---- attention rows (the GEMM path's row kernels, core/attention_gemm.cpp; docs/ops/attention.md) ----
+// ---- attention rows (the GEMM path's row kernels, kernels/attention_gemm.cpp; docs/ops/attention.md) ----
 // Keys query position t sees: all S, or 0..t under the causal mask (top-left aligned, as PyTorch's is_causal).
 AMPGRAD_HOST_DEVICE inline int64_t attention_visible_keys(int64_t t, int64_t S, bool causal) {
     return causal ? (t + 1 < S ? t + 1 : S) : S;

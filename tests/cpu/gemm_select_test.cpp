@@ -1,4 +1,4 @@
-// gemm_paths_test.cpp: which library the CPU GEMM runs per dtype (core/gemm_paths.hpp,
+// gemm_select_test.cpp: which library the CPU GEMM runs per dtype (cpu/gemm_select.hpp,
 // cpu/gemm_select.cpp), checked against the build and the CPU's own feature flags, and every path
 // against a float64 product on shapes that cross the libraries' blocking: odd sizes, transposes,
 // a column-major view, batch broadcasting, a batch split over threads, zero-size dims and K == 0
@@ -8,10 +8,11 @@
 #include <limits>
 
 #include "ampgrad_config.h"
-#include "core/gemm_paths.hpp"
+#include "cpu/gemm_select.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
+using namespace ampgrad::cpu;   // GemmPath, cpu_gemm_path (cpu/gemm_select.hpp)
 using namespace ampgrad::testing;
 
 namespace {

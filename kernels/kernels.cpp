@@ -1,9 +1,9 @@
-// kernels.cpp: the kernel objects declared in core/kernels.hpp and core/fused_kernels.hpp (their
+// kernels.cpp: the kernel objects declared in kernels/kernels.hpp and kernels/fused_kernels.hpp (their
 // slots start empty and are filled by cpu/ and cuda/), the op names generated from the op lists,
 // and coverage queries.
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 
-#include "core/fused_kernels.hpp"
+#include "kernels/fused_kernels.hpp"
 
 #include <array>
 

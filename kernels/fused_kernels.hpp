@@ -1,5 +1,5 @@
 // fused_kernels.hpp: the fused kernels (GEMM epilogues, flash-style attention, one-pass optimizer
-// steps), registry entries like those of core/kernels.hpp (same Kernel objects, same
+// steps), registry entries like those of kernels/kernels.hpp (same Kernel objects, same
 // AMPGRAD_REGISTER_KERNEL, listed by kernels::all() and kernels::missing()), kept apart from the
 // primitives because each is an optimisation with a composed fallback: a caller asks
 // `kernels::x.has(device)` and otherwise builds the same result from primitives or ops. The CPU
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/kernels.hpp"
+#include "kernels/kernels.hpp"
 
 namespace ampgrad {
 
@@ -74,7 +74,7 @@ extern constinit Kernel<void(const Tensor& dq, const Tensor& dk, const Tensor& d
                              const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                              double scale, bool causal)> attention_backward;
 
-// The GEMM path's two row steps (core/attention_gemm.cpp runs attention as batched GEMMs around
+// The GEMM path's two row steps (kernels/attention_gemm.cpp runs attention as batched GEMMs around
 // them). Rows come in groups: row r of a group is query position r % T (a kv head's query heads are
 // stacked, T rows each). scores, probs (G,R,S) contiguous: scores in the compute type (f32; f64 for
 // f64), probs in the inputs' floating dtype; lse (G*R) contiguous, the compute type.
@@ -98,7 +98,7 @@ extern constinit Kernel<void(const SgdTensors& t, const SgdScalars& s, const Ste
 // Adam, or AdamW when decoupled_weight_decay; each parameter's bias correction uses its own step.
 extern constinit Kernel<void(const AdamTensors& t, const AdamScalars& s, const StepScaling& scaling)> adam_step;
 
-// Every kernel above, once (core/kernels.cpp defines them; kernels::all() lists them after
+// Every kernel above, once (kernels/kernels.cpp defines them; kernels::all() lists them after
 // AMPGRAD_KERNELS; tests/layering_test.py checks that this list and the declarations agree).
 #define AMPGRAD_FUSED_KERNELS(X) \
     X(gemm_epilogue) X(attention_forward) X(attention_backward) X(attention_probs) X(attention_score_grad) \

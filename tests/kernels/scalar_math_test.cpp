@@ -1,4 +1,4 @@
-// scalar_math_test.cpp: core/scalar_math.hpp, the one definition of each elementwise formula.
+// scalar_math_test.cpp: kernels/scalar_math.hpp, the one definition of each elementwise formula.
 // Every activation's grad() agrees with a central difference of its value() in double (fed the
 // output y for the formulas with kGradFromOutput, the input x for the others), the GELU
 // constants are what their names say, and the integer-capable ops stay in the integer type.
@@ -8,8 +8,8 @@
 #include <limits>
 #include <string_view>
 
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 
 using namespace ampgrad;
 

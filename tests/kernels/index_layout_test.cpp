@@ -1,10 +1,10 @@
-// index_layout_test.cpp: core/index_layout.hpp, the index walk the CPU and CUDA gather/scatter
+// index_layout_test.cpp: kernels/index_layout.hpp, the index walk the CPU and CUDA gather/scatter
 // kernels share: the element offsets of every position (and of every slice), with each operand's
 // own strides, 0-d operands as 1-d, and the contract checks.
 #include <doctest/doctest.h>
 
 #include "ampgrad/ampgrad.h"
-#include "core/index_layout.hpp"
+#include "kernels/index_layout.hpp"
 
 using namespace ampgrad;
 

@@ -1,4 +1,4 @@
-// kernels_test.cpp: core/kernel_registry.hpp and core/kernels.hpp: every kernel has a CPU
+// kernels_test.cpp: kernels/kernel_registry.hpp and kernels/kernels.hpp: every kernel has a CPU
 // implementation, an empty slot throws a NotImplementedError naming the kernel and the device,
 // dispatch follows the operands' device, and the op lists generate the names.
 #include <doctest/doctest.h>

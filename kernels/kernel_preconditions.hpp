@@ -57,7 +57,7 @@ inline void check_gemm_epilogue_shapes(const Tensor& out, const Tensor& aux, con
 // The compute type of attention in `dtype` (scores, lse): f64 for f64, else f32.
 inline DType attention_compute_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
 
-// The fused attention's operands (core/fused_kernels.hpp): q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv),
+// The fused attention's operands (kernels/fused_kernels.hpp): q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv),
 // out (B,NH,T,HSv), one floating dtype, S > 0, NH a multiple of NKV > 0; lse (B,NH,T) contiguous in
 // the compute type (f32, f64 for f64). `op` names the kernel in the message.
 inline void check_attention_args(const char* op, const Tensor& out, const Tensor& lse, const Tensor& q,
@@ -90,7 +90,7 @@ inline void check_attention_grads(const char* op, const Tensor& dq, const Tensor
                       "{}: gradient {} for input {}", op, grad->describe(), input->describe());
 }
 
-// The row kernels along the last dim (sort, take_along_last, put_along_last; core/kernels.hpp):
+// The row kernels along the last dim (sort, take_along_last, put_along_last; kernels/kernels.hpp):
 // `rows` (R,N) and `picked` (R,K) contiguous, one dtype; index int64 contiguous (R,K) or (1,K).
 inline void check_along_last(const char* kernel, const Tensor& rows, const Tensor& picked, const Tensor& index) {
     AMPGRAD_CHECK(rows.dim() == 2 && picked.dim() == 2 && index.dim() == 2 && rows.is_contiguous() &&
@@ -111,7 +111,7 @@ inline void check_sort_rows(const Tensor& values, const Tensor& indices, const T
                   values.describe(), indices.describe());
 }
 
-// The GEMM attention path's row kernels (core/fused_kernels.hpp): scores (G,R,S) contiguous in the
+// The GEMM attention path's row kernels (kernels/fused_kernels.hpp): scores (G,R,S) contiguous in the
 // compute type of probs' floating dtype, probs (G,R,S) contiguous, lse (G*R) contiguous in the compute
 // type, T > 0 dividing R.
 inline void check_attention_rows(const char* kernel, const Tensor& probs, const Tensor& lse, const Tensor& scores,

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/kernels.hpp"
-#include "core/scalar_math.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/scalar_math.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad {

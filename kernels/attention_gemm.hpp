@@ -1,17 +1,20 @@
 // attention_gemm.hpp: scaled-dot-product attention as batched GEMMs around two row kernels (the
 // GEMM path), and the choice between it and the fused flash-style kernels. It meets the contract of
-// kernels::attention_forward / attention_backward (core/fused_kernels.hpp) with any backend's
+// kernels::attention_forward / attention_backward (kernels/fused_kernels.hpp) with any backend's
 // kernels::gemm, so on a GPU the four products of the backward and the two of the forward run on
 // cuBLAS (tensor cores for f16/bf16), where the fused CUDA kernel computes them one FMA at a time.
 // The price is memory: it holds the (T,S) scores of a chunk of heads at a time (a workspace bound,
 // not the whole batch) and, like FlashAttention, rounds P and dS to the inputs' dtype before
 // multiplying them (exact for f32 and f64). docs/ops/attention.md derives both paths.
 //
-// Which path runs (AttentionPath::kAuto): this one for f32/f16/bf16 on a GPU and for f32 on the CPU
-// (where oneDNN's GEMMs and vectorised rows make it the faster one: docs/benchmarks.md) unless a head
-// has fewer than 256 scores (T*S); the fused kernels for f64, and for f16/bf16 on the CPU, where they
-// keep P and dS in f32 at no cost in speed. AMPGRAD_ATTENTION=auto|fused|gemm or set_attention_path() overrides it,
-// process-wide; the tests run the attention cases on both paths with it.
+// Which path runs is chosen once, by the attention op (autograd/ops/attention_fused.cpp), with
+// attention_uses_gemm: under AttentionPath::kAuto each backend's measurement decides (its row of
+// kernels/capabilities.hpp: this path for f32/f16/bf16 on a GPU, and for f32 on the CPU unless a head
+// has fewer than 256 scores; the fused kernels for f64, and for f16/bf16 on the CPU, where they keep P
+// and dS in f32 at no cost in speed). The backends register only their fused kernels under
+// kernels::attention_forward / attention_backward. AMPGRAD_ATTENTION=auto|fused|gemm or
+// set_attention_path() overrides the choice, process-wide; the tests run the attention cases on both
+// paths with it.
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// attention_gemm_test.cpp: the GEMM attention path (core/attention_gemm.cpp) on the CPU against the
+// attention_gemm_test.cpp: the GEMM attention path (kernels/attention_gemm.cpp) on the CPU against the
 // fused CPU kernel (cpu/attention.cpp, itself checked against an f64 composition and PyTorch's
 // values): out, lse, dq, dk, dv in f64, f32, f16 and bf16, causal and not, T != S both ways,
 // grouped-query heads, strided inputs and outputs, one kv head per chunk, HS == 0, T == 0 and -inf /
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "core/attention_gemm.hpp"
-#include "core/fused_kernels.hpp"
+#include "kernels/attention_gemm.hpp"
+#include "kernels/fused_kernels.hpp"
 #include "cpu/attention.hpp"
 #include "tests/support/check_close.hpp"
 

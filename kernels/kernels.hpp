@@ -1,5 +1,5 @@
 // kernels.hpp: every kernel ampgrad's ops call, declared once. Each is a Kernel object
-// (core/kernel_registry.hpp) with one slot per device type; cpu/*.cpp and cuda/*.cu fill the
+// (kernels/kernel_registry.hpp) with one slot per device type; cpu/*.cpp and cuda/*.cu fill the
 // slots from the files that define them (AMPGRAD_REGISTER_KERNEL), and callers write
 // kernels::gemm(out, a, b, ...). Kernels take plain tensors (already allocated outputs, already
 // broadcast inputs) and know nothing of autograd: differentiation lives in autograd/ops/.
@@ -9,7 +9,7 @@
 //  - inputs may be arbitrary strided views (stride 0 = broadcast) unless a comment says otherwise;
 //  - fp16/bf16 are loaded to fp32, computed in fp32, and rounded once on store (as tensor cores do);
 //  - floating kernels accept f32/f64/f16/bf16; anything else throws DTypeError naming the kernel.
-// The elementwise ops' formulas (value and gradient) live in core/scalar_math.hpp, shared by the
+// The elementwise ops' formulas (value and gradient) live in kernels/scalar_math.hpp, shared by the
 // CPU loops and the CUDA kernels. The op lists below generate the enums and their names.
 #pragma once
 #include <cstdint>
@@ -18,12 +18,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/kernel_registry.hpp"
+#include "kernels/kernel_registry.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad {
 
-// ---- op lists: X(enumerator, name, formula struct in core/scalar_math.hpp) ----
+// ---- op lists: X(enumerator, name, formula struct in kernels/scalar_math.hpp) ----
 
 // out = f(in). logical_not writes kBool; the others keep the input dtype.
 #define AMPGRAD_UNARY_OPS(X)                 \
@@ -145,7 +145,7 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& cond, const Tensor
 // out = min(max(in, lo), hi) with either bound optional; NaN stays NaN
 extern constinit Kernel<void(const Tensor& out, const Tensor& in, std::optional<double> lo,
                              std::optional<double> hi)> clamp;
-// out = lerp(a, b, w) (core/scalar_math.hpp's Lerp); a, b and out one floating dtype, a and b
+// out = lerp(a, b, w) (kernels/scalar_math.hpp's Lerp); a, b and out one floating dtype, a and b
 // expanded to out's shape. w is `weight` (that dtype, expanded likewise) or, when `weight` is
 // undefined, `weight_scalar` kept in the compute type (not rounded to f16/bf16 first, as PyTorch's).
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& weight,
@@ -167,7 +167,7 @@ extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const 
 // Batched GEMM: out[b] = alpha * op(a[b]) @ op(b[b]) + beta * out[b]
 // a: (B,M,K) or (B,K,M) if trans_a; b: (B,K,N) or (B,N,K) if trans_b; out: (B,M,N) contiguous.
 // Batch stride 0 on a or b broadcasts it. a and b share a dtype, and out has it too, except that
-// f16/bf16 operands may write an f32 out (f32 accumulation, never rounded: core/attention_gemm.cpp).
+// f16/bf16 operands may write an f32 out (f32 accumulation, never rounded: kernels/attention_gemm.cpp).
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                              double alpha, double beta)> gemm;
 // FP8 scaled GEMM (torch._scaled_mm; the op layer checks its rules: autograd/ops/scaled_mm.cpp):
@@ -196,7 +196,7 @@ extern constinit Kernel<void(const Tensor& y, const Tensor& rstd, const Tensor& 
 // dx (N,C) and dweight (C) may be undefined; they are overwritten
 extern constinit Kernel<void(const Tensor& dx, const Tensor& dweight, const Tensor& dy, const Tensor& x,
                              const Tensor& rstd, const Tensor& weight)> rms_norm_backward;
-// Rotary embedding (core/scalar_math.hpp's Rotary): out = x cos + R(x) sin, or with `transpose`
+// Rotary embedding (kernels/scalar_math.hpp's Rotary): out = x cos + R(x) sin, or with `transpose`
 // x cos + R^T(x sin). out (*,HS) contiguous; x, cos, sin: strided, already expanded to out's shape
 // (stride 0 where broadcast), one floating dtype; HS even. The pairs are (j, j + HS/2), or (2i, 2i+1)
 // when `interleaved`.
@@ -215,7 +215,7 @@ extern constinit Kernel<void(const Tensor& dlogits, const Tensor& dloss, const T
                              const Tensor& targets, int64_t ignore_index)> cross_entropy_backward;
 
 // ---- sorting and scans along the last dim (rows (R,N), contiguous; docs/ops/sort.md) ----
-// values (R,N) = each row of `in` sorted by core/scalar_math.hpp's SortBefore (NaN largest), indices
+// values (R,N) = each row of `in` sorted by kernels/scalar_math.hpp's SortBefore (NaN largest), indices
 // (R,N) int64 = where each value came from. Stable: equal values keep their index order.
 extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const Tensor& in, bool descending)> sort;
 // out (R,N) = running sums of each row of `in` (same dtype, not bool), accumulated in the compute
@@ -227,7 +227,7 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& in, const Tensor& 
 // out (R,N), zeroed by the caller: out[r][index[r][j]] = src[r][j] for src (R,K), index (R,K) or (1,K),
 // whose indices within a row are distinct (a permutation, or the first K of one), so nothing accumulates
 extern constinit Kernel<void(const Tensor& out, const Tensor& src, const Tensor& index)> put_along_last;
-// ---- indexing along one dim (core/index_layout.hpp's walk) ----
+// ---- indexing along one dim (kernels/index_layout.hpp's walk) ----
 // out (I) = self[p with p[dim] = index[p]]; index (I) int64/int32, self and out one dtype (any),
 // self no smaller than I apart from dim; every operand strided. An index outside [0, self.size(dim))
 // throws IndexError "index k is out of bounds for dimension d with size n" before anything is written

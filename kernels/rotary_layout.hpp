@@ -3,7 +3,7 @@
 // shape (*,HS/2) and addresses the first element of each pair; the second lies `partner` elements
 // further on: HS/2 steps along the last dim in the half-split layout, one step when interleaved.
 // The kernels then walk four same-shaped views (out, x, cos, sin) with their usual strided loops.
-// Host layout code only; the pair formula is core/scalar_math.hpp's Rotary.
+// Host layout code only; the pair formula is kernels/scalar_math.hpp's Rotary.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,0 +1,29 @@
+// capabilities.cpp: the CPU backend's row of the capability table (kernels/capabilities.hpp): its
+// GEMM route per dtype (cpu/gemm_select.hpp) and when attention is faster as batched GEMMs.
+// Measured on the GPT's shapes (docs/benchmarks.md, "Attention"): in f32, oneDNN's GEMMs and the
+// vectorised rows beat the fused loops once a head has 256 scores (T*S) or more (below that the
+// GEMM path's copies and calls cost more: 1.2x slower for nano's 8x8 heads, bench/llama_ops.cpp); in f16/bf16 the
+// fused loops keep P and dS in f32 at no cost in speed, and f64 has no fast GEMM.
+#include "cpu/gemm_select.hpp"
+#include "kernels/capabilities.hpp"
+
+namespace ampgrad::cpu {
+namespace {
+
+constexpr int64_t kGemmAttentionMinScores = 256;
+
+std::string gemm_route(DType dtype) { return gemm_path_name(cpu_gemm_path(dtype)); }
+
+bool attention_prefers_gemm(DType dtype, int64_t scores_per_head) {
+    return dtype == kFloat32 && scores_per_head >= kGemmAttentionMinScores;
+}
+
+[[maybe_unused]] const bool registered = [] {
+    register_backend_capabilities(kCPU, {.gemm_route = &gemm_route,
+                                         .attention_prefers_gemm = &attention_prefers_gemm,
+                                         .attention_workspace_bytes = int64_t(64) << 20});
+    return true;
+}();
+
+}  // namespace
+}  // namespace ampgrad::cpu
