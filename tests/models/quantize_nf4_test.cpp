@@ -28,7 +28,7 @@ TEST_CASE("quantize_base_nf4: all Linear layers but lm_head, at 0.5625 bytes per
 
     models::NF4Summary s = models::quantize_base_nf4(model);
     CHECK(s.layers == 2 * 7);                                           // q, k, v, o, gate, up, down per layer
-    const int64_t per_layer = 4 * 64 * 64 / 2 * 2 / 2 + 3 * 64 * 128;  // q, o (64x64); k, v (32x64); 3 mlp
+    const int64_t per_layer = 2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64;   // q, o (64,64); k, v (32,64); the mlp
     CHECK(s.parameters == 2 * per_layer);
     CHECK(s.bytes_per_parameter() == doctest::Approx(0.5625));
     CHECK(model.named_parameters().size() == dense_count - 14);

@@ -17,7 +17,7 @@ TEST_CASE("Linear::quantize_nf4: the weight leaves the parameters and the forwar
     REQUIRE(fc.is_nf4());
     CHECK(!fc.weight.defined());
     CHECK(fc.named_parameters().size() == 1);
-    CHECK(fc.named_parameters().front().first == "bias");
+    CHECK(fc.named_parameters().keys().front() == "bias");
     CHECK(!fc.state_dict().contains("weight"));
     CHECK(fc.nf4_weight().shape == Shape{12, 64});
     CHECK(fc.nf4_weight().block_size == 64);
@@ -43,7 +43,7 @@ TEST_CASE("Linear::dequantize gives back a dense weight parameter") {
     CHECK(!fc.is_nf4());
     REQUIRE(fc.weight.defined());
     CHECK(fc.weight.requires_grad());
-    CHECK(fc.named_parameters().front().first == "weight");
+    CHECK(fc.named_parameters().keys().front() == "weight");
     CHECK_CLOSE(fc.weight, expected, Tolerance{0.0, 0.0});
     CHECK_THROWS_AS(fc.dequantize(), ValueError);
     CHECK_THROWS_AS(fc.nf4_weight(), ValueError);

@@ -40,7 +40,8 @@ void check_matches_bitsandbytes(const std::string& name, DType input_dtype) {
     CHECK(as_ints(w4.codes) == as_ints(fx.at("packed")));
     CHECK(unpacked_codes(w4) == as_ints(fx.at("codes")));
     CHECK(as_floats(w4.absmax) == as_floats(fx.at("absmax")));
-    for (const auto& [dtype, tag] : {std::pair{kFloat32, "f32"}, {kBFloat16, "bf16"}, {kFloat16, "f16"}}) {
+    using DTypeTag = std::pair<DType, const char*>;
+    for (const auto& [dtype, tag] : {DTypeTag{kFloat32, "f32"}, DTypeTag{kBFloat16, "bf16"}, DTypeTag{kFloat16, "f16"}}) {
         CAPTURE(tag);
         Tensor deq = dequantize_nf4(w4, dtype);
         CHECK(deq.dtype() == dtype);
@@ -147,7 +148,7 @@ TEST_CASE("nf4_linear in bf16 and f16 is the f32 result within the dtype's round
         y.backward(dy32.to(dtype));
         CHECK(x.grad().dtype() == dtype);
         CHECK_CLOSE(x.grad().to(kFloat32), matmul(dy32.to(dtype).to(kFloat32), w_ref), tol_for(dtype, 16));
-        CHECK_CLOSE(b.grad().to(kFloat32), dy32.to(dtype).to(kFloat32).sum({0}), tol_for(dtype, 8));
+        CHECK_CLOSE(b.grad().to(kFloat32), sum(dy32.to(dtype).to(kFloat32), {0}), tol_for(dtype, 8));
     }
 }
 
