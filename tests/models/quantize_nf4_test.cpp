@@ -37,7 +37,7 @@ TEST_CASE("quantize_base_nf4: all Linear layers but lm_head, at 0.5625 bytes per
     CHECK(models::quantize_base_nf4(model).layers == 0);                // already quantised: skipped
 
     Tensor logits = model.forward(idx);
-    CHECK_CLOSE(logits, dense_logits, Tolerance{0.5, 0.0});              // 4-bit weights: near, not equal
+    CHECK_CLOSE(logits, dense_logits, (Tolerance{0.5, 0.0}));              // 4-bit weights: near, not equal
     model.forward(idx, tensor(std::vector<int64_t>{5, 9, 2, 7, 3, 1}, {1, 6})).backward();
     CHECK(model.lm_head->weight.grad().defined());
 }

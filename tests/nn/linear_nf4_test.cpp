@@ -26,7 +26,7 @@ TEST_CASE("Linear::quantize_nf4: the weight leaves the parameters and the forwar
     Tensor y = fc.forward(x);                                                          // (3,5,12)
     CHECK(y.sizes() == Shape{3, 5, 12});
     CHECK_CLOSE(y, linear(x, dequantize_nf4(fc.nf4_weight(), kFloat32), fc.bias), tol_for(kFloat32, 64));
-    CHECK_CLOSE(y, linear(x, dense, fc.bias), Tolerance{0.2, 0.0});                    // 4 bits: close, not equal
+    CHECK_CLOSE(y, linear(x, dense, fc.bias), (Tolerance{0.2, 0.0}));                    // 4 bits: close, not equal
     y.sum().backward();
     CHECK(fc.bias.grad().defined());
     CHECK_CLOSE(fc.bias.grad(), full({12}, 15.0), tol_for(kFloat32));
@@ -44,7 +44,7 @@ TEST_CASE("Linear::dequantize gives back a dense weight parameter") {
     REQUIRE(fc.weight.defined());
     CHECK(fc.weight.requires_grad());
     CHECK(fc.named_parameters().keys().front() == "weight");
-    CHECK_CLOSE(fc.weight, expected, Tolerance{0.0, 0.0});
+    CHECK_CLOSE(fc.weight, expected, (Tolerance{0.0, 0.0}));
     CHECK_THROWS_AS(fc.dequantize(), ValueError);
     CHECK_THROWS_AS(fc.nf4_weight(), ValueError);
 }
