@@ -66,16 +66,23 @@ TEST_CASE("quantize_nf4 with double quantisation: the absmax as 8-bit codes of t
     CHECK(!w4.absmax.defined());
     CHECK(unpacked_codes(w4) == as_ints(fx.at("codes")));                     // the 4-bit codes are unchanged
     CHECK(std::fabs(w4.absmax_offset.item<float>() - fx.param("offset")) <= 2e-7 * fx.param("offset"));
-    CHECK(as_floats(w4.absmax2) == as_floats(fx.at("absmax2")));
+    // The offset is a mean of f32 values, summed in another order than PyTorch's: it may differ by an
+    // ulp, and so may what depends on it (bounds: a few ulps of the offset, about 1.3 here).
+    CHECK_CLOSE(w4.absmax2, fx.at("absmax2"), (testing::Tolerance{0.0, 1e-6}));
     CHECK(as_ints(w4.absmax_codes) == as_ints(fx.at("absmax_codes")));        // bitsandbytes' default backend
     // bitsandbytes' CPU library searches its map differently: it agrees on 99 of these 100 codes.
     const std::vector<int64_t> ours = as_ints(w4.absmax_codes), library = as_ints(fx.at("absmax_codes_cpu_library"));
     int64_t same = 0;
     for (size_t i = 0; i < ours.size(); ++i) same += ours[i] == library[i];
     CHECK(same >= 99);
-    CHECK_CLOSE(nf4_absmax(w4), fx.at("absmax_dequantized"), (testing::Tolerance{1e-7, 1e-6}));
+    CHECK_CLOSE(nf4_absmax(w4), fx.at("absmax_dequantized"), (testing::Tolerance{1e-6, 0.0}));
     Tensor deq = dequantize_nf4(w4, kFloat32);
-    CHECK_CLOSE(deq, fx.at("dequantized_f32"), (testing::Tolerance{1e-7, 1e-6}));
+    CHECK_CLOSE(deq, fx.at("dequantized_f32"), (testing::Tolerance{1e-6, 0.0}));
+    // against the CPU library's weights: equal but in the one block whose 8-bit scale code differs
+    const std::vector<float> ours_w = as_floats(deq), library_w = as_floats(fx.at("dequantized_f32_cpu_library"));
+    int64_t far = 0;
+    for (size_t i = 0; i < ours_w.size(); ++i) far += std::fabs(ours_w[i] - library_w[i]) > 1e-6;
+    CHECK(far <= 64);
 }
 
 TEST_CASE("NF4 round trip: each value within half the widest level gap times its block's absmax") {
@@ -87,7 +94,9 @@ TEST_CASE("NF4 round trip: each value within half the widest level gap times its
         const std::vector<float> x = as_floats(w), y = as_floats(dequantize_nf4(w4, kFloat32));
         const std::vector<float> absmax = as_floats(quantize_nf4(w).absmax);
         const std::vector<float> stored = as_floats(nf4_absmax(w4));                      // 8-bit with double quant
-        const double widest_half_gap = (1.0 - 0.7229568362236023) / 2;                   // levels 14 and 15
+        double widest_half_gap = 0.0;                                                    // levels 0 and 1: 0.152
+        for (int code = 0; code < 15; ++code)
+            widest_half_gap = std::max(widest_half_gap, (nf4::level(code + 1) - nf4::level(code)) / 2.0);
         double worst = 0.0;
         for (size_t i = 0; i < x.size(); ++i) {
             // |x - level * stored| <= |x - level * absmax| + |level| |absmax - stored|, with |level| <= 1
