@@ -38,7 +38,7 @@ decltype(auto) dispatch_float_as(DType dtype, const char* prefix, const char* ke
     }
 }
 
-// Calls fn(T{}) for any of the seven non-fp8 dtypes; an fp8 dtype is a DTypeError naming the kernel.
+// Calls fn(T{}) for any of the seven non-fp8 dtypes; an fp8 or u8 dtype is a DTypeError naming the kernel.
 template <class Storage, class Fn>
 decltype(auto) dispatch_all_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
     switch (dtype) {
@@ -52,17 +52,21 @@ decltype(auto) dispatch_all_as(DType dtype, const char* prefix, const char* kern
         case kFloat8_e4m3fn: case kFloat8_e5m2:
             throw_bad_dtype(prefix, kernel, dtype, "a dtype other than fp8 (fp8 tensors support casts, copies and "
                                                    "views only: docs/fp8.md)");
+        case kUInt8:
+            throw_bad_dtype(prefix, kernel, dtype, "a dtype other than u8 (u8 tensors hold bytes such as NF4 codes: "
+                                                   "they support casts, copies and views only: docs/nf4.md)");
     }
     throw_bad_dtype(prefix, kernel, dtype, "a known dtype");
 }
 
-// Calls fn(T{}) for any of the nine dtypes: the seven above and the fp8 storage types
-// (Float8_e4m3fn, Float8_e5m2: core/float8.hpp, the same on the host and the device). Only the
+// Calls fn(T{}) for any of the ten dtypes: the seven above and the storage types Float8_e4m3fn,
+// Float8_e5m2 (core/float8.hpp, the same on the host and the device) and uint8_t. Only the
 // kernels that move or convert values (copy, fill) dispatch this way.
 template <class Storage, class Fn>
 decltype(auto) dispatch_all_with_float8_as(DType dtype, const char* prefix, const char* kernel, Fn&& fn) {
     if (dtype == kFloat8_e4m3fn) return fn(Float8_e4m3fn{});
     if (dtype == kFloat8_e5m2) return fn(Float8_e5m2{});
+    if (dtype == kUInt8) return fn(uint8_t{});
     return dispatch_all_as<Storage>(dtype, prefix, kernel, std::forward<Fn>(fn));
 }
 

@@ -1,4 +1,4 @@
-// dtype.cpp: type promotion (PyTorch's table restricted to our nine dtypes), and the dtype
+// dtype.cpp: type promotion (PyTorch's table restricted to our ten dtypes), and the dtype
 // error every kernel's dispatch throws (core/dispatch.hpp).
 #include "core/dispatch.hpp"
 #include "core/dtype.hpp"
@@ -10,13 +10,14 @@ namespace {
 int rank_of(DType t) {
     switch (t) {
         case DType::kBool: return 0;
-        case DType::kInt32: return 1;
-        case DType::kInt64: return 2;
-        case DType::kFloat16: return 3;
-        case DType::kBFloat16: return 3;
-        case DType::kFloat32: return 4;
-        case DType::kFloat64: return 5;
-        case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: return 6;   // never compared: see promote_types
+        case DType::kUInt8: return 1;
+        case DType::kInt32: return 2;
+        case DType::kInt64: return 3;
+        case DType::kFloat16: return 4;
+        case DType::kBFloat16: return 4;
+        case DType::kFloat32: return 5;
+        case DType::kFloat64: return 6;
+        case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: return 7;   // never compared: see promote_types
     }
     return 0;
 }

@@ -1,4 +1,4 @@
-// dtype.hpp: the nine element types, IEEE fp16/bf16 storage types with exact
+// dtype.hpp: the ten element types (kUInt8: packed 4-bit codes, core/nf4.hpp), IEEE fp16/bf16 storage types with exact
 // round-to-nearest-even conversion (the two fp8 formats: core/float8.hpp), and PyTorch's
 // type-promotion rules.
 // Not here: any arithmetic on tensors (see cpu/ and autograd/ops/).
@@ -11,9 +11,11 @@
 
 namespace ampgrad {
 
-// The fp8 dtypes come last so the others keep their numbers. They are storage formats: casts,
-// copies and views work on them, arithmetic refuses them (DTypeError), as PyTorch mostly does.
-enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2 };
+// The fp8 dtypes and kUInt8 come last so the others keep their numbers. They are storage formats:
+// casts, copies and views work on them, arithmetic refuses them (DTypeError). kUInt8 is
+// torch.uint8; ampgrad uses it for raw bytes such as NF4's packed codes (core/nf4.hpp).
+enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2,
+                             kUInt8 };
 inline constexpr DType kFloat32 = DType::kFloat32;
 inline constexpr DType kFloat16 = DType::kFloat16;
 inline constexpr DType kBFloat16 = DType::kBFloat16;
@@ -23,6 +25,7 @@ inline constexpr DType kInt32 = DType::kInt32;
 inline constexpr DType kBool = DType::kBool;
 inline constexpr DType kFloat8_e4m3fn = DType::kFloat8_e4m3fn;
 inline constexpr DType kFloat8_e5m2 = DType::kFloat8_e5m2;
+inline constexpr DType kUInt8 = DType::kUInt8;
 
 // ---- fp16 / bf16 bit-exact conversion (round-to-nearest-even, overflow to inf) ----
 
@@ -92,7 +95,7 @@ constexpr size_t element_size(DType t) {
         case DType::kFloat32: case DType::kInt32: return 4;
         case DType::kFloat16: case DType::kBFloat16: return 2;
         case DType::kFloat64: case DType::kInt64: return 8;
-        case DType::kBool: case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: return 1;
+        case DType::kBool: case DType::kFloat8_e4m3fn: case DType::kFloat8_e5m2: case DType::kUInt8: return 1;
     }
     return 0;
 }
@@ -104,7 +107,7 @@ constexpr bool is_floating(DType t) {
 }
 constexpr bool is_reduced_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
-// Short names as used in error messages: "f32", "f16", "bf16", "f64", "i64", "i32", "bool", and
+// Short names as used in error messages: "f32", "f16", "bf16", "f64", "i64", "i32", "bool", "u8", and
 // PyTorch's names for the fp8 dtypes: "float8_e4m3fn", "float8_e5m2".
 constexpr std::string_view dtype_name(DType t) {
     switch (t) {
@@ -117,6 +120,7 @@ constexpr std::string_view dtype_name(DType t) {
         case DType::kBool: return "bool";
         case DType::kFloat8_e4m3fn: return "float8_e4m3fn";
         case DType::kFloat8_e5m2: return "float8_e5m2";
+        case DType::kUInt8: return "u8";
     }
     return "?";
 }

@@ -286,6 +286,7 @@ template <> constexpr DType dtype_of<int32_t>() { return kInt32; }
 template <> constexpr DType dtype_of<bool>() { return kBool; }
 template <> constexpr DType dtype_of<Float8_e4m3fn>() { return kFloat8_e4m3fn; }
 template <> constexpr DType dtype_of<Float8_e5m2>() { return kFloat8_e5m2; }
+template <> constexpr DType dtype_of<uint8_t>() { return kUInt8; }
 
 // ---- tensor construction that does not record autograd (used by ops and factories) ----
 Shape contiguous_strides(const Shape& sizes);

@@ -177,6 +177,7 @@ uint64_t fill_bits(DType dtype, double value) {
         case kBool: put(static_cast<uint8_t>(value != 0.0)); break;
         case kFloat8_e4m3fn: put(Float8_e4m3fn(static_cast<float>(value)).bits); break;
         case kFloat8_e5m2: put(Float8_e5m2(static_cast<float>(value)).bits); break;
+        case kUInt8: put(static_cast<uint8_t>(value)); break;
     }
     return bits;
 }

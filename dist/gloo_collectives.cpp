@@ -58,6 +58,7 @@ void all_reduce(const Comm& c, Tensor& t, ReduceOp op, uint32_t tag) {
     case DType::kFloat16:
     case DType::kBFloat16: all_reduce_half(c, t, op, tag); break;
     case DType::kBool: all_reduce_typed(c, static_cast<uint8_t*>(t.raw_data()), n, ReduceOp::kMax, tag); break;
+    case DType::kUInt8: all_reduce_typed(c, static_cast<uint8_t*>(t.raw_data()), n, op, tag); break;
     case DType::kFloat8_e4m3fn:
     case DType::kFloat8_e5m2:
         throw DTypeError(fmt::format("all_reduce: {} is not reducible (fp8 is a storage dtype: reduce in f32 and cast)",

@@ -53,6 +53,7 @@ ncclDataType_t nccl_dtype(DType dt) {
     case DType::kInt64: return ncclInt64;
     case DType::kInt32: return ncclInt32;
     case DType::kBool: return ncclUint8;
+    case DType::kUInt8: return ncclUint8;
     case DType::kFloat8_e4m3fn:                 // bytes: only the collectives that move data (check_reducible)
     case DType::kFloat8_e5m2: return ncclUint8;
     }

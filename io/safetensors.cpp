@@ -51,12 +51,13 @@ std::string_view safetensors_dtype(DType d) {
         case kBool: return "BOOL";
         case kFloat8_e4m3fn: return "F8_E4M3";
         case kFloat8_e5m2: return "F8_E5M2";
+        case kUInt8: return "U8";
     }
     throw InternalError("safetensors_dtype: unknown DType");
 }
 
 DType ampgrad_dtype(const std::string& s) {
-    for (DType d : {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2})
+    for (DType d : {kFloat64, kFloat32, kFloat16, kBFloat16, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2, kUInt8})
         if (safetensors_dtype(d) == s) return d;
     throw InternalError(fmt::format("ampgrad_dtype: \"{}\" passed validation but has no DType", s));
 }

@@ -155,7 +155,7 @@ std::optional<uint64_t> safetensors_dtype_size(std::string_view dtype) {
     if (dtype == "F64" || dtype == "I64") return 8;
     if (dtype == "F32" || dtype == "I32") return 4;
     if (dtype == "F16" || dtype == "BF16") return 2;
-    if (dtype == "BOOL" || dtype == "F8_E4M3" || dtype == "F8_E5M2") return 1;
+    if (dtype == "BOOL" || dtype == "U8" || dtype == "F8_E4M3" || dtype == "F8_E5M2") return 1;
     return std::nullopt;
 }
 

@@ -178,6 +178,22 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a,
                              const Tensor& scale_b, const Tensor& bias, const Tensor& amax)> scaled_mm;
 
+// ---- NF4, QLoRA's 4-bit weights (the formulas: core/nf4.hpp; docs/nf4.md) ----
+// w: n contiguous floats (f32, f64, f16, bf16) in blocks of block_size (the last may be short);
+// absmax (ceil(n/B)) f32 = max |w| per block; codes (ceil(n/2)) u8 = two NF4 codes a byte.
+extern constinit Kernel<void(const Tensor& codes, const Tensor& absmax, const Tensor& w, int64_t block_size)>
+    nf4_quantize;
+// out: n contiguous floats = level[code] * absmax[block] in f32, rounded to out's dtype.
+extern constinit Kernel<void(const Tensor& out, const Tensor& codes, const Tensor& absmax, int64_t block_size)>
+    nf4_dequantize;
+// The 8-bit dynamic map, blockwise (double quantisation of NF4's absmax): x (m) f32 contiguous;
+// absmax (ceil(m/B)) f32; codes (m) u8 = the nearest map value of x / absmax.
+extern constinit Kernel<void(const Tensor& codes, const Tensor& absmax, const Tensor& x, int64_t block_size)>
+    dynamic_quantize;
+// out (m) f32 = map[code] * absmax[block] + offset (offset: one f32 element).
+extern constinit Kernel<void(const Tensor& out, const Tensor& codes, const Tensor& absmax, const Tensor& offset,
+                             int64_t block_size)> dynamic_dequantize;
+
 // ---- fused nn kernels (all over the last dim, contiguous inputs) ----
 // y = softmax(x) or log_softmax(x) over the last dim; x, y: (N,C)
 extern constinit Kernel<void(const Tensor& y, const Tensor& x, bool log)> softmax;
@@ -265,7 +281,8 @@ extern constinit Kernel<void(const Tensor& scale, const Tensor& growth_tracker, 
     X(layer_norm) X(layer_norm_backward) X(embedding) X(embedding_backward) X(cross_entropy)            \
     X(cross_entropy_backward) X(random_uniform) X(random_normal) X(non_finite_check_and_unscale)        \
     X(update_scale) X(lerp) X(rms_norm) X(rms_norm_backward) X(rotary_embedding) X(sort) X(cumsum)       \
-    X(take_along_last) X(put_along_last) X(gather) X(scatter) X(copy_saturating) X(scaled_mm)
+    X(take_along_last) X(put_along_last) X(gather) X(scatter) X(copy_saturating) X(scaled_mm)  \
+    X(nf4_quantize) X(nf4_dequantize) X(dynamic_quantize) X(dynamic_dequantize)
 
 // All kernels, in the order of AMPGRAD_KERNELS.
 std::span<const KernelBase* const> all();

@@ -30,7 +30,32 @@ void Linear::reset_parameters() {
 
 Tensor Linear::forward(const Tensor& x) const {
     // (*,in) @ (in,out) + (out) -> (*,out)
-    return with_forward_hooks(x, [&](const Tensor& in) { return linear(in, weight, bias); });
+    return with_forward_hooks(x, [&](const Tensor& in) { return base_forward(in); });
+}
+
+// ---- QLoRA: the NF4 base weight (autograd/ops/nf4.hpp, docs/nf4.md) ----
+
+Tensor Linear::base_forward(const Tensor& x) const {
+    return nf4_ ? F::nf4_linear(x, *nf4_, bias) : linear(x, weight, bias);    // (*,in) -> (*,out)
+}
+
+void Linear::quantize_nf4(NF4Options options) {
+    if (nf4_) throw ValueError(fmt::format("Linear::quantize_nf4: the weight is already NF4 ({})", nf4_->describe()));
+    nf4_ = std::make_shared<const NF4Tensor>(ampgrad::quantize_nf4(weight, options));
+    remove_parameter("weight");
+    weight = Tensor();
+}
+
+void Linear::dequantize() {
+    if (!nf4_) throw ValueError("Linear::dequantize: the weight is not NF4 (call quantize_nf4 first)");
+    Tensor dense = dequantize_nf4(*nf4_, nf4_->dtype);                                   // (out,in)
+    nf4_.reset();
+    weight = register_parameter("weight", dense, /*requires_grad=*/true);
+}
+
+const NF4Tensor& Linear::nf4_weight() const {
+    if (!nf4_) throw ValueError("Linear::nf4_weight: the weight is not NF4 (call quantize_nf4 first)");
+    return *nf4_;
 }
 
 }  // namespace ampgrad::nn

@@ -4,6 +4,9 @@
 //   auto fc = std::make_shared<nn::Linear>(4, 8);   // weight (8,4), bias (8)
 //   Tensor y = fc->forward(x);                      // (B,4) -> (B,8)
 #pragma once
+#include <memory>
+
+#include "autograd/ops/nf4.hpp"
 #include "nn/module.hpp"
 
 namespace ampgrad::nn {
@@ -18,6 +21,20 @@ public:
     int64_t in_features, out_features;
     Tensor weight;                           // (out,in)
     Tensor bias;                             // (out), undefined without bias
+
+    // ---- QLoRA: a frozen NF4 base weight (docs/nf4.md) ----
+    // x W^T + b with the dense weight, or with the NF4 one (F::nf4_linear) once quantised.
+    Tensor base_forward(const Tensor& x) const;              // (*,in) -> (*,out)
+    // Replaces the dense weight by its NF4 codes: `weight` leaves parameters() and state_dict() and
+    // becomes undefined; nf4_weight() holds it. The bias stays a parameter.
+    void quantize_nf4(NF4Options options = {});
+    // Back to a dense weight parameter (of the dtype it had), registered again as "weight".
+    void dequantize();
+    bool is_nf4() const { return nf4_ != nullptr; }
+    const NF4Tensor& nf4_weight() const;                     // ValueError unless is_nf4()
+
+private:
+    std::shared_ptr<const NF4Tensor> nf4_;                   // set while the weight is NF4
 };
 
 }  // namespace ampgrad::nn

@@ -71,6 +71,16 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
     return params_.back().second;
 }
 
+Tensor Module::remove_parameter(const std::string& name) {
+    for (auto it = params_.begin(); it != params_.end(); ++it) {
+        if (it->first != name) continue;
+        Tensor removed = std::move(it->second);
+        params_.erase(it);
+        return removed;
+    }
+    throw ValueError(fmt::format("{}: no parameter \"{}\" to remove", type_name_, name));
+}
+
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
     check_new_name("buffer", name);
     buffers_.emplace_back(name, std::move(t));

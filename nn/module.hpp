@@ -156,6 +156,9 @@ public:
 
 protected:
     void add_child(const std::string& name, std::shared_ptr<Module> child);
+    // Takes parameter `name` out of this module and returns it (ValueError if there is none). A layer
+    // whose weight changes form uses it: nn::Linear::quantize_nf4.
+    Tensor remove_parameter(const std::string& name);
 
 private:
     void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,

@@ -54,6 +54,7 @@
 #include "models/model_family.hpp"
 #include "models/pretrained.hpp"
 #include "models/qwen2.hpp"
+#include "models/quantize_nf4.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"

@@ -58,3 +58,18 @@ TEST_CASE("fp16 storage overflows for real on the CPU") {
     Tensor tiny = full({2}, 1e-8, TensorOptions(kFloat16));    // below the smallest subnormal/2
     for (float v : tiny.to_vector<float>()) CHECK(v == 0.0f);
 }
+
+TEST_CASE("u8 (torch.uint8) is a storage dtype: casts, copies and views work, arithmetic refuses") {
+    CHECK(element_size(kUInt8) == 1);
+    CHECK(dtype_name(kUInt8) == "u8");
+    CHECK(!is_floating(kUInt8));
+    CHECK(promote_types(kBool, kUInt8) == kUInt8);
+    CHECK(promote_types(kUInt8, kInt32) == kInt32);
+    Tensor bytes = tensor(std::vector<uint8_t>{0, 1, 127, 128, 255}, {5});
+    CHECK(bytes.dtype() == kUInt8);
+    CHECK(bytes.describe() == "(5) u8 cpu");
+    CHECK(bytes.to(kFloat32).to_vector<float>() == std::vector<float>{0, 1, 127, 128, 255});
+    CHECK(full({3}, 200.0).to(kUInt8).to_vector<uint8_t>() == std::vector<uint8_t>{200, 200, 200});
+    CHECK(bytes.slice(0, 1, 3).contiguous().to_vector<uint8_t>() == std::vector<uint8_t>{1, 127});
+    CHECK_THROWS_AS(bytes + bytes, DTypeError);
+}

@@ -1,5 +1,6 @@
-// safetensors_fp8_test.cpp: the fp8 dtypes in safetensors files: PyTorch's and the format's names
-// F8_E4M3 / F8_E5M2 in the header, one byte per element, the codes back bit for bit (NaN included).
+// safetensors_fp8_test.cpp: the one-byte storage dtypes in safetensors files: fp8 under PyTorch's and
+// the format's names F8_E4M3 / F8_E5M2, one byte per element, the codes back bit for bit (NaN
+// included); u8 (NF4's packed codes) as "U8".
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -40,5 +41,24 @@ TEST_CASE("safetensors: float8 tensors round trip as F8_E4M3 and F8_E5M2") {
         Tensor dense = want.contiguous();
         CHECK(std::memcmp(got.raw_data(), dense.raw_data(), static_cast<size_t>(got.numel())) == 0);
     }
+    fs::remove_all(dir);
+}
+
+TEST_CASE("safetensors: u8 tensors (NF4's packed codes) round trip as U8") {
+    fs::path dir = fs::temp_directory_path() / fmt::format("ampgrad_st_u8_{}", ::getpid());
+    fs::create_directories(dir);
+    const NF4Tensor w4 = quantize_nf4(randn({4, 64}));
+    nn::NamedTensors t;
+    t.insert("codes", w4.codes);                                                 // (128) u8
+    const std::string path = (dir / "u8.safetensors").string();
+    io::save_safetensors(path, t);
+    io::Header h = io::read_safetensors_header(path);
+    REQUIRE(h.tensors.size() == 1);
+    CHECK(h.tensors[0].dtype == "U8");
+    CHECK(h.tensors[0].end - h.tensors[0].begin == 128);
+    io::SafetensorsFile f = io::load_safetensors(path);
+    const Tensor& got = f.tensors.at("codes");
+    CHECK(got.dtype() == kUInt8);
+    CHECK(std::memcmp(got.raw_data(), w4.codes.raw_data(), 128) == 0);
     fs::remove_all(dir);
 }
