@@ -180,7 +180,8 @@ uint64_t ulps_between(const void* a, const void* b, DType dtype) {
         case kFloat8_e5m2: return float_ulps(load_bits<uint8_t>(a), load_bits<uint8_t>(b), 8);
         case kInt64: return int_distance<int64_t>(a, b);
         case kInt32: return int_distance<int32_t>(a, b);
-        case kBool: return int_distance<uint8_t>(a, b);
+        case kBool:
+        case kUInt8: return int_distance<uint8_t>(a, b);
     }
     throw InternalError(fmt::format("verify: ulps_between has no rule for dtype {}", dtype_name(dtype)));
 }

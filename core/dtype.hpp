@@ -1,4 +1,4 @@
-// dtype.hpp: the ten element types (kUInt8: packed 4-bit codes, core/nf4.hpp), IEEE fp16/bf16 storage types with exact
+// dtype.hpp: the ten element types (kUInt8: packed 4-bit codes, kernels/nf4.hpp), IEEE fp16/bf16 storage types with exact
 // round-to-nearest-even conversion (the two fp8 formats: core/float8.hpp), and PyTorch's
 // type-promotion rules.
 // Not here: any arithmetic on tensors (see cpu/ and autograd/ops/).
@@ -13,7 +13,7 @@ namespace ampgrad {
 
 // The fp8 dtypes and kUInt8 come last so the others keep their numbers. They are storage formats:
 // casts, copies and views work on them, arithmetic refuses them (DTypeError). kUInt8 is
-// torch.uint8; ampgrad uses it for raw bytes such as NF4's packed codes (core/nf4.hpp).
+// torch.uint8; ampgrad uses it for raw bytes such as NF4's packed codes (kernels/nf4.hpp).
 enum class DType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kBool, kFloat8_e4m3fn, kFloat8_e5m2,
                              kUInt8 };
 inline constexpr DType kFloat32 = DType::kFloat32;

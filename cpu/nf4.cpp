@@ -1,12 +1,12 @@
 // nf4.cpp: the NF4 kernels on the CPU (the GPU twin: cuda/nf4.cu): blockwise absmax and 4-bit
 // codes, their dequantisation, and the 8-bit dynamic map of the double quantisation. Every value
-// goes through core/nf4.hpp's formulas; this file only loops over blocks. The op checks shapes and
+// goes through kernels/nf4.hpp's formulas; this file only loops over blocks. The op checks shapes and
 // dtypes (autograd/ops/nf4.cpp).
 #include <algorithm>
 #include <cmath>
 
-#include "core/kernels.hpp"
-#include "core/nf4.hpp"
+#include "kernels/kernels.hpp"
+#include "kernels/nf4.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad::cpu {

@@ -1,9 +1,9 @@
 // nf4.cu: the NF4 kernels on the GPU, the twin of cpu/nf4.cpp: blockwise absmax and 4-bit codes,
 // their dequantisation, and the 8-bit dynamic map of the double quantisation. Every value goes
-// through core/nf4.hpp's formulas, so the codes are those of the CPU bit for bit
+// through kernels/nf4.hpp's formulas, so the codes are those of the CPU bit for bit
 // (tests/cuda/nf4_test.cpp). One thread per block in the quantisers (blocks are small: 64, 256),
 // one thread per element in the dequantisers.
-#include "core/nf4.hpp"
+#include "kernels/nf4.hpp"
 #include "cuda/loops.cuh"
 
 namespace ampgrad::cuda {

@@ -178,7 +178,7 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a,
                              const Tensor& scale_b, const Tensor& bias, const Tensor& amax)> scaled_mm;
 
-// ---- NF4, QLoRA's 4-bit weights (the formulas: core/nf4.hpp; docs/nf4.md) ----
+// ---- NF4, QLoRA's 4-bit weights (the formulas: kernels/nf4.hpp; docs/nf4.md) ----
 // w: n contiguous floats (f32, f64, f16, bf16) in blocks of block_size (the last may be short);
 // absmax (ceil(n/B)) f32 = max |w| per block; codes (ceil(n/2)) u8 = two NF4 codes a byte.
 extern constinit Kernel<void(const Tensor& codes, const Tensor& absmax, const Tensor& w, int64_t block_size)>

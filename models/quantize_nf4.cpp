@@ -1,5 +1,5 @@
 // quantize_nf4.cpp: models::quantize_base_nf4, QLoRA's NF4 base for a whole model (the layer's
-// part: nn::Linear::quantize_nf4; the formulas: core/nf4.hpp).
+// part: nn::Linear::quantize_nf4; the formulas: kernels/nf4.hpp).
 #include "models/quantize_nf4.hpp"
 
 #include <algorithm>

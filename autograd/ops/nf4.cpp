@@ -3,7 +3,7 @@
 //   y  (*,N) = x (*,K) deq(W)^T + b          deq(W) (N,K) in x's dtype, freed after the GEMM
 //   dx (*,K) = dy (*,N) deq(W)               the weight dequantised again, not saved
 //   db (N)   = sum of dy over the rows;      W is frozen: no gradient
-// The kernels (cpu/nf4.cpp, cuda/nf4.cu) hold the loops; core/nf4.hpp the formulas.
+// The kernels (cpu/nf4.cpp, cuda/nf4.cu) hold the loops; kernels/nf4.hpp the formulas.
 #include "autograd/ops/nf4.hpp"
 
 #include <memory>
@@ -13,7 +13,7 @@
 #include "autograd/ops/op_utils.hpp"
 #include "autograd/ops/ops.hpp"
 #include "autograd/record.hpp"
-#include "core/nf4.hpp"
+#include "kernels/nf4.hpp"
 
 namespace ampgrad {
 

@@ -1,6 +1,6 @@
 // nf4.hpp: QLoRA's frozen base weights in NF4 (4-bit NormalFloat, blocks of 64, optional double
 // quantisation of the block scales), and F::nf4_linear, the linear layer that dequantises them on the
-// fly in its forward and again in its backward (docs/nf4.md). The formulas: core/nf4.hpp.
+// fly in its forward and again in its backward (docs/nf4.md). The formulas: kernels/nf4.hpp.
 //
 //   NF4Tensor w4 = quantize_nf4(w);                      // w (N,K) float -> codes + absmax
 //   Tensor w_bf16 = dequantize_nf4(w4, kBFloat16);       // (N,K), as bitsandbytes' dequantize_4bit

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ampgrad/ampgrad.h"
-#include "core/nf4.hpp"
+#include "kernels/nf4.hpp"
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
 

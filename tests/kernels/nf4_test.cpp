@@ -1,4 +1,4 @@
-// nf4_test.cpp: core/nf4.hpp's formulas: the 16 NF4 levels against bitsandbytes' table and against
+// nf4_test.cpp: kernels/nf4.hpp's formulas: the 16 NF4 levels against bitsandbytes' table and against
 // the QLoRA paper's construction (quantiles of N(0,1)), the encoder's nearest-level rule with its
 // ties, the packing order, and the dynamic 8-bit map of the double quantisation
 // (tests/fixtures/nf4/table.json, written by tools/fixtures/nf4.py).
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ampgrad/ampgrad.h"
-#include "core/nf4.hpp"
+#include "kernels/nf4.hpp"
 #include "tests/support/fixtures.hpp"
 
 using namespace ampgrad;
