@@ -7,6 +7,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "nn/init.hpp"
+#include "nn/lora.hpp"
 
 namespace ampgrad::nn {
 
@@ -28,9 +29,16 @@ void Linear::reset_parameters() {
     if (bias.defined()) init::uniform_(bias, -bound, bound);
 }
 
+Tensor Linear::base_forward(const Tensor& x) const {
+    return linear(x, weight, bias);   // (*,in) @ (in,out) + (out) -> (*,out)
+}
+
 Tensor Linear::forward(const Tensor& x) const {
-    // (*,in) @ (in,out) + (out) -> (*,out)
-    return with_forward_hooks(x, [&](const Tensor& in) { return linear(in, weight, bias); });
+    return with_forward_hooks(x, [&](const Tensor& in) {
+        Tensor y = base_forward(in);                                        // (*,out)
+        if (lora && !lora->merged) y = lora->forward(y, in, is_training());
+        return y;
+    });
 }
 
 }  // namespace ampgrad::nn
