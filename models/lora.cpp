@@ -96,7 +96,7 @@ std::vector<std::string> apply_lora(nn::Module& model, const LoraConfig& config)
         throw ValueError(fmt::format("apply_lora: bias must be \"none\", \"all\" or \"lora_only\", got \"{}\"",
                                      config.bias));
     NoGradGuard no_grad;
-    for (const Tensor& p : model.parameters()) p.requires_grad_(false);   // PEFT freezes the whole base
+    for (Tensor p : model.parameters()) p.requires_grad_(false);   // PEFT freezes the whole base
     std::vector<std::string> targeted;
     for (const auto& [name, module] : model.named_modules()) {
         if (name.empty() || !lora_targets(config, name)) continue;
@@ -115,11 +115,11 @@ std::vector<std::string> apply_lora(nn::Module& model, const LoraConfig& config)
                                                                  : config.target_regex));
     for (const auto& [name, module] : model.named_modules()) {
         if (matches_suffix(config.modules_to_save, name))
-            for (const Tensor& p : module->parameters()) p.requires_grad_(true);
+            for (Tensor p : module->parameters()) p.requires_grad_(true);
     }
     if (config.bias == "all")
         for (const auto& [name, p] : model.named_parameters())
-            if (name == "bias" || name.ends_with(".bias")) p.requires_grad_(true);
+            if (name == "bias" || name.ends_with(".bias")) Tensor(p).requires_grad_(true);
     return targeted;
 }
 
