@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.hpp"
+#include "autograd/ops/lora.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "nn/init.hpp"

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd/ops/lora.hpp"
 #include "nn/linear.hpp"
 
 namespace ampgrad::nn {

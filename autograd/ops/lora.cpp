@@ -5,6 +5,8 @@
 // (N,K) is never formed: the adapter costs two thin GEMMs through the rank-r bottleneck h = x A^T.
 // Backward (docs/lora.md §2), with g = dL/dout and gh = scale * g B:
 //   dy = g,  dB = scale * g^T h (N,r),  dA = gh^T x (r,K),  dx = gh A (*,K)
+#include "autograd/ops/lora.hpp"
+
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/autocast_hook.hpp"
 #include "autograd/ops/op_utils.hpp"

@@ -280,9 +280,6 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
-// (autograd/ops/lora.cpp) the LoRA adapter: y + scale * (x A^T) B^T, never forming B A;
-// y (*,N) the base output, x (*,K) the adapter input, A (r,K), B (N,r) -> (*,N)
-Tensor lora_linear(const Tensor& y, const Tensor& x, const Tensor& lora_A, const Tensor& lora_B, double scale);
 // (autograd/ops/rms_norm.cpp) y = x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
 // dims; eps defaults to the machine epsilon of the compute type (f32 for f16/bf16), as PyTorch computes it
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
