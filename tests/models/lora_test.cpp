@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "models/lora.hpp"
 #include "tests/support/check_close.hpp"
@@ -18,6 +19,9 @@ using namespace ampgrad::testing;
 namespace {
 
 std::string fixture_dir(const std::string& rel) { return std::string(std::getenv("AMPGRAD_FIXTURES")) + "/" + rel; }
+
+// The done-when bar: PEFT's logits to 1e-5 in f32.
+const Tolerance kPeftTolerance{1e-5, 1e-5};
 
 const std::map<std::string, std::string> kBaseOf = {
     {"llama", "hf_llama/llama"}, {"llama_regex", "hf_llama/llama"}, {"gpt2", "hf_gpt2/lm"}};
@@ -42,16 +46,16 @@ TEST_CASE("adapters written by PEFT give PEFT's logits (Llama, Llama regex + rsL
         auto lm = base_model(name);
         const Tensor& want = fx.at(name + ".logits");
         const int64_t vocab = want.size(-1);
-        CHECK_CLOSE(eval_logits(*lm, idx, vocab), fx.at(name + ".base_logits"), Tolerance{1e-5, 1e-5});
+        CHECK_CLOSE(eval_logits(*lm, idx, vocab), fx.at(name + ".base_logits"), kPeftTolerance);
         models::LoraConfig cfg = models::load_peft_adapter(*lm, fixture_dir("peft_lora/" + name));
-        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, Tolerance{1e-5, 1e-5});
+        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, kPeftTolerance);
         CHECK(cfg.fan_in_fan_out == (name == "gpt2"));
         CHECK(cfg.use_rslora == (name == "llama_regex"));
         // merged: the same logits from the folded weights
         models::merge_lora(models::as_module(*lm));
-        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, Tolerance{1e-5, 1e-5});
+        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, kPeftTolerance);
         models::unmerge_lora(models::as_module(*lm));
-        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, Tolerance{1e-5, 1e-5});
+        CHECK_CLOSE(eval_logits(*lm, idx, vocab), want, kPeftTolerance);
     }
 }
 
