@@ -110,7 +110,7 @@ TEST_CASE("a --lora run resumes, exports PEFT's adapter folder or a merged model
     std::vector<std::string> first = lora_run(split, text, "6");
     first.insert(first.end(), {"--until", "3"});
     run_ok(first);
-    run_ok({"train", "--resume", split, "--progress", "plain"});
+    run_ok({"train", "--resume", split, "--out", split, "--progress", "plain"});
     CHECK(train_losses(split) == train_losses(whole));   // the resumed run is the same run
     // the adapter folder: PEFT's two files, PEFT's key names
     run_ok({"export", "--ckpt", whole, "--hf", out + "/adapter"});
