@@ -21,6 +21,7 @@ constexpr std::array kPolicyTable = {
     PolicyEntry{"mm",                                kLowerPrecision, "GEMM: f16/bf16 inputs, f32 accumulation"},
     PolicyEntry{"bmm",                               kLowerPrecision, "batched GEMM: f16/bf16 inputs, f32 accumulation"},
     PolicyEntry{"linear",                            kLowerPrecision, "GEMM plus bias: f16/bf16 inputs, f32 accumulation"},
+    PolicyEntry{"lora_linear",                       kLowerPrecision, "LoRA's two thin GEMMs (x A^T) B^T added to y"},
     PolicyEntry{"scaled_dot_product_attention",      kLowerPrecision, "two GEMMs around a softmax"},
     // ---- fp32: ops whose range or precision f16/bf16 cannot hold ----
     PolicyEntry{"exp",                               kFp32, "exp overflows f16 above x = 11.1"},

@@ -14,6 +14,7 @@
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
+#include "app/lora_run.hpp"
 #include "app/profile_run.hpp"
 #include "app/report.hpp"
 #include "app/resume_flags.hpp"
@@ -137,6 +138,7 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
                 trainer.corpus().tokenizer.kind_name(), o.out.c_str());
     if (!cfg.init_from.empty() && o.resume.empty())
         std::printf("  init: the Hugging Face %s weights in %s\n", lm.title().c_str(), cfg.init_from.c_str());
+    if (const std::string lora = lora_banner_line(cfg, *lm.causal_lm_ptr()); !lora.empty()) std::printf("%s\n", lora.c_str());
     if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
     const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
     if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model

@@ -60,6 +60,7 @@ int run_eval(const EvalOptions& o);
 // `ampgrad export --ckpt DIR --hf OUT`: a checkpoint's model as a Hugging Face folder (app/export_hf.hpp).
 struct ExportOptions {
     std::string checkpoint, hf_out;
+    bool merge_lora = false;   // a --lora run: the merged model instead of the adapter folder
 };
 int run_export(const ExportOptions& o);
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "app/checkpoint.hpp"
+#include "app/lora_run.hpp"
 #include "app/trainer.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
@@ -34,7 +35,7 @@ nlohmann::json read_json_or_null(const fs::path& path) {
 bool model_folder_file(const std::string& name) {
     for (const char* known : {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
                               "vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
-                              "special_tokens_map.json"})
+                              "special_tokens_map.json", "adapter_config.json", "adapter_model.safetensors"})
         if (name == known) return true;
     return name.starts_with("model-") && name.ends_with(".safetensors");   // a sharded save's pieces
 }
@@ -107,7 +108,17 @@ int run_export(const ExportOptions& o) {
     const fs::path tmp = out.parent_path() / fmt::format(".{}.export-{}", out.filename().string(), ::getpid());
     fs::remove_all(tmp);
     const models::PretrainedModel model = lm.pretrained_model();
+    const bool lora_run = !t->config().lora.empty();
     try {
+        if (lora_run && !o.merge_lora) {   // the adapter folder PEFT reads (docs/lora.md)
+            export_lora_adapter(t->config(), *lm.causal_lm_ptr(), tmp.string());
+            replace_folder(tmp, out);
+            std::printf("exported %s (step %lld) to %s: the LoRA adapter (adapter_config.json, adapter_model.safetensors) "
+                        "for the base %s\n", resolve_checkpoint(o.checkpoint).c_str(), static_cast<long long>(t->step()),
+                        o.hf_out.c_str(), t->config().init_from.c_str());
+            return 0;
+        }
+        if (lora_run) models::merge_lora(*lm.module());   // W += scale B A; save_pretrained leaves lora_A/B out
         models::save_pretrained(model, tmp.string());
         const nlohmann::json& original = t->config().pretrained_files;
         if (original.is_object()) {

@@ -42,6 +42,8 @@ void add_hf_flags(CLI::App* cmd, std::string& hf, RunConfig& r, CLI::Option* ckp
     cmd->add_option("--device", r.device, "--hf: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     cmd->add_option("--block-size", r.block_size, "--hf: the context T of a RoPE model such as a Llama (default: its "
                                                   "max_position_embeddings; a GPT-2's is its n_positions)");
+    cmd->add_option("--adapter", r.adapter, "--hf: a LoRA adapter folder (PEFT's adapter_config.json + "
+                                            "adapter_model.safetensors) to apply to the model");
 }
 
 // "the model family: gpt (GPT-2 (LayerNorm, ...)), llama (...), qwen2 (...)" from the model table.
@@ -136,6 +138,10 @@ void add_train_command(CLI::App& app, CommandLine& c) {
     c.train_cmd->add_option("--resume", c.train.resume, "continue the run saved in this checkpoint (or output) folder");
     c.train_cmd->add_option("--init-from", c.train.run.init_from, "start from the weights of this Hugging Face model folder (GPT-2, "
                                                              "Llama, Mistral, Qwen2, ...: it sets --model and the sizes; docs/pretrained.md)");
+    c.train_cmd->add_option("--lora", c.train.run.lora, "with --init-from: train LoRA adapters on the frozen model, "
+                                                         "e.g. r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (also "
+                                                         "rslora, init=gaussian, bias=, save=lm_head; docs/lora.md)");
+    c.train_cmd->add_flag("--qlora", c.train.run.qlora, "--lora on an NF4-quantised base (QLoRA; not in this build yet)");
     c.train_cmd->add_option("--plot", c.train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
     c.train_cmd->add_option("--until", c.train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");
@@ -216,7 +222,10 @@ void add_tool_commands(CLI::App& app, CommandLine& c) {
     CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face folder "
                                                         "(its family's architecture: GPT2LMHeadModel, LlamaForCausalLM, ...), written whole");
     export_cmd->add_option("--ckpt", c.export_opts.checkpoint, "checkpoint (or training output) folder")->required();
-    export_cmd->add_option("--hf", c.export_opts.hf_out, "the folder to write (config.json, model.safetensors)")->required();
+    export_cmd->add_option("--hf", c.export_opts.hf_out, "the folder to write (config.json, model.safetensors; a --lora "
+                                                        "run: the PEFT adapter folder)")->required();
+    export_cmd->add_flag("--merge-lora", c.export_opts.merge_lora, "a --lora run: fold the adapters into the weights and "
+                                                                   "write a plain model folder instead of the adapter");
 
     c.bench_cmd = app.add_subcommand("bench", "time training steps: ms/step, tokens/s, GFLOP/s");
     add_run_flags(c.bench_cmd, c.bench.run);

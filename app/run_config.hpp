@@ -36,6 +36,12 @@ struct RunConfig {
     // `export --hf` gives back the fields ampgrad does not model (bos/eos ids, rope_parameters'
     // style, the generation defaults): {"config.json": ..., "generation_config.json": ...}.
     nlohmann::json pretrained_files;
+    // --lora SPEC (models::parse_lora_flag): adapters on the --init-from model, which stays frozen
+    // (app/lora_run.hpp); saved, so a resume re-attaches them. --qlora: the NF4 base (not yet built).
+    // adapter: sample/eval --hf BASE --adapter DIR, a PEFT adapter folder (not saved).
+    std::string lora;
+    bool qlora = false;
+    std::string adapter;
     // data
     std::string task = "text";          // text | addition
     // A text file (empty: the bundled Tiny Shakespeare), or token shards in llm.c's format

@@ -10,6 +10,7 @@
 
 #include "ampgrad_config.h"
 #include "app/export_hf.hpp"
+#include "app/lora_run.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
@@ -151,13 +152,16 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
                                      corpus_.train->size() + corpus_.val->size(), corpus_.val->size(), T));
     }
     manual_seed(cfg_.seed);
+    // A resumed --lora run re-reads its frozen base from --init-from (a ZeRO checkpoint holds only the adapters).
+    const bool read_base = load_pretrained || (!cfg_.lora.empty() && !cfg_.init_from.empty());
     {
         std::optional<nn::init::SkipInitGuard> allocate_only;         // the weights are loaded next
-        if (load_pretrained) allocate_only.emplace();
+        if (read_base) allocate_only.emplace();
         model_ = LanguageModel::make(cfg_, vocab, addition_ ? addition_->sequence_length() : 0);
     }
-    if (load_pretrained)   // on the host, before any move; a Mistral folder fills a Llama
+    if (read_base)   // on the host, before any move; a Mistral folder fills a Llama
         models::load_pretrained_weights(model_->pretrained_model(), cfg_.init_from);
+    attach_lora_adapters(cfg_, *model_->causal_lm_ptr());   // --lora / --adapter: before the optimizer sees the weights
     if (device_.is_cuda()) model_->module()->to(device_);
     if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(cfg_, *model_->module());   // fp16-master may turn the weights to f16

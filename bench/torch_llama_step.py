@@ -3,6 +3,7 @@
 # head, grouped-query attention), the same batch and the same step: mean cross-entropy of the
 # logits against next-token targets, AdamW lr 1e-3 and weight decay 0.1, zero_grad(set_to_none),
 # backward, step. --dtype bf16 runs the forward under torch.autocast. Same timing as the C++ side.
+# --lora R wraps the model with PEFT's get_peft_model (rank R, alpha 2R, q,k,v,o_proj); --seq T.
 import argparse
 import json
 import time
@@ -32,16 +33,22 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--lora", type=int, default=0)
+    ap.add_argument("--seq", type=int, default=0)
     args = ap.parse_args()
     threads = set_threads()
     p = PRESETS[args.preset]
     torch.manual_seed(0)
     cfg = LlamaConfig(**p, rms_norm_eps=1e-5, tie_word_embeddings=True, attn_implementation="sdpa")
     model = LlamaForCausalLM(cfg).float().train()
-    V, T = p["vocab_size"], p["max_position_embeddings"]
+    if args.lora:
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=args.lora, lora_alpha=2 * args.lora, lora_dropout=0.0,
+                                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    V, T = p["vocab_size"], args.seq or p["max_position_embeddings"]
     idx = torch.randint(0, V, (args.batch, T))
     targets = torch.randint(0, V, (args.batch, T))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-3, weight_decay=0.1)
     amp = args.dtype == "bf16"
 
     def step():
@@ -65,7 +72,9 @@ def main():
         wall.append((time.perf_counter() - w0) / args.steps)
         cpu.append((time.process_time() - c0) / args.steps)
     n_params = sum(q.numel() for q in model.parameters())
+    opt_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if torch.is_tensor(t))
     print(json.dumps({"impl": "pytorch-transformers", "torch": torch.__version__, "preset": args.preset,
+                      "seq": T, "lora": args.lora, "optimizer_bytes": opt_bytes,
                       "dtype": args.dtype, "batch": args.batch, "params": n_params, "threads": threads,
                       "step_ms": round(1e3 * median(wall), 3), "step_cpu_ms": round(1e3 * median(cpu), 3),
                       "tokens_per_s": round(args.batch * T / median(wall), 1), "warm_loss": round(warm, 4),

@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.hpp"
 #include "core/error.hpp"
 #include "io/safetensors.hpp"
+#include "models/lora.hpp"
 #include "models/pretrained_registry.hpp"
 
 namespace ampgrad::models {
@@ -189,6 +190,23 @@ void check_weights(const std::vector<std::unique_ptr<io::SafetensorsReader>>& fi
                                          where, name, shape_text(target.stored_shape), config_path, plan.config_facts));
 }
 
+
+// A model with LoRA adapters saves as a plain folder only once they are merged into the weights
+// (models/lora.hpp): the adapters' own tensors are left out. Unmerged adapters are refused.
+nn::NamedTensors without_merged_lora(nn::Module& module, nn::NamedTensors tensors, const std::string& dir) {
+    const auto layers = lora_layers(module);
+    if (layers.empty()) return tensors;
+    for (const auto& [name, linear] : layers)
+        if (!linear->lora->merged)
+            throw ValueError(fmt::format("save_pretrained: {}: the LoRA adapter on {} is not merged; call "
+                                         "models::merge_lora first, or save the adapter with save_peft_adapter",
+                                         dir, name));
+    nn::NamedTensors out;
+    for (const auto& [name, t] : tensors)
+        if (name.find(".lora_A.") == std::string::npos && name.find(".lora_B.") == std::string::npos) out.insert(name, t);
+    return out;
+}
+
 }  // namespace
 
 std::shared_ptr<GPT> PretrainedModel::gpt() const {
@@ -283,7 +301,8 @@ GPTConfig read_gpt2_config(const std::string& dir) {
 }
 
 void save_pretrained(const PretrainedModel& model, const std::string& dir) {
-    auto [config, tensors] = architecture_of(model, "save_pretrained", dir).to_hf(model);
+    auto [config, hf_tensors] = architecture_of(model, "save_pretrained", dir).to_hf(model);
+    const nn::NamedTensors tensors = without_merged_lora(*model.module, std::move(hf_tensors), dir);
     fs::create_directories(dir);
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
     io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");

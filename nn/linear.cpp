@@ -7,6 +7,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "nn/init.hpp"
+#include "nn/lora.hpp"
 
 namespace ampgrad::nn {
 
@@ -29,8 +30,11 @@ void Linear::reset_parameters() {
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-    // (*,in) @ (in,out) + (out) -> (*,out)
-    return with_forward_hooks(x, [&](const Tensor& in) { return base_forward(in); });
+    return with_forward_hooks(x, [&](const Tensor& in) {
+        Tensor y = base_forward(in);                                        // (*,out)
+        if (lora && !lora->merged) y = lora->forward(y, in, is_training());
+        return y;
+    });
 }
 
 // ---- QLoRA: the NF4 base weight (autograd/ops/nf4.hpp, docs/nf4.md) ----

@@ -11,16 +11,20 @@
 
 namespace ampgrad::nn {
 
+struct LoraAdapter;   // nn/lora.hpp
+
 class Linear : public Module {
 public:
     // `options` sets the parameters' dtype and device (f32 cpu by default).
     Linear(int64_t in_features, int64_t out_features, bool bias = true, TensorOptions options = {});
-    Tensor forward(const Tensor& x) const;   // (*,in) -> (*,out)
+    // (*,in) -> (*,out): base_forward(x), plus the LoRA adapter's update when one is attached (nn/lora.hpp)
+    Tensor forward(const Tensor& x) const;
     void reset_parameters();                 // redraws weight and bias from the default generator
 
     int64_t in_features, out_features;
     Tensor weight;                           // (out,in)
     Tensor bias;                             // (out), undefined without bias
+    std::shared_ptr<LoraAdapter> lora;       // null unless nn::attach_lora added one (submodules lora_A, lora_B)
 
     // ---- QLoRA: a frozen NF4 base weight (docs/nf4.md) ----
     // x W^T + b with the dense weight, or with the NF4 one (F::nf4_linear) once quantised.
