@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
+#include "app/flight_report.hpp"
 #include "app/profile_run.hpp"
 #include "core/error.hpp"
 #include "models/model_family.hpp"
@@ -125,6 +126,7 @@ struct CommandLine {
     DataPrepareOptions prep;
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
+    std::string fr_dir;           // fr DIR
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -286,6 +288,7 @@ int run_command(CommandLine& c, const std::string& command) {
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
     if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
+    if (command == "fr") return run_flight_report(c.fr_dir);
     return run_info();
 }
 
@@ -308,6 +311,9 @@ int main(int argc, char** argv) {
     CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
     summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
     summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_subcommand("fr", "name the rank and the collective where a hung run's ranks disagree, from their flight "
+                             "recorder dumps (docs/distributed.md)")->add_option("dir", c.fr_dir,
+                             "the folder of flight_recorder_rank<R>.json files (AMPGRAD_FR_DIR)")->required();
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
