@@ -157,6 +157,9 @@ void add_train_command(CLI::App& app, CommandLine& c) {
                                                     "optimizer states, 2: + gradients, 3: + parameters partitioned); "
                                                     "without --zero: no engine")
         ->check(CLI::Range(0, 3));
+    c.train_cmd->add_flag("--ckpt-async", c.train.ckpt_async, "write the --ckpt-every checkpoints on a background "
+                                                          "thread from a copy in host memory; the step waits only "
+                                                          "for the copy (not with --zero)");
     c.train_cmd->add_flag("--ckpt-node-local", c.train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
                                                                     "(each host writes its ranks' files and a manifest)");
     c.train_cmd->add_option("--hellaswag", c.train.run.hellaswag, "a jsonl file in HellaSwag's layout: multiple-choice "
