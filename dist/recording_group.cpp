@@ -222,7 +222,7 @@ private:
     std::unique_ptr<TCPStore> watch_;   // the watchdog's own connection to the store
     bool checksum_;
     std::vector<int> signals_;
-    int64_t seq_ = 0;                   // the next collective_seq_id (collectives are issued in order)
+    std::atomic<int64_t> seq_{0};       // the next collective_seq_id (collectives are issued in order)
     std::atomic<bool> dumped_{false};
     std::atomic<bool> own_failure_{false};
     std::mutex m_;
