@@ -4,6 +4,8 @@
 
 #include "core/error.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -20,19 +22,14 @@ namespace {
 using RankEntries = std::map<int64_t, const FlightEntry*>;
 
 std::string describe(const FlightEntry& e) {
-    std::string sizes;
-    for (int64_t s : e.input_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    const std::string sizes = fmt::format("{}", fmt::join(e.input_sizes, ","));
     std::string what = e.op;
     if (!e.detail.empty()) what += "(" + e.detail + ")";
     if (!e.dtype.empty()) what += fmt::format(" {} [{}]", e.dtype, sizes);
     return fmt::format("#{} {} at {}, {}", e.collective_seq_id, what, e.site, e.state);
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-    std::string out;
-    for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-    return out;
-}
+std::string rank_list(const std::vector<int>& ranks) { return fmt::format("{}", fmt::join(ranks, ", ")); }
 
 // What two ranks' entries of one sequence number disagree on, "" when nothing.
 std::string difference(const FlightEntry& a, const FlightEntry& b) {
