@@ -180,7 +180,7 @@ const std::string* CollectiveSite::current() { return t_site ? &t_site->site_ : 
 
 uint64_t fnv1a64(const void* data, size_t size) {
     const auto* p = static_cast<const unsigned char*>(data);
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull;
     for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
     return h;
 }
