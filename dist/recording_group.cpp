@@ -276,7 +276,7 @@ void RecordingGroup::check_in_flight() {
     for (auto& work : works) work->is_completed();
     {
         std::lock_guard lk(m_);
-        const auto limit = timeout() + Millis(500);
+        const auto limit = timeout() + Millis(2000);   // the sync wait of GlooGroup::submit gives Gloo as long
         for (auto& [id, f] : in_flight_)
             if (Clock::now() - f.started > limit && aborted_.empty()) overdue = f.what;
     }
