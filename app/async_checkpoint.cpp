@@ -2,7 +2,10 @@
 // `train --ckpt-async` (see async_checkpoint.hpp).
 #include "app/async_checkpoint.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
@@ -14,17 +17,44 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Tensor host_tensor(const Tensor& t) {
+// A host copy of `t`, into `staging` when it is a CPU tensor of the same dtype and sizes (the
+// previous save's copy, free again once its write finished): no allocation and no page faults.
+Tensor host_tensor(const Tensor& t, const Tensor* staging) {
     const Tensor live = t.detach();
-    if (live.device().type == DeviceType::kCPU) return live.clone();
-    Tensor pinned = empty(live.sizes(), TensorOptions().dtype(live.dtype())).pin_memory(live.device().type);
+    const bool reuse = staging && staging->dtype() == live.dtype() && staging->sizes() == live.sizes() &&
+                       staging->is_contiguous();
+    if (live.device().type == DeviceType::kCPU) {
+        Tensor out = reuse ? *staging : empty(live.sizes(), TensorOptions().dtype(live.dtype()));
+        if (live.is_contiguous())   // one memcpy: no thread team for a copy that memory bandwidth bounds
+            std::memcpy(out.raw_data(), live.raw_data(), static_cast<size_t>(live.numel()) * live.element_size());
+        else
+            out.copy_(live);
+        return out;
+    }
+    Tensor pinned = reuse && staging->is_pinned()
+        ? *staging : empty(live.sizes(), TensorOptions().dtype(live.dtype())).pin_memory(live.device().type);
     pinned.copy_(live);   // device -> page-locked host; synchronizes before returning
     return pinned;
 }
 
-nn::NamedTensors host_tensors(const nn::NamedTensors& live) {
+// Tensors that are one tensor in the live state (a tied head and its embedding) stay one in the
+// copy, so that the safetensors file stores them once, as a synchronous save does.
+nn::NamedTensors host_tensors(const nn::NamedTensors& live, const nn::NamedTensors* staging) {
     nn::NamedTensors out;
-    for (const auto& [name, t] : live) out.insert(name, host_tensor(t));
+    std::vector<std::pair<Tensor, Tensor>> copied;   // (live, its copy)
+    for (const auto& [name, t] : live) {
+        auto same = std::find_if(copied.begin(), copied.end(), [&t](const auto& c) {
+            return c.first.raw_data() == t.raw_data() && c.first.sizes() == t.sizes() &&
+                   c.first.strides() == t.strides() && c.first.dtype() == t.dtype();
+        });
+        if (same != copied.end()) {
+            out.insert(name, same->second);
+            continue;
+        }
+        Tensor copy = host_tensor(t, staging ? staging->find(name) : nullptr);
+        copied.emplace_back(t, copy);
+        out.insert(name, copy);
+    }
     return out;
 }
 
@@ -34,8 +64,9 @@ double ms_since(Clock::time_point start) {
 
 }  // namespace
 
-CheckpointContent host_copy(const CheckpointContent& live) {
-    return {live.step, host_tensors(live.model), host_tensors(live.optimizer), live.state};
+CheckpointContent host_copy(const CheckpointContent& live, const CheckpointContent* staging) {
+    return {live.step, host_tensors(live.model, staging ? &staging->model : nullptr),
+            host_tensors(live.optimizer, staging ? &staging->optimizer : nullptr), live.state};
 }
 
 void SaveBlockTimes::add(double ms) {
@@ -60,8 +91,9 @@ AsyncCheckpointer::~AsyncCheckpointer() {
 
 double AsyncCheckpointer::save(const CheckpointContent& live, const std::string& root, int keep) {
     const auto start = Clock::now();
-    wait();   // at most one save in flight
-    auto copy = std::make_shared<CheckpointContent>(host_copy(live));
+    wait();   // at most one save in flight; its copy is free again
+    auto copy = std::make_shared<CheckpointContent>(host_copy(live, staging_.get()));
+    staging_ = copy;
     writer_ = std::thread([this, copy, root, keep] {
         try {
             profiler::Span span("checkpoint", "async_save");

@@ -16,6 +16,7 @@
 #pragma once
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,9 +25,10 @@
 
 namespace ampgrad::app {
 
-// The content with every tensor copied off the training state: CPU tensors cloned, device tensors
-// copied into page-locked host memory.
-CheckpointContent host_copy(const CheckpointContent& live);
+// The content with every tensor copied off the training state: CPU tensors copied with one memcpy
+// each, device tensors into page-locked host memory. Where `staging` (the previous save's copy, no
+// longer being written) has a tensor of the same name, dtype and sizes, it is reused.
+CheckpointContent host_copy(const CheckpointContent& live, const CheckpointContent* staging = nullptr);
 
 // How long saves held up training: count, total and longest, in milliseconds.
 struct SaveBlockTimes {
@@ -56,6 +58,7 @@ private:
     std::mutex m_;
     std::exception_ptr error_;
     std::string last_saved_;
+    std::shared_ptr<CheckpointContent> staging_;   // the last save's host copy, reused by the next
 };
 
 }  // namespace ampgrad::app
