@@ -60,15 +60,23 @@ nlohmann::json read_checkpoint_state(const std::string& dir) {
     return j;
 }
 
-std::string save_checkpoint(const Trainer& trainer, const std::string& root, int keep) {
+void write_checkpoint_files(const CheckpointContent& content, const std::string& dir) {
+    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), content.model,
+                         {{"format", "pt"}, {"step", std::to_string(content.step)}});
+    maybe_stop_for_test(content.step);
+    io::save_safetensors((fs::path(dir) / "optimizer.safetensors").string(), content.optimizer);
+    write_file_atomic((fs::path(dir) / "state.json").string(), content.state.dump(2) + "\n");
+}
+
+std::string publish_checkpoint(const CheckpointContent& content, const std::string& root, int keep) {
     fs::create_directories(root);
-    const std::string name = fmt::format("step-{:08d}", trainer.step());
+    const std::string name = fmt::format("step-{:08d}", content.step);
     const fs::path final_dir = fs::path(root) / name;
     const fs::path tmp = fs::path(root) / fmt::format(".{}.tmp-{}", name, ::getpid());
     try {
         fs::remove_all(tmp);
         fs::create_directories(tmp);
-        trainer.save(tmp.string());
+        write_checkpoint_files(content, tmp.string());
         fsync_directory(tmp.string());
         if (fs::exists(final_dir)) fs::remove_all(final_dir);   // re-saving the same step
         if (::rename(tmp.c_str(), final_dir.c_str()) != 0) fail("cannot rename into place", final_dir.string());
@@ -95,15 +103,17 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
     return final_dir.string();
 }
 
+std::string save_checkpoint(const Trainer& trainer, const std::string& root, int keep) {
+    return publish_checkpoint(trainer.checkpoint_content(), root, keep);
+}
+
 // ---- Trainer's side ----
 
-void Trainer::save(const std::string& dir) const {
-    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), model_->module()->state_dict(),
-                         {{"format", "pt"}, {"step", std::to_string(step_)}});
-    maybe_stop_for_test(step_);
-    io::save_safetensors((fs::path(dir) / "optimizer.safetensors").string(), precision_->state_tensors());
-    write_file_atomic((fs::path(dir) / "state.json").string(), state_json().dump(2) + "\n");
+CheckpointContent Trainer::checkpoint_content() const {
+    return {step_, model_->module()->state_dict(), precision_->state_tensors(), state_json()};
 }
+
+void Trainer::save(const std::string& dir) const { write_checkpoint_files(checkpoint_content(), dir); }
 
 // --zero: every rank writes its partition; rank 0 adds state.json before the manifest names the files.
 std::string Trainer::save_zero(const std::string& root, int keep, bool node_local) const {

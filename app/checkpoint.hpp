@@ -13,6 +13,8 @@
 // name, fsync'd, renamed), fsyncs it, renames it to step-N, fsyncs the parent, and only then
 // replaces `latest` the same way. A failed save (a full disk) removes its temporary directory
 // and throws IOError; `latest` still names the previous checkpoint.
+// `train --ckpt-async` writes the same directories from a copy of the state on a background thread
+// (app/async_checkpoint.hpp): publish_checkpoint is the one writer of both.
 #pragma once
 #include <string>
 
@@ -24,6 +26,23 @@
 namespace ampgrad::app {
 
 class Trainer;
+
+// A checkpoint's content: the tensors of model.safetensors and optimizer.safetensors and the text of
+// state.json. Trainer::checkpoint_content() gives views of the live state (a synchronous save);
+// host_copy (app/async_checkpoint.hpp) copies it off the training state.
+struct CheckpointContent {
+    int64_t step = 0;
+    nn::NamedTensors model;       // the model's state_dict (tied head once)
+    nn::NamedTensors optimizer;   // Precision::state_tensors()
+    nlohmann::json state;         // Trainer::state_json()
+};
+
+// Writes the three files of `content` into `dir` (each atomically).
+void write_checkpoint_files(const CheckpointContent& content, const std::string& dir);
+
+// Writes root/step-N from `content` through a temporary directory, then points root/latest at it,
+// and keeps the newest `keep` checkpoints (see above). Returns the checkpoint's directory.
+std::string publish_checkpoint(const CheckpointContent& content, const std::string& root, int keep = 2);
 
 // The checkpoint directory `path` names: itself when it holds state.json, else the one its
 // `latest` file names (or OUT/checkpoints/latest). An IOError naming the path when there is none.

@@ -11,6 +11,7 @@
 
 #include "amp/autocast_policy.hpp"
 #include "ampgrad_config.h"
+#include "app/async_checkpoint.hpp"
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
@@ -87,6 +88,15 @@ std::string save_run(Trainer& trainer, const std::string& root, bool node_local)
     return save_checkpoint(trainer, root);
 }
 
+// A --ckpt-every checkpoint; returns the milliseconds the step was blocked by it. --ckpt-async:
+// rank 0 copies the state and writes it in the background (app/async_checkpoint.hpp).
+double checkpoint_during_run(Trainer& trainer, const std::string& root, const TrainOptions& o, AsyncCheckpointer* async) {
+    if (async) return trainer.rank() == 0 ? async->save(trainer.checkpoint_content(), root) : 0.0;
+    const auto start = std::chrono::steady_clock::now();
+    save_run(trainer, root, o.ckpt_node_local);
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 // The ZeRO line under the banner: the stage, the ranks, and this rank's model-state bytes.
 std::string zero_text(const TrainStats& s, int world_size) {
     const zero::ModelStateBytes& b = s.state_bytes;
@@ -112,6 +122,9 @@ std::string data_parallel_text(const RunConfig& cfg, int world_size) {
 }
 
 void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
+    if (o.ckpt_async && trainer.zero())
+        throw ValueError("--ckpt-async: ZeRO checkpoints (--zero 0 to 3), which every rank writes, are saved "
+                         "synchronously; drop --ckpt-async, or train without --zero");
     if (o.ckpt_node_local && !trainer.zero())
         throw ValueError("--ckpt-node-local: applies to ZeRO checkpoints (--zero 0 to 3), which every rank writes; "
                          "without --zero, rank 0 alone writes the checkpoint");
@@ -201,6 +214,8 @@ int run_train(const TrainOptions& o) {
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;
     std::optional<std::string> zero_line;
+    std::unique_ptr<AsyncCheckpointer> async_ckpt = o.ckpt_async ? std::make_unique<AsyncCheckpointer>() : nullptr;
+    SaveBlockTimes save_blocked;
     std::unique_ptr<HellaswagDuringTraining> hellaswag = HellaswagDuringTraining::make(*trainer);   // --hellaswag
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
@@ -230,11 +245,13 @@ int run_train(const TrainOptions& o) {
             }
         }
         if (hellaswag) hellaswag->after_step(*trainer, s.step, progress, lead ? &*metrics : nullptr);
-        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last) save_run(*trainer, ckpt_root, o.ckpt_node_local);
+        if (o.ckpt_every > 0 && s.step % o.ckpt_every == 0 && s.step != last)
+            save_blocked.add(checkpoint_during_run(*trainer, ckpt_root, o, async_ckpt.get()));
         step_profiler.after_step(s.step);
     }
     step_profiler.finish();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (async_ckpt) async_ckpt->wait();   // the background save in flight, before the final one
     const std::string saved = save_run(*trainer, ckpt_root, o.ckpt_node_local);
     // Every rank draws the sample (the same number of forwards everywhere: stage 3 gathers in each).
     std::string sample_text;
@@ -246,6 +263,7 @@ int run_train(const TrainOptions& o) {
                 static_cast<long long>(trainer->step()), seconds, seconds > 0 ? static_cast<double>(tokens) / seconds : 0.0,
                 static_cast<long long>(trainer->skipped_steps()), saved.c_str(), metrics_path.c_str());
     if (zero_line) std::printf("%s\n", zero_line->c_str());
+    if (save_blocked.saves > 0) std::printf("%s\n", save_blocked.describe(o.ckpt_async).c_str());
     if (step_profiler.written()) std::printf("trace: %s (ampgrad trace summary; docs/profiling.md)\n", step_profiler.written()->c_str());
     if (!o.plot_dir.empty()) {
         std::vector<std::string> files = write_plots(metrics_path, o.plot_dir);

@@ -22,6 +22,7 @@ struct TrainOptions {
     TensorboardFlags tensorboard;        // --tensorboard DIR, --tensorboard-hist-every N (app/tensorboard_log.hpp)
     int64_t profile_steps = 0;           // --profile N: a Chrome trace of N steps (app/profile_run.hpp)
     bool ckpt_node_local = false;        // --zero: each host saves its ranks' files on its own disk
+    bool ckpt_async = false;             // --ckpt-every saves written in the background (app/async_checkpoint.hpp)
     std::optional<std::string> preset_given;   // --preset as typed (checked against a checkpoint)
     std::optional<int64_t> zero_given;         // --zero as typed (with --resume: the stage to continue at)
     std::vector<std::string> flags_given;      // every flag typed (with --resume: checked, app/resume_flags.hpp)

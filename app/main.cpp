@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
+#include "app/flight_report.hpp"
 #include "app/profile_run.hpp"
 #include "app/verify_runs.hpp"
 #include "core/error.hpp"
@@ -129,6 +130,7 @@ struct CommandLine {
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
     std::string verify_a, verify_b;   // verify RUN_A RUN_B
+    std::string fr_dir;           // fr DIR
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -163,6 +165,9 @@ void add_train_command(CLI::App& app, CommandLine& c) {
                                                     "optimizer states, 2: + gradients, 3: + parameters partitioned); "
                                                     "without --zero: no engine")
         ->check(CLI::Range(0, 3));
+    c.train_cmd->add_flag("--ckpt-async", c.train.ckpt_async, "write the --ckpt-every checkpoints on a background "
+                                                          "thread from a copy in host memory; the step waits only "
+                                                          "for the copy (not with --zero)");
     c.train_cmd->add_flag("--ckpt-node-local", c.train.ckpt_node_local, "--zero: checkpoints on each host's own disk "
                                                                     "(each host writes its ranks' files and a manifest)");
     c.train_cmd->add_option("--hellaswag", c.train.run.hellaswag, "a jsonl file in HellaSwag's layout: multiple-choice "
@@ -298,7 +303,25 @@ int run_command(CommandLine& c, const std::string& command) {
     if (command == "data") return run_data_prepare(c.prep);
     if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
     if (command == "verify") return run_verify(c.verify_a, c.verify_b);
+    if (command == "fr") return run_flight_report(c.fr_dir);
     return run_info();
+}
+
+// Commands that read what runs left behind: traces, two runs' bits, flight recorder dumps.
+void add_inspection_commands(CLI::App& app, CommandLine& c) {
+    CLI::App* trace_cmd = app.add_subcommand("trace", "Chrome traces written by train --profile (docs/profiling.md)");
+    trace_cmd->require_subcommand(1);
+    CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
+    summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
+    summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    CLI::App* verify_cmd = app.add_subcommand("verify", "do two runs hold the same bits? names the first step and tensor "
+                                              "where their metrics or checkpoints differ, in ulps (docs/determinism.md); "
+                                              "exit 0 identical, 1 different, 2 error");
+    verify_cmd->add_option("run_a", c.verify_a, "a run's output folder (or its checkpoints folder)")->required();
+    verify_cmd->add_option("run_b", c.verify_b, "the run to compare with it")->required();
+    app.add_subcommand("fr", "name the rank and the collective where a hung run's ranks disagree, from their flight "
+                             "recorder dumps (docs/distributed.md)")->add_option("dir", c.fr_dir,
+                             "the folder of flight_recorder_rank<R>.json files (AMPGRAD_FR_DIR)")->required();
 }
 
 }  // namespace
@@ -315,16 +338,7 @@ int main(int argc, char** argv) {
     add_eval_command(app, c);
     add_tool_commands(app, c);
     add_data_command(app, c);
-    CLI::App* trace_cmd = app.add_subcommand("trace", "Chrome traces written by train --profile (docs/profiling.md)");
-    trace_cmd->require_subcommand(1);
-    CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
-    summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
-    summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
-    CLI::App* verify_cmd = app.add_subcommand("verify", "do two runs hold the same bits? names the first step and tensor "
-                                              "where their metrics or checkpoints differ, in ulps (docs/determinism.md); "
-                                              "exit 0 identical, 1 different, 2 error");
-    verify_cmd->add_option("run_a", c.verify_a, "a run's output folder (or its checkpoints folder)")->required();
-    verify_cmd->add_option("run_b", c.verify_b, "the run to compare with it")->required();
+    add_inspection_commands(app, c);
     CLI11_PARSE(app, argc, argv);
     const std::string command = app.get_subcommands().front()->get_name();
     try {
@@ -333,6 +347,5 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         std::fprintf(stderr, "\nampgrad %s: error: %s\n", command.c_str(), e.what());
         return command == "verify" ? 2 : 1;   // verify's 1 means "different"
-
     }
 }

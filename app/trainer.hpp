@@ -23,6 +23,8 @@
 
 namespace ampgrad::app {
 
+struct CheckpointContent;   // app/checkpoint.hpp
+
 struct TrainStats {
     int64_t step = 0;
     double loss = 0.0, lr = 0.0, grad_norm = 0.0, scale = 1.0;
@@ -73,6 +75,7 @@ public:
     // byte or char tokenizer's): generation suppresses them.
     std::vector<int64_t> unspellable_tokens() const;
     void save(const std::string& dir) const;   // a checkpoint (app/checkpoint.hpp)
+    CheckpointContent checkpoint_content() const;   // what save writes: views of the live state
     // --zero: a ZeRO checkpoint root/step-N (zero/checkpoint.hpp) with state.json; every rank calls it.
     // node_local: each host's first rank writes a folder on its own disk (zero::SaveOptions::node_local).
     std::string save_zero(const std::string& root, int keep = 2, bool node_local = false) const;

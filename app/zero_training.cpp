@@ -62,6 +62,14 @@ zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
 void init_zero_process_group() {
     if (dist::is_initialized()) return;
     dist::InitOptions o;
+    // ampgrad-run --collective-timeout S: the limit of every collective (the watchdog's too).
+    if (const char* t = std::getenv("AMPGRAD_COLLECTIVE_TIMEOUT"); t && *t) {
+        char* end = nullptr;
+        const long seconds = std::strtol(t, &end, 10);
+        if (*end != '\0' || seconds < 1)
+            throw ValueError(fmt::format("AMPGRAD_COLLECTIVE_TIMEOUT='{}' must be a whole number of seconds, at least 1", t));
+        o.timeout = dist::Millis(seconds * 1000);
+    }
     if (std::getenv("WORLD_SIZE") == nullptr) {
         o.rank = 0;
         o.world_size = 1;

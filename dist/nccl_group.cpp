@@ -206,6 +206,12 @@ public:
     const std::string& name() const override { return name_; }
     std::string backend() const override { return "nccl"; }
     Millis timeout() const override { return timeout_; }
+    // The watchdog's abort (dist/recording_group.cpp): frees the ranks blocked in a collective; the
+    // Work handles then fail, and release() skips the communicator.
+    void abort(const std::string& reason) override {
+        (void)reason;
+        if (comm_ != nullptr && !aborted_->exchange(true)) ncclCommAbort(comm_);
+    }
 
     WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op) override {
         check("all_reduce", t);

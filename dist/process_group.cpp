@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dist/flight_recorder.hpp"
+#include "dist/recording_group.hpp"
 #include "dist/socket_address.hpp"
 #include "dist/startup_watch.hpp"
 
@@ -184,8 +186,8 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
         throw;
     }
     store->set_string(ready_key(options.group_name, info.rank), "1");
+    s.group = make_recording_group(std::move(group), store);   // the flight recorder and the watchdog
     s.store = std::move(store);
-    s.group = std::move(group);
     s.info = info;
 }
 
@@ -213,14 +215,37 @@ int world_size() { return default_group().world_size(); }
 int local_rank() { default_group(); return state().info.local_rank; }
 int local_world_size() { default_group(); return state().info.local_world_size; }
 
-WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op) { return default_group().all_reduce(t, op, async_op); }
-WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op, bool async_op) {
+namespace {
+
+// "dist_worker.cpp:42", unless a CollectiveSite already names the site.
+std::optional<CollectiveSite> site_tag(const Site& site) {
+    if (CollectiveSite::current()) return std::nullopt;
+    std::string_view file = site.file_name();
+    file = file.substr(file.find_last_of('/') + 1);
+    return std::optional<CollectiveSite>(std::in_place, fmt::format("{}:{}", file, site.line()));
+}
+
+}  // namespace
+
+WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op, Site site) {
+    auto tag = site_tag(site);
+    return default_group().all_reduce(t, op, async_op);
+}
+WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op, bool async_op, Site site) {
+    auto tag = site_tag(site);
     return default_group().reduce_scatter(output, input, op, async_op);
 }
-WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op) {
+WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op, Site site) {
+    auto tag = site_tag(site);
     return default_group().all_gather(output, input, async_op);
 }
-WorkPtr broadcast(Tensor& t, int src, bool async_op) { return default_group().broadcast(t, src, async_op); }
-WorkPtr barrier(bool async_op) { return default_group().barrier(async_op); }
+WorkPtr broadcast(Tensor& t, int src, bool async_op, Site site) {
+    auto tag = site_tag(site);
+    return default_group().broadcast(t, src, async_op);
+}
+WorkPtr barrier(bool async_op, Site site) {
+    auto tag = site_tag(site);
+    return default_group().barrier(async_op);
+}
 
 }  // namespace ampgrad::dist

@@ -13,6 +13,9 @@
 // Every collective and every rendezvous wait has a timeout (default 60 s); when a rank dies or
 // never arrives, the others raise DistError / DistTimeoutError naming the op, the group and,
 // where Gloo's error says which peer it lost, the missing rank.
+// Every collective is recorded in the flight recorder (dist/flight_recorder.hpp) by the decorator
+// init_process_group puts around the backend's group; its watchdog turns a collective that runs
+// past the timeout into an error on every rank (dist/recording_group.hpp).
 #pragma once
 #include "core/tensor.hpp"
 #include "dist/error.hpp"
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -72,6 +76,11 @@ public:
     virtual WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op) = 0;
     virtual WorkPtr broadcast(Tensor& t, int src, bool async_op) = 0;
     virtual WorkPtr barrier(bool async_op) = 0;
+
+    // Frees every collective of this group that is blocked, after which the group is unusable
+    // (NCCL: ncclCommAbort). The watchdog calls it when a collective runs past the timeout. The
+    // default does nothing: a backend whose collectives time out by themselves (Gloo) needs no more.
+    virtual void abort(const std::string& reason) { (void)reason; }
 };
 
 // The default group, made by init_process_group(backend): "gloo" or "nccl".
@@ -86,12 +95,16 @@ int local_rank();
 int local_world_size();
 
 // Collectives on the default group. Tensors must be contiguous CPU tensors (gloo); all_reduce,
-// reduce_scatter and broadcast write their tensor in place. Synchronous unless async_op.
-WorkPtr all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum, bool async_op = false);
-WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum, bool async_op = false);
-WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op = false);
-WorkPtr broadcast(Tensor& t, int src = 0, bool async_op = false);
-WorkPtr barrier(bool async_op = false);
+// reduce_scatter and broadcast write their tensor in place. Synchronous unless async_op. `site`
+// (the caller's file:line) is the calling site the flight recorder notes, unless a
+// dist::CollectiveSite is active on this thread.
+using Site = std::source_location;
+WorkPtr all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum, bool async_op = false, Site site = Site::current());
+WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum, bool async_op = false,
+                       Site site = Site::current());
+WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op = false, Site site = Site::current());
+WorkPtr broadcast(Tensor& t, int src = 0, bool async_op = false, Site site = Site::current());
+WorkPtr barrier(bool async_op = false, Site site = Site::current());
 
 // Backend constructors (dist/gloo_group.cpp, dist/nccl_group.cpp). store is shared with the group.
 std::unique_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TCPStore> store, const RendezvousInfo& info,

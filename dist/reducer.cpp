@@ -6,6 +6,7 @@
 #include "autograd/autograd.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "dist/flight_recorder.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -140,6 +141,7 @@ void Reducer::launch(Bucket& b) {
         else slice.zero_();
     }
     b.launched = true;
+    CollectiveSite site(fmt::format("ddp.bucket {}", &b - buckets_.data()));   // the flight recorder's calling site
     b.work = group_.all_reduce(b.flat, ReduceOp::kAvg, /*async_op=*/true);
 }
 

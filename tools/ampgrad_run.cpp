@@ -29,6 +29,8 @@ namespace {
 struct Options {
     int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 29500;
     std::string master_addr = "127.0.0.1";
+    int collective_timeout_s = 0;   // 0: the program's own (ampgrad train: 60 s)
+    std::string fr_dir;             // "": the program's own (AMPGRAD_FR_DIR, else the temporary folder)
     std::vector<std::string> command;
 };
 
@@ -60,6 +62,10 @@ const char* const kUsage =
     "  --master-addr A      address of node 0, which hosts the store (default 127.0.0.1, or the first\n"
     "                       host of SLURM_JOB_NODELIST)\n"
     "  --master-port P      the store's TCP port on node 0 (default 29500)\n"
+    "  --collective-timeout S  a collective running longer fails on every rank, and every rank writes its\n"
+    "                       flight recorder (sets AMPGRAD_COLLECTIVE_TIMEOUT for ampgrad train; default 60)\n"
+    "  --flight-recorder-dir D  where ranks write flight_recorder_rank<R>.json (sets AMPGRAD_FR_DIR);\n"
+    "                       read them with `ampgrad fr D`\n"
     "  --help               this text\n"
     "\n"
     "Under srun (one ampgrad-run task per node) the Slurm variables fill in the flags not given.\n"
@@ -139,6 +145,11 @@ Options parse(int argc, char** argv) {
         else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
         else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value, given.master_addr = true;
         else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
+        else if (flag == "--collective-timeout") {
+            o.collective_timeout_s = parse_int("--collective-timeout", value.c_str());
+            if (o.collective_timeout_s < 1) usage("--collective-timeout must be at least 1 second");
+        }
+        else if (flag == "--flight-recorder-dir") o.fr_dir = value;
         else usage(("unknown option " + flag).c_str());
     }
     for (; i < argc; ++i) o.command.push_back(argv[i]);
@@ -167,6 +178,8 @@ void start(Rank& r, int local_rank, const Options& o) {
         setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
         setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
         setenv("OMP_NUM_THREADS", "1", 0);
+        if (o.collective_timeout_s > 0) setenv("AMPGRAD_COLLECTIVE_TIMEOUT", std::to_string(o.collective_timeout_s).c_str(), 1);
+        if (!o.fr_dir.empty()) setenv("AMPGRAD_FR_DIR", o.fr_dir.c_str(), 1);
         std::vector<char*> args;
         for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);

@@ -4,6 +4,7 @@
 #include "zero/engine.hpp"
 
 #include "autograd/engine.hpp"
+#include "dist/flight_recorder.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "dist/ddp.hpp"
@@ -233,6 +234,7 @@ void ZeroEngine::launch(const std::vector<size_t>& params, const std::vector<Ten
             pending->recv_offset.push_back(packing.buffer_offset[k] - static_cast<int64_t>(me) * packing.chunk);
         }
     }
+    dist::CollectiveSite site("zero.reduce_scatter bucket");   // the flight recorder's calling site
     pending->work = group_->reduce_scatter(pending->recv, pending->send, dist::ReduceOp::kSum, /*async_op=*/true);
     pending_.push_back(std::move(pending));
 }
@@ -255,6 +257,7 @@ void ZeroEngine::complete_pending() {
 void ZeroEngine::reduce_full_grads() {
     NoGradGuard no_grad;
     Tensor mine = zeros({layout_.partition_numel()}, TensorOptions().dtype(model_dtype_).device(full_grads_.device()));
+    dist::CollectiveSite site("zero.reduce_scatter grads");
     group_->reduce_scatter(mine, full_grads_, dist::ReduceOp::kSum, /*async_op=*/false);
     full_grads_.zero_();   // first: grad_partition_ may be a slice of it
     grad_partition_.add_(mine.to(grad_partition_.dtype()));
@@ -269,6 +272,7 @@ void ZeroEngine::all_reduce_full_grads() {
     const int64_t n = full_grads_.numel();
     for (int64_t at = 0; at < n; at += config_.reduce_bucket_size) {
         Tensor bucket = full_grads_.narrow(0, at, std::min(config_.reduce_bucket_size, n - at));   // (<= bucket)
+        dist::CollectiveSite site("zero.all_reduce bucket");
         works.push_back(group_->all_reduce(bucket, dist::ReduceOp::kSum, /*async_op=*/config_.overlap_comm));
     }
     for (auto& w : works) w->wait(group_->timeout());

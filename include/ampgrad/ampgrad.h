@@ -42,6 +42,8 @@
 #include "data/bpe_trainer.hpp"
 #include "dist/ddp.hpp"
 #include "dist/error.hpp"
+#include "dist/flight_analysis.hpp"
+#include "dist/flight_recorder.hpp"
 #include "dist/process_group.hpp"
 #include "dist/store.hpp"
 #include "io/safetensors.hpp"

@@ -4,6 +4,9 @@
 //   kill         the last rank SIGKILLs itself during an all_reduce; the others must raise in time
 //   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
 //   nccl         the NCCL group on a CUDA tensor (a clear DistError without a GPU)
+//   skip_all_reduce  rank 1 skips one all_reduce: a hang with every process alive, which the
+//                flight recorder must name (tests/dist/recording_group_test.cpp)
+//   fr_signal    SIGUSR1 makes every rank dump its flight recorder and carry on; SIGTERM dumps, then kills
 //   ddp*         DistributedDataParallel against single-process training (tests/dist/ddp_scenarios.cpp)
 //   zero*        the ZeRO engine against single-process training (tests/zero/zero_scenarios.cpp)
 //   zckpt*       ZeRO checkpoints: resume, resharding, corrupt files, a rank killed (tests/zero/checkpoint_scenarios.cpp)
@@ -11,6 +14,7 @@
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
 #include "autograd/ops/ops.hpp"
+#include "dist/flight_recorder.hpp"
 #include "dist/process_group.hpp"
 
 #include <chrono>
@@ -144,6 +148,46 @@ int run_kill() {
     return 1;
 }
 
+// Rank 1 (AMPGRAD_TEST_SKIP_RANK) skips step 2's all_reduce of a loop of five; every rank stays alive.
+// Gloo pairs collectives by their order, so rank 1's steps 3 and 4 complete with the others' steps 2
+// and 3, and the others then wait in step 4's, which rank 1 never issues: they time out, and the
+// watchdog tells rank 1, whose next collective is refused. Every rank dumps its flight recorder.
+int run_skip_all_reduce() {
+    const char* skip_env = std::getenv("AMPGRAD_TEST_SKIP_RANK");
+    const int skipping = skip_env ? std::atoi(skip_env) : 1;
+    Tensor t = full({8}, 1.0);
+    for (int step = 0; step < 5; ++step) {
+        if (dist::rank() == skipping && step == 2) continue;
+        dist::CollectiveSite site("train step " + std::to_string(step));
+        dist::all_reduce(t, dist::ReduceOp::kSum);
+    }
+    if (dist::rank() == skipping) {   // busy elsewhere (say an evaluation), past the others' timeout
+        std::this_thread::sleep_for(dist::default_group().timeout() + std::chrono::milliseconds(3000));
+        dist::barrier();
+    }
+    std::printf("FAIL: no error from the skipped all_reduce\n");
+    return 1;
+}
+
+// Three all_reduces, then SIGUSR1 to itself: the watchdog dumps within its 100 ms tick, and the run
+// goes on. Then the last rank sends itself SIGTERM: it dumps again (reason "SIGTERM") and dies of it.
+int run_fr_signal() {
+    Tensor t = full({4}, 1.0);
+    for (int k = 0; k < 3; ++k) dist::all_reduce(t, dist::ReduceOp::kSum);
+    std::raise(SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    dist::barrier();
+    std::printf("SURVIVED SIGUSR1\n");
+    std::fflush(stdout);
+    if (dist::rank() == dist::world_size() - 1) {
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::printf("FAIL: survived SIGTERM\n");
+        return 1;
+    }
+    return 0;
+}
+
 // The NCCL group with CUDA tensors (world size 1 still runs NCCL's kernels). Without a GPU,
 // init_process_group("nccl") throws a DistError, which main() reports.
 int run_nccl() {
@@ -206,6 +250,8 @@ int main(int argc, char** argv) {
         }
         else if (scenario == "kill") rc = run_kill();
         else if (scenario == "nccl") rc = run_nccl();
+        else if (scenario == "skip_all_reduce") rc = run_skip_all_reduce();
+        else if (scenario == "fr_signal") rc = run_fr_signal();
         else if (scenario == "init") dist::barrier();
         else if (scenario.rfind("ddp", 0) == 0) rc = run_ddp(scenario);
         else if (scenario.rfind("zero", 0) == 0) rc = run_zero(scenario);

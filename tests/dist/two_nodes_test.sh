@@ -15,7 +15,11 @@
 #   - ZeRO checkpoints into a folder per host: without --ckpt-node-local, the shared-disk error; with
 #     it, each host holds its rank's file, the manifest and `latest`, and --until 3 + --resume equals
 #     6 steps straight; one process cannot resume it (naming the missing file) until the files are
-#     copied into one folder.
+#     copied into one folder;
+#   - a hang with every process alive (issue 36): rank 1, on the second host, skips one all_reduce;
+#     both ranks write their flight recorder, and `ampgrad fr` names rank 1 and collective #2;
+#   - SIGKILL of rank 0 in the middle of a --ckpt-async background save: `latest` still names the
+#     previous checkpoint, which loads.
 # Traffic stays inside the namespaces; they are removed on exit, pass or fail. Skipped (exit 77)
 # where namespaces cannot be made (not root, or no CAP_SYS_ADMIN in a container).
 set -uo pipefail
@@ -241,6 +245,44 @@ kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
 if [ "$rc" -eq 0 ] || ! grep -q "cannot listen on $net.1:$port.*Address already in use" "$work/port_used.log"; then
     fail "master port in use (exit $rc)"; show "$work/port_used.log"
+fi
+
+# ---- a skipped all_reduce (every process alive): the flight recorders name rank 1 and collective #2
+two_hosts skip 1 AMPGRAD_TEST_TIMEOUT_MS=2000 AMPGRAD_FR_DIR="$work/fr" -- "$worker" skip_all_reduce
+"$ampgrad" fr "$work/fr" > "$work/fr.log" 2>&1
+if [ "$rc_a" -eq 0 ] || [ "$rc_a" -eq 124 ] || [ "$rc_b" -eq 124 ] ||
+   ! grep -q "first disagreement at collective_seq_id 2: different call site" "$work/fr.log" ||
+   ! grep -q "rank 1 is behind: its last collective is #3, the others reached #4" "$work/fr.log"; then
+    fail "skipped all_reduce across hosts: ampgrad fr should name rank 1 and #2 (exit $rc_a, $rc_b)"
+    show "$work"/skip.*.log "$work/fr.log"
+else
+    echo "skipped all_reduce: $(grep -m1 'is behind' "$work/fr.log" | sed 's/^ *//')"
+fi
+
+# ---- SIGKILL during a --ckpt-async background save on the first host: latest stays whole
+port=$((port + 1))
+node "$ns_a" 0 1 "$work/async.a.log" AMPGRAD_TEST_STOP_IN_SAVE=4 -- "$ampgrad" "${train_args[@]}" --ckpt-every 2 \
+    --ckpt-async --out "$work/async" &
+pid_a=$!
+node "$ns_b" 1 1 "$work/async.b.log" -- "$ampgrad" "${train_args[@]}" --ckpt-every 2 --ckpt-async --out "$work/async.b" &
+pid_b=$!
+stopped=""
+for _ in $(seq 1 300); do
+    for pid in $(ip netns pids "$ns_a"); do
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ampgrad ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = T ] &&
+            stopped=$pid
+    done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+done
+[ -n "$stopped" ] && kill -KILL "$stopped"
+wait "$pid_a"; wait "$pid_b"
+if [ -z "$stopped" ] || [ "$(cat "$work/async/checkpoints/latest" 2>/dev/null)" != step-00000002 ] ||
+   ! "$ampgrad" eval --ckpt "$work/async" > "$work/async.eval.log" 2>&1 || ! grep -q '"step":2' "$work/async.eval.log"; then
+    fail "SIGKILL during an async save: latest should name the whole step-00000002 (stopped: ${stopped:-no})"
+    show "$work"/async.*.log
+else
+    echo "SIGKILL during an async save: latest = $(cat "$work/async/checkpoints/latest"), loads"
 fi
 
 if [ "$failures" -gt 0 ]; then echo "two-host test: $failures failure(s)"; exit 1; fi

@@ -1,0 +1,128 @@
+// async_checkpoint_test.cpp: `train --ckpt-async` (app/async_checkpoint.hpp):
+//  - the AsyncCheckpointer writes the state as it was at save(), not as training changed it after;
+//  - a failed background save surfaces as an IOError naming the step, at the next wait();
+//  - the program's async checkpoints hold the same bytes as synchronous ones, and it reports the
+//    time the step was blocked;
+//  - SIGKILL in the middle of a background save leaves the previous checkpoint as `latest`, whole
+//    and resumable (the injected fault of issue 36).
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "app/async_checkpoint.hpp"
+#include "autograd/ops/ops.hpp"
+#include "core/error.hpp"
+#include "io/safetensors.hpp"
+#include "tests/app/run_program.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> train_flags(const std::string& out) {
+    return {"train", "--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
+            "--steps", "12", "--warmup", "3", "--eval-every", "12", "--eval-iters", "2", "--sample-tokens", "0",
+            "--ckpt-every", "4", "--out", out};
+}
+
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+std::string latest_name(const std::string& out) {
+    const std::string name = read_bytes(out + "/checkpoints/latest");
+    return name.substr(0, name.find('\n'));
+}
+
+app::CheckpointContent content_at(int64_t step, const Tensor& weight, const Tensor& moment) {
+    app::CheckpointContent c;
+    c.step = step;
+    c.model.insert("w", weight);
+    c.optimizer.insert("exp_avg.w", moment);
+    c.state = {{"step", step}};
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("--ckpt-async: the background save writes the state as it was at save(), then latest") {
+    const std::string root = make_temp_dir("async_unit") + "/checkpoints";
+    Tensor w = full({64, 64}, 1.0), m = full({64}, 2.0);
+    app::AsyncCheckpointer saver;
+    const double blocked = saver.save(content_at(3, w, m), root);
+    CHECK(blocked >= 0.0);
+    w.fill_(5.0);   // training goes on while the write runs
+    m.fill_(6.0);
+    saver.wait();
+    CHECK(saver.last_saved() == root + "/step-00000003");
+    CHECK(latest_name(fs::path(root).parent_path().string()) == "step-00000003");
+    const io::SafetensorsFile model = io::load_safetensors(root + "/step-00000003/model.safetensors");
+    CHECK(model.tensors.at("w").to_vector<float>() == std::vector<float>(64 * 64, 1.0f));
+    const io::SafetensorsFile opt = io::load_safetensors(root + "/step-00000003/optimizer.safetensors");
+    CHECK(opt.tensors.at("exp_avg.w").to_vector<float>() == std::vector<float>(64, 2.0f));
+    // The next save waits for nothing in flight and replaces latest; keep=2 prunes the oldest.
+    saver.save(content_at(4, w, m), root);
+    saver.save(content_at(5, w, m), root);
+    saver.wait();
+    CHECK(latest_name(fs::path(root).parent_path().string()) == "step-00000005");
+    CHECK_FALSE(fs::exists(root + "/step-00000003"));
+    CHECK(io::load_safetensors(root + "/step-00000005/model.safetensors").tensors.at("w").to_vector<float>()[0] == 5.0f);
+    fs::remove_all(fs::path(root).parent_path());
+}
+
+TEST_CASE("--ckpt-async: a background save that fails is an IOError naming the step at the next wait") {
+    const std::string dir = make_temp_dir("async_fail");
+    const std::string root = dir + "/not_a_folder";
+    std::ofstream(root) << "a file where the checkpoint folder should be";
+    app::AsyncCheckpointer saver;
+    saver.save(content_at(7, full({4}, 1.0), full({4}, 1.0)), root);
+    CHECK_THROWS_WITH_AS(saver.wait(), doctest::Contains("--ckpt-async: the background save of step 7 under"), IOError);
+    saver.wait();   // the failure is reported once
+    fs::remove_all(dir);
+}
+
+TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, and the blocked time reported") {
+    const std::string sync_out = make_temp_dir("ckpt_sync"), async_out = make_temp_dir("ckpt_async");
+    ProgramResult sync_run = run_ampgrad(train_flags(sync_out));
+    REQUIRE_MESSAGE(sync_run.exit_code == 0, sync_run.output);
+    ProgramResult async_run = run_ampgrad(plus(train_flags(async_out), {"--ckpt-async"}));
+    REQUIRE_MESSAGE(async_run.exit_code == 0, async_run.output);
+    CHECK(sync_run.output.find("2 checkpoint save(s) blocked the step") != std::string::npos);
+    CHECK(sync_run.output.find("synchronous: the whole write") != std::string::npos);
+    CHECK(async_run.output.find("2 checkpoint save(s) blocked the step") != std::string::npos);
+    CHECK(async_run.output.find("--ckpt-async: the copy to host memory") != std::string::npos);
+    CHECK(latest_name(async_out) == "step-00000012");
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+        CAPTURE(file);
+        const std::string a = read_bytes(async_out + "/checkpoints/step-00000008/" + file);
+        CHECK(!a.empty());
+        CHECK(a == read_bytes(sync_out + "/checkpoints/step-00000008/" + file));
+    }
+    fs::remove_all(sync_out);
+    fs::remove_all(async_out);
+}
+
+TEST_CASE("train --ckpt-async: SIGKILL in the middle of a background save leaves the previous checkpoint as latest") {
+    const std::string out = make_temp_dir("async_kill");
+    const std::vector<std::string> flags = plus(train_flags(out), {"--ckpt-async"});
+    ProgramResult r = run_ampgrad(flags, {"AMPGRAD_TEST_STOP_IN_SAVE=8"}, /*kill=*/true);
+    CAPTURE(r.output);
+    REQUIRE(r.was_stopped);
+    CHECK(r.signal == SIGKILL);
+    CHECK(latest_name(out) == "step-00000004");
+    ProgramResult ev = run_ampgrad({"eval", "--ckpt", out});
+    CAPTURE(ev.output);
+    CHECK(ev.exit_code == 0);
+    CHECK(ev.output.find("\"step\":4") != std::string::npos);
+    ProgramResult resumed = run_ampgrad(plus(flags, {"--resume", out}));
+    CAPTURE(resumed.output);
+    CHECK(resumed.exit_code == 0);
+    CHECK(resumed.output.find("resumed from " + out + "/checkpoints/step-00000004 at step 4") != std::string::npos);
+    CHECK(latest_name(out) == "step-00000012");
+    fs::remove_all(out);
+}
