@@ -7,6 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
@@ -81,11 +84,44 @@ std::string SaveBlockTimes::describe(bool async) const {
                        async ? "--ckpt-async: the copy to host memory" : "synchronous: the whole write");
 }
 
+AsyncCheckpointer::AsyncCheckpointer() : writer_([this] { writer_loop(); }) {}
+
 AsyncCheckpointer::~AsyncCheckpointer() {
     try {
         wait();
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ampgrad: the checkpoint save in flight at exit failed: %s\n", e.what());
+    }
+    {
+        std::lock_guard lk(m_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    writer_.join();
+}
+
+void AsyncCheckpointer::writer_loop() {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);   // this thread only (Linux); best effort
+    std::unique_lock lk(m_);
+    for (;;) {
+        cv_.wait(lk, [&] { return stop_ || job_.has_value(); });
+        if (!job_) return;
+        const Job job = *job_;
+        lk.unlock();
+        std::string dir;
+        std::exception_ptr error;
+        try {
+            profiler::Span span("checkpoint", "async_save");
+            dir = publish_checkpoint(*job.content, job.root, job.keep);
+        } catch (const std::exception& e) {
+            error = std::make_exception_ptr(IOError(fmt::format(
+                "--ckpt-async: the background save of step {} under {} failed: {}", job.content->step, job.root, e.what())));
+        }
+        lk.lock();
+        if (error) error_ = error;
+        else last_saved_ = dir;
+        job_.reset();
+        cv_.notify_all();
     }
 }
 
@@ -94,27 +130,19 @@ double AsyncCheckpointer::save(const CheckpointContent& live, const std::string&
     wait();   // at most one save in flight; its copy is free again
     auto copy = std::make_shared<CheckpointContent>(host_copy(live, staging_.get()));
     staging_ = copy;
-    writer_ = std::thread([this, copy, root, keep] {
-        try {
-            profiler::Span span("checkpoint", "async_save");
-            const std::string dir = publish_checkpoint(*copy, root, keep);
-            std::lock_guard lk(m_);
-            last_saved_ = dir;
-        } catch (const std::exception& e) {
-            std::lock_guard lk(m_);
-            error_ = std::make_exception_ptr(
-                IOError(fmt::format("--ckpt-async: the background save of step {} under {} failed: {}", copy->step,
-                                    root, e.what())));
-        }
-    });
+    {
+        std::lock_guard lk(m_);
+        job_ = Job{copy, root, keep};
+    }
+    cv_.notify_all();
     return ms_since(start);
 }
 
 void AsyncCheckpointer::wait() {
-    if (writer_.joinable()) writer_.join();
     std::exception_ptr error;
     {
-        std::lock_guard lk(m_);
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return !job_.has_value(); });
         std::swap(error, error_);
     }
     if (error) std::rethrow_exception(error);

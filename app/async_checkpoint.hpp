@@ -15,9 +15,11 @@
 // synchronously (--ckpt-async with --zero is refused).
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -40,13 +42,13 @@ struct SaveBlockTimes {
 
 class AsyncCheckpointer {
 public:
-    AsyncCheckpointer() = default;
+    AsyncCheckpointer();
     AsyncCheckpointer(const AsyncCheckpointer&) = delete;
     AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
     ~AsyncCheckpointer();   // waits for the save in flight; a failure then is printed, not thrown
 
-    // Waits for the previous save (rethrowing its failure), copies `live` to host memory and starts
-    // writing it under root. Returns the milliseconds the caller was blocked.
+    // Waits for the previous save (rethrowing its failure), copies `live` to host memory and hands
+    // it to the writer. Returns the milliseconds the caller was blocked.
     double save(const CheckpointContent& live, const std::string& root, int keep = 2);
     // Waits for the save in flight; its failure as an IOError naming the step.
     void wait();
@@ -54,11 +56,23 @@ public:
     std::string last_saved();
 
 private:
-    std::thread writer_;
+    struct Job {
+        std::shared_ptr<CheckpointContent> content;
+        std::string root;
+        int keep = 2;
+    };
+    void writer_loop();
+
     std::mutex m_;
+    std::condition_variable cv_;
+    std::optional<Job> job_;        // the save handed to the writer, until it is written
+    bool stop_ = false;
     std::exception_ptr error_;
     std::string last_saved_;
     std::shared_ptr<CheckpointContent> staging_;   // the last save's host copy, reused by the next
+    // One writer for the run, started once and niced (+10), so that handing it a save costs a
+    // notify and its work does not preempt the training thread on a busy machine.
+    std::thread writer_;
 };
 
 }  // namespace ampgrad::app

@@ -91,9 +91,9 @@ std::string save_run(Trainer& trainer, const std::string& root, bool node_local)
 // A --ckpt-every checkpoint; returns the milliseconds the step was blocked by it. --ckpt-async:
 // rank 0 copies the state and writes it in the background (app/async_checkpoint.hpp).
 double checkpoint_during_run(Trainer& trainer, const std::string& root, const TrainOptions& o, AsyncCheckpointer* async) {
-    if (async) return trainer.rank() == 0 ? async->save(trainer.checkpoint_content(), root) : 0.0;
     const auto start = std::chrono::steady_clock::now();
-    save_run(trainer, root, o.ckpt_node_local);
+    if (async && trainer.rank() == 0) async->save(trainer.checkpoint_content(), root);   // state.json's text too
+    else if (!async) save_run(trainer, root, o.ckpt_node_local);
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

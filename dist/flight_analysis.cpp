@@ -115,7 +115,7 @@ std::vector<FlightDump> read_flight_dumps(const std::string& dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
-        throw IOError(fmt::format("ampgrad fr: {} is not a folder", dir));
+        throw IOError(fmt::format("flight recorder: {} is not a folder", dir));
     const std::regex name("flight_recorder_rank([0-9]+)\\.json");
     std::map<int, FlightDump> by_rank;
     for (const auto& item : fs::directory_iterator(dir)) {
@@ -125,14 +125,14 @@ std::vector<FlightDump> read_flight_dumps(const std::string& dir) {
         std::ifstream in(item.path(), std::ios::binary);
         std::stringstream text;
         text << in.rdbuf();
-        if (!in) throw IOError(fmt::format("ampgrad fr: cannot read {}", item.path().string()));
+        if (!in) throw IOError(fmt::format("flight recorder: cannot read {}", item.path().string()));
         FlightDump d = parse_flight_dump(text.str(), item.path().string());
         if (d.rank != std::stoi(m[1]))
-            throw ValueError(fmt::format("ampgrad fr: {} holds rank {}'s records", item.path().string(), d.rank));
+            throw ValueError(fmt::format("flight recorder: {} holds rank {}'s records", item.path().string(), d.rank));
         by_rank[d.rank] = std::move(d);
     }
     if (by_rank.empty())
-        throw IOError(fmt::format("ampgrad fr: no flight_recorder_rank<R>.json in {}", dir));
+        throw IOError(fmt::format("flight recorder: no flight_recorder_rank<R>.json in {}", dir));
     std::vector<FlightDump> out;
     for (auto& [r, d] : by_rank) out.push_back(std::move(d));
     return out;
