@@ -193,7 +193,7 @@ TEST_CASE("the reader rejects each kind of malformed file with the fact") {
     expect_format_error(file_bytes("{}  x", ""), "not valid JSON");
     expect_format_error(file_bytes(R"({"a":)" + entry("F32", "[1]", "[0,4]") + R"(,"a":)" + entry("F32", "[1]", "[4,8]") + "}",
                                    f4 + f4), "\"a\" appears twice");
-    expect_format_error(file_bytes(R"({"a":)" + entry("U8", "[4]", "[0,4]") + "}", f4), "dtype \"U8\"");
+    expect_format_error(file_bytes(R"({"a":)" + entry("I8", "[4]", "[0,4]") + "}", f4), "dtype \"I8\"");
     expect_format_error(file_bytes(R"({"a":)" + entry("F32", "[2]", "[0,4]") + "}", f4), "needs 8 bytes");
     expect_format_error(file_bytes(R"({"a":)" + entry("F32", "[1]", "[0,8]") + "}", f4), "outside the 4-byte data");
     expect_format_error(file_bytes(R"({"a":)" + entry("F32", "[1]", "[4,0]") + "}", f4 + f4), "outside");
