@@ -1,4 +1,6 @@
 // lora.cpp: LoRA adapters on nn::Linear (nn/lora.hpp); the op is F::lora_linear (autograd/ops/lora.cpp).
+// A quantised base (a non-floating or 8-bit weight, e.g. QLoRA's NF4) gets f32 adapters, and merge/unmerge
+// refuse it with a DTypeError: W + scale B A needs a floating W.
 #include "nn/lora.hpp"
 
 #include <cmath>

@@ -53,8 +53,7 @@ struct LoraAdapter {
 };
 
 // Adds an adapter to `linear` (freezes its weight and bias, which PEFT's bias="none" leaves frozen).
-// A and B take the base weight's dtype (f32 for a quantised, non-floating or 8-bit, base) and device.
-// ValueError if it already has one or r < 1. merge()/unmerge() refuse a quantised base (DTypeError).
+// A and B take the base weight's dtype and device. ValueError if it already has one or r < 1.
 void attach_lora(Linear& linear, const LoraOptions& options);
 
 }  // namespace ampgrad::nn
