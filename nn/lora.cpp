@@ -1,4 +1,6 @@
 // lora.cpp: LoRA adapters on nn::Linear (nn/lora.hpp); the op is F::lora_linear (autograd/ops/lora.cpp).
+// A quantised base (a non-floating or 8-bit weight, e.g. QLoRA's NF4) gets f32 adapters, and merge/unmerge
+// refuse it with a DTypeError: W + scale B A needs a floating W.
 #include "nn/lora.hpp"
 
 #include <cmath>
@@ -70,6 +72,10 @@ Tensor lora_delta(const LoraAdapter& adapter, DType weight_dtype) {
 void fold(Linear& base, const LoraAdapter& adapter, double sign) {
     NoGradGuard no_grad;
     Tensor w = base.weight.detach();                                         // (out,in)
+    if (!is_floating(w.dtype()) || w.element_size() < 2)
+        throw DTypeError(fmt::format("LoraAdapter::{}: the base weight is {}, not a floating dtype that can hold "
+                                     "W + scale B A (a quantised base must be dequantised first)",
+                                     sign > 0 ? "merge" : "unmerge", w.describe()));
     DType acc = w.dtype() == kFloat64 ? kFloat64 : kFloat32;
     Tensor folded = add(w.to(acc), lora_delta(adapter, w.dtype()), sign);   // (out,in) in acc
     w.copy_(folded.to(w.dtype()));
@@ -96,7 +102,10 @@ void attach_lora(Linear& linear, const LoraOptions& options) {
     if (options.r < 1) throw ValueError(fmt::format("attach_lora: r must be at least 1, got {}", options.r));
     if (!(options.dropout >= 0.0 && options.dropout < 1.0))
         throw ValueError(fmt::format("attach_lora: lora_dropout must be in [0, 1), got {}", options.dropout));
-    TensorOptions opts = TensorOptions().dtype(linear.weight.dtype()).device(linear.weight.device());
+    // A and B take the base weight's dtype; a quantised (non-floating or 8-bit) base gets f32 adapters.
+    const DType wt = linear.weight.dtype();
+    const DType adapter_dtype = is_floating(wt) && linear.weight.element_size() >= 2 ? wt : kFloat32;
+    TensorOptions opts = TensorOptions().dtype(adapter_dtype).device(linear.weight.device());
     auto adapter = std::make_shared<LoraAdapter>();
     adapter->options = options;
     {

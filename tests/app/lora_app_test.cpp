@@ -103,6 +103,27 @@ TEST_CASE("train --lora under --zero 2 on two processes: the loss falls") {
     fs::remove_all(out);
 }
 
+TEST_CASE("a --lora run under --zero 2 resumes as the same run: the base is re-read from --init-from") {
+    const std::string out = make_temp_dir("lora_zero_resume"), text = lower_case_text(out);
+    auto launch = [&](std::vector<std::string> ampgrad_args) {
+        std::vector<std::string> args = {ampgrad_run_program(), "--nproc-per-node", "2", "--master-port",
+                                         std::to_string(free_port()), ampgrad_program()};
+        args.insert(args.end(), ampgrad_args.begin(), ampgrad_args.end());
+        ProgramResult r = run_program(args, {"OMP_NUM_THREADS=1"});
+        CAPTURE(r.output);
+        REQUIRE(r.exit_code == 0);
+    };
+    std::vector<std::string> whole = lora_run(out + "/whole", text, "6"), split = lora_run(out + "/split", text, "6");
+    whole.insert(whole.end(), {"--zero", "2"});
+    split.insert(split.end(), {"--zero", "2", "--until", "3"});
+    launch(whole);
+    launch(split);
+    launch({"train", "--resume", out + "/split", "--out", out + "/split", "--progress", "plain"});
+    CHECK(train_losses(out + "/split").size() == 6);
+    CHECK(train_losses(out + "/split") == train_losses(out + "/whole"));
+    fs::remove_all(out);
+}
+
 TEST_CASE("a --lora run resumes, exports PEFT's adapter folder or a merged model, and sample/eval --adapter run it") {
     const std::string out = make_temp_dir("lora_export"), text = lower_case_text(out);
     const std::string whole = out + "/whole", split = out + "/split";

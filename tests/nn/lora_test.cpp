@@ -135,3 +135,14 @@ TEST_CASE("attach_lora rejects a bad rank or dropout") {
     CHECK_THROWS_WITH_AS(nn::attach_lora(fc, {.r = 2, .dropout = 1.0}), doctest::Contains("lora_dropout"), ValueError);
     CHECK_FALSE(fc.lora);
 }
+
+TEST_CASE("a quantised base (here an fp8 weight) gets f32 adapters, and merge refuses it") {
+    nn::init::SkipInitGuard defer;   // an fp8 weight has no random fill
+    nn::Linear fc(8, 4, false, TensorOptions(kFloat8_e4m3fn));
+    nn::attach_lora(fc, {.r = 2});
+    CHECK(fc.lora->lora_A->weight.dtype() == kFloat32);
+    CHECK(fc.lora->lora_B->weight.dtype() == kFloat32);
+    CHECK_THROWS_WITH_AS(fc.lora->merge(fc), doctest::Contains("LoraAdapter::merge: the base weight is (4,8) float8_e4m3fn"),
+                         DTypeError);
+    CHECK_FALSE(fc.lora->merged);
+}
