@@ -14,6 +14,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "models/pretrained.hpp"
+#include "models/quantize_nf4.hpp"
 
 namespace ampgrad::app {
 
@@ -118,6 +119,7 @@ int run_export(const ExportOptions& o) {
                         o.hf_out.c_str(), t->config().init_from.c_str());
             return 0;
         }
+        if (lora_run && t->config().qlora) models::dequantize_base_nf4(*lm.module());   // merging needs dense weights
         if (lora_run) models::merge_lora(*lm.module());   // W += scale B A; save_pretrained leaves lora_A/B out
         models::save_pretrained(model, tmp.string());
         const nlohmann::json& original = t->config().pretrained_files;

@@ -4,13 +4,15 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "models/quantize_nf4.hpp"
 
 namespace ampgrad::app {
 
 void attach_lora_adapters(const RunConfig& cfg, models::CausalLM& model) {
-    if (cfg.qlora)
-        throw ValueError("--qlora: the NF4-quantised base (QLoRA) is not in this build of ampgrad yet; use --lora "
-                         "alone (the base stays in the run's precision)");
+    if (cfg.qlora) {   // QLoRA: the frozen base in NF4 first (every Linear but lm_head), then the adapters
+        if (cfg.lora.empty()) throw ValueError("--qlora: QLoRA trains LoRA adapters on an NF4 base; give --lora too");
+        models::quantize_base_nf4(models::as_module(model));
+    }
     if (!cfg.adapter.empty()) {
         models::load_peft_adapter(model, cfg.adapter);
         return;

@@ -1,7 +1,8 @@
 // lora_run.hpp: LoRA in the `ampgrad` command (docs/lora.md): `train --lora SPEC` attaches adapters to
 // the loaded base model (models::apply_lora), `sample`/`eval --hf BASE --adapter DIR` loads a PEFT
 // adapter folder onto the base, and `export` writes the adapter folder (or, with --merge-lora, the
-// merged model). `--qlora` parses, but the NF4 base is not in this build yet.
+// merged model). `--qlora` first puts the frozen base in NF4 (models::quantize_base_nf4, docs/nf4.md):
+// every Linear but lm_head, dequantised again only for `export --merge-lora`.
 #pragma once
 #include <string>
 

@@ -143,7 +143,7 @@ void add_train_command(CLI::App& app, CommandLine& c) {
     c.train_cmd->add_option("--lora", c.train.run.lora, "with --init-from: train LoRA adapters on the frozen model, "
                                                          "e.g. r=16,alpha=32,dropout=0.05,targets=q_proj,v_proj (also "
                                                          "rslora, init=gaussian, bias=, save=lm_head; docs/lora.md)");
-    c.train_cmd->add_flag("--qlora", c.train.run.qlora, "--lora on an NF4-quantised base (QLoRA; not in this build yet)");
+    c.train_cmd->add_flag("--qlora", c.train.run.qlora, "--lora on an NF4-quantised base (QLoRA: every Linear but lm_head in 4 bits, docs/nf4.md)");
     c.train_cmd->add_option("--plot", c.train.plot_dir, "write PNG curves (loss, loss scale, grad norm, lr) here");
     c.train_cmd->add_option("--until", c.train.until, "stop after this step, with a checkpoint (the schedule still "
                                                   "spans --steps)");

@@ -37,7 +37,7 @@ struct RunConfig {
     // style, the generation defaults): {"config.json": ..., "generation_config.json": ...}.
     nlohmann::json pretrained_files;
     // --lora SPEC (models::parse_lora_flag): adapters on the --init-from model, which stays frozen
-    // (app/lora_run.hpp); saved, so a resume re-attaches them. --qlora: the NF4 base (not yet built).
+    // (app/lora_run.hpp); saved, so a resume re-attaches them. --qlora: the NF4 base (saved too).
     // adapter: sample/eval --hf BASE --adapter DIR, a PEFT adapter folder (not saved).
     std::string lora;
     bool qlora = false;

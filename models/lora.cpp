@@ -152,6 +152,10 @@ std::pair<int64_t, int64_t> trainable_and_total_parameters(const nn::Module& mod
         total += p.numel();
         if (p.requires_grad()) trainable += p.numel();
     }
+    for (const auto& [name, module] : model.named_modules("", /*include_self=*/false)) {   // QLoRA's NF4 base
+        auto layer = std::dynamic_pointer_cast<const nn::Linear>(module);
+        if (layer && layer->is_nf4()) total += layer->nf4_weight().numel();   // frozen, and no longer a parameter
+    }
     return {trainable, total};
 }
 

@@ -69,7 +69,8 @@ void unmerge_lora(nn::Module& model);
 // What PEFT saves: the trainable parameters (lora_A/B, trained biases, modules_to_save), by their
 // names in the model; parameters stay live (detached views).
 nn::NamedTensors lora_state_dict(const nn::Module& model);
-// The trainable and the total parameter counts (for the progress line).
+// The trainable and the total parameter counts (for the progress line); the total counts NF4 base
+// weights too (QLoRA), which are no longer parameters.
 std::pair<int64_t, int64_t> trainable_and_total_parameters(const nn::Module& model);
 
 // dir/adapter_config.json + dir/adapter_model.safetensors, with PEFT's key names

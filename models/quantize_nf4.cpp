@@ -32,4 +32,15 @@ NF4Summary quantize_base_nf4(nn::Module& model, const std::vector<std::string>& 
     return summary;
 }
 
+int64_t dequantize_base_nf4(nn::Module& model) {
+    int64_t layers = 0;
+    for (const auto& [name, module] : model.named_modules("", /*include_self=*/false)) {
+        auto layer = std::dynamic_pointer_cast<nn::Linear>(module);
+        if (!layer || !layer->is_nf4()) continue;
+        layer->dequantize();
+        layers += 1;
+    }
+    return layers;
+}
+
 }  // namespace ampgrad::models

@@ -28,4 +28,8 @@ struct NF4Summary {
 NF4Summary quantize_base_nf4(nn::Module& model, const std::vector<std::string>& exclude = {"lm_head"},
                              NF4Options options = {});
 
+// Every NF4 Linear of `model` back to a dense weight (nn::Linear::dequantize: the dequantised values,
+// in the dtype the weight had), e.g. before merging LoRA adapters into it. Returns how many.
+int64_t dequantize_base_nf4(nn::Module& model);
+
 }  // namespace ampgrad::models

@@ -71,6 +71,10 @@ Tensor lora_delta(const LoraAdapter& adapter, DType weight_dtype) {
 
 void fold(Linear& base, const LoraAdapter& adapter, double sign) {
     NoGradGuard no_grad;
+    if (base.is_nf4())
+        throw DTypeError(fmt::format("LoraAdapter::{}: the base weight is NF4 ({}); dequantise it first "
+                                     "(nn::Linear::dequantize, models::dequantize_base_nf4)",
+                                     sign > 0 ? "merge" : "unmerge", base.nf4_weight().describe()));
     Tensor w = base.weight.detach();                                         // (out,in)
     if (!is_floating(w.dtype()) || w.element_size() < 2)
         throw DTypeError(fmt::format("LoraAdapter::{}: the base weight is {}, not a floating dtype that can hold "
@@ -102,10 +106,11 @@ void attach_lora(Linear& linear, const LoraOptions& options) {
     if (options.r < 1) throw ValueError(fmt::format("attach_lora: r must be at least 1, got {}", options.r));
     if (!(options.dropout >= 0.0 && options.dropout < 1.0))
         throw ValueError(fmt::format("attach_lora: lora_dropout must be in [0, 1), got {}", options.dropout));
-    // A and B take the base weight's dtype; a quantised (non-floating or 8-bit) base gets f32 adapters.
-    const DType wt = linear.weight.dtype();
-    const DType adapter_dtype = is_floating(wt) && linear.weight.element_size() >= 2 ? wt : kFloat32;
-    TensorOptions opts = TensorOptions().dtype(adapter_dtype).device(linear.weight.device());
+    // A and B take the base weight's dtype; a quantised base (NF4, or a non-floating or 8-bit weight)
+    // gets f32 adapters, as PEFT gives a bitsandbytes 4-bit base.
+    const bool quantised = linear.is_nf4() || !is_floating(linear.weight.dtype()) || linear.weight.element_size() < 2;
+    const Device device = linear.is_nf4() ? linear.nf4_weight().device() : linear.weight.device();
+    TensorOptions opts = TensorOptions().dtype(quantised ? kFloat32 : linear.weight.dtype()).device(device);
     auto adapter = std::make_shared<LoraAdapter>();
     adapter->options = options;
     {
@@ -118,7 +123,7 @@ void attach_lora(Linear& linear, const LoraOptions& options) {
     adapter->reset_parameters();
     adapter->lora_A->weight.requires_grad_(true);
     adapter->lora_B->weight.requires_grad_(true);
-    linear.weight.requires_grad_(false);
+    if (linear.weight.defined()) linear.weight.requires_grad_(false);   // an NF4 weight is no parameter at all
     if (linear.bias.defined()) linear.bias.requires_grad_(false);
     adapter->lora_A->train(linear.is_training());
     adapter->lora_B->train(linear.is_training());

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/verify_runs.hpp"
 #include "ampgrad/ampgrad.h"
 #include "tests/app/run_program.hpp"
 
@@ -177,8 +178,44 @@ TEST_CASE("--lora and --qlora misuse is named, with a non-zero exit") {
     bad[4] = "r=4,targets=nope";
     fails_with(bad, "target modules [\"nope\"] not found in the base model");
     std::vector<std::string> q = lora_run(out + "/b", text, "2");
+    q.erase(q.begin() + 3, q.begin() + 5);   // no --lora SPEC
     q.push_back("--qlora");
-    fails_with(q, "--qlora: the NF4-quantised base (QLoRA) is not in this build");
+    fails_with(q, "--qlora: QLoRA trains LoRA adapters on an NF4 base; give --lora too");
     fails_with({"train", "--lora", "r=4", "--steps", "1", "--out", out + "/c"}, "LoRA adapts a pretrained model");
+    fs::remove_all(out);
+}
+
+TEST_CASE("train --qlora: adapters on an NF4 base in bf16; the loss falls, a resume is the same bits, export merges") {
+    const std::string out = make_temp_dir("qlora"), text = lower_case_text(out);
+    auto qlora_run = [&](const std::string& dir, const std::string& steps) {
+        std::vector<std::string> args = lora_run(dir, text, steps);
+        args.insert(args.end(), {"--qlora", "--prec", "bf16"});
+        return args;
+    };
+    const ProgramResult r = run_ok(qlora_run(out + "/whole", "40"));
+    // the 14 base Linear weights (2 layers x q,k,v,o,gate,up,down) are NF4 and still counted in the total
+    CHECK(r.output.find("0.001M of 0.007M parameters train") != std::string::npos);
+    check_loss_falls(out + "/whole", 40);
+    std::vector<std::string> first = qlora_run(out + "/split", "40");
+    first.insert(first.end(), {"--until", "20"});
+    run_ok(first);
+    run_ok({"train", "--resume", out + "/split", "--out", out + "/split", "--progress", "plain"});
+    const app::VerifyReport same = app::verify_runs(out + "/whole", out + "/split");   // the adapters and AdamW's state
+    CHECK_MESSAGE(same.identical(), app::format_verify_report(same, "whole", "split"));
+    REQUIRE(same.checkpoints.size() == 1);
+    // the checkpoint holds the adapters and the trainable rest, not the NF4 base
+    const io::Header h = io::read_safetensors_header(out + "/whole/checkpoints/step-00000040/model.safetensors");
+    for (const auto& t : h.tensors) CHECK_MESSAGE(!t.name.ends_with("q_proj.weight"), t.name);
+    // export --merge-lora dequantises the base, folds the adapters in, and evaluates as the checkpoint does
+    run_ok({"export", "--ckpt", out + "/whole", "--hf", out + "/merged", "--merge-lora"});
+    const std::vector<std::string> data = {"--tokenizer", "char", "--data", text, "--eval-iters", "2", "--batch-size", "8",
+                                           "--block-size", "16"};   // the run's windows
+    std::vector<std::string> from_checkpoint = {"eval", "--ckpt", out + "/whole", "--eval-iters", "2"};
+    std::vector<std::string> from_merged = {"eval", "--hf", out + "/merged"};
+    from_merged.insert(from_merged.end(), data.begin(), data.end());
+    const double trained = eval_json(run_ok(from_checkpoint)).at("val_loss").get<double>();
+    const double merged = eval_json(run_ok(from_merged)).at("val_loss").get<double>();
+    MESSAGE("val loss: checkpoint (bf16 over NF4) " << trained << ", merged f32 folder " << merged);
+    CHECK(merged == doctest::Approx(trained).epsilon(1e-3));   // bf16 autocast against f32 on the same weights
     fs::remove_all(out);
 }

@@ -146,3 +146,25 @@ TEST_CASE("a quantised base (here an fp8 weight) gets f32 adapters, and merge re
                          DTypeError);
     CHECK_FALSE(fc.lora->merged);
 }
+
+TEST_CASE("QLoRA: adapters on an NF4 base are f32 and train; merge refuses the NF4 weight until dequantised") {
+    nn::Linear fc(64, 8, true);
+    Tensor x = randn({3, 64});                                                  // (B,in)
+    fc.quantize_nf4();
+    const Tensor base_y = fc.forward(x);                                        // x deq(W)^T + b
+    nn::attach_lora(fc, {.r = 2, .alpha = 4, .init = nn::LoraInit::kGaussian});
+    CHECK(fc.lora->lora_A->weight.dtype() == kFloat32);
+    CHECK(fc.lora->lora_A->weight.requires_grad());
+    CHECK_FALSE(fc.bias.requires_grad());                                       // the base, bias included, is frozen
+    CHECK_CLOSE(fc.forward(x), base_y, (Tolerance{0.0, 0.0}));                 // B = 0: exactly the NF4 layer
+    fc.lora->lora_B->weight.detach().fill_(0.5);
+    Tensor y = fc.forward(x);
+    y.sum().backward();
+    CHECK(fc.lora->lora_A->weight.grad().defined());
+    CHECK(fc.lora->lora_B->weight.grad().defined());
+    CHECK_THROWS_WITH_AS(fc.lora->merge(fc), doctest::Contains("the base weight is NF4"), DTypeError);
+    fc.dequantize();
+    fc.lora->merge(fc);                                                         // dense again: W + scale B A
+    NoGradGuard no_grad;
+    CHECK_CLOSE(fc.forward(x), y.detach(), tol_for(kFloat32));
+}
