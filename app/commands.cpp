@@ -210,6 +210,10 @@ int run_train(const TrainOptions& o) {
     ProgressLine progress(cfg.steps, trainer->step(), in_place, o.log_every);
     const std::optional<double> mfu_factor = mfu_per_token_per_s(lm, cfg.device, world);
     if (mfu_factor) progress.set_mfu_per_token_per_s(*mfu_factor);
+    if (!models::lora_layers(*lm.module()).empty()) {   // a LoRA run: what trains, on every line
+        const auto [trainable, total] = models::trainable_and_total_parameters(*lm.module());
+        progress.set_parameter_counts(trainable, total);
+    }
     const auto start = std::chrono::steady_clock::now();
     int64_t tokens = 0;
     std::optional<EvalStats> final_eval;

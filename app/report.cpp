@@ -47,9 +47,13 @@ std::string ProgressLine::format(const TrainStats& s) {
     const std::string accum = s.grad_accum > 1 ? fmt::format(" | {} tok/step ({} micro)", s.tokens, s.grad_accum) : "";
     const std::string mfu =
         mfu_per_token_per_s_ ? fmt::format(" | MFU {:.1f}%", 100.0 * tokens_per_s_ * *mfu_per_token_per_s_) : "";
+    const std::string trains =
+        parameter_counts_ ? fmt::format(" | trains {:.3f}M of {:.3f}M params", parameter_counts_->first / 1e6,
+                                        parameter_counts_->second / 1e6)
+                          : "";
     return fmt::format("step {:>{}}/{} | loss {:.4f} | {:.0f} tok/s{} | lr {:.2e} | scale {:g} | skipped {} | "
-                       "gnorm {:.3f}{}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
-                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, accum, duration_text(eta));
+                       "gnorm {:.3f}{}{}{}{} | ETA {}", s.step, std::to_string(total_).size(), total_, s.loss, tokens_per_s_,
+                       mfu, s.lr, s.scale, s.skipped_total, s.grad_norm, zero, ranks, accum, trains, duration_text(eta));
 }
 
 void ProgressLine::update(const TrainStats& s) {

@@ -28,6 +28,8 @@ public:
     // MFU = tokens/s * mfu_per_token_per_s: llm.c's FLOPs per token over the peak FLOP/s of every
     // device the run uses. Unset (the default, and on a CPU): no MFU is shown.
     void set_mfu_per_token_per_s(double factor) { mfu_per_token_per_s_ = factor; }
+    // A run that trains part of its model (LoRA adapters): each line also shows "trains T of N params".
+    void set_parameter_counts(int64_t trainable, int64_t total) { parameter_counts_ = {trainable, total}; }
     void message(const std::string& line);   // a plain line (an eval record), keeping the progress line below
     void finish();                           // ends an in-place line with a newline
 
@@ -39,6 +41,7 @@ private:
     std::chrono::steady_clock::time_point start_, last_draw_;
     double tokens_per_s_ = 0.0;
     std::optional<double> mfu_per_token_per_s_;
+    std::optional<std::pair<int64_t, int64_t>> parameter_counts_;   // (trainable, total)
     int64_t tokens_since_ = 0;
     std::chrono::steady_clock::time_point since_;
 };

@@ -195,6 +195,7 @@ TEST_CASE("train --qlora: adapters on an NF4 base in bf16; the loss falls, a res
     const ProgramResult r = run_ok(qlora_run(out + "/whole", "40"));
     // the 14 base Linear weights (2 layers x q,k,v,o,gate,up,down) are NF4 and still counted in the total
     CHECK(r.output.find("0.001M of 0.007M parameters train") != std::string::npos);
+    CHECK(r.output.find("| trains 0.001M of 0.007M params |") != std::string::npos);   // on every progress line
     check_loss_falls(out + "/whole", 40);
     std::vector<std::string> first = qlora_run(out + "/split", "40");
     first.insert(first.end(), {"--until", "20"});
