@@ -22,17 +22,6 @@ namespace {
 
 std::string llama_base() { return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_llama" / "llama").string(); }
 
-// Tiny Shakespeare in lower case, letters, spaces and newlines (28 characters: under the fixture's 40 ids).
-std::string lower_case_text(const std::string& dir) {
-    std::string text;
-    for (char c : data::tiny_shakespeare().substr(0, 100000)) {
-        const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if ((lower >= 'a' && lower <= 'z') || lower == ' ' || lower == '\n') text.push_back(lower);
-    }
-    const std::string path = dir + "/lower.txt";
-    std::ofstream(path) << text;
-    return path;
-}
 
 ProgramResult run_ok(const std::vector<std::string>& args) {
     ProgramResult r = run_ampgrad(args);

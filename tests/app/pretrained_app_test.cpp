@@ -27,18 +27,6 @@ std::string llama_fixture(const std::string& name) {
     return (fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_llama" / name).string();
 }
 
-// The Llama fixtures have 40 token ids: Tiny Shakespeare in lower case, letters, spaces and
-// newlines only (28 characters), fits a char tokenizer under them.
-std::string lower_case_text(const std::string& dir) {
-    std::string text;
-    for (char c : data::tiny_shakespeare().substr(0, 100000)) {
-        const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if ((lower >= 'a' && lower <= 'z') || lower == ' ' || lower == '\n') text.push_back(lower);
-    }
-    const std::string path = dir + "/lower.txt";
-    std::ofstream(path) << text;
-    return path;
-}
 
 ProgramResult run_ok(const std::vector<std::string>& args) {
     ProgramResult r = run_ampgrad(args);

@@ -10,12 +10,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "data/text.hpp"
 
 extern char** environ;
 
@@ -111,6 +114,17 @@ std::string read_bytes(const std::string& path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
+}
+
+std::string lower_case_text(const std::string& dir) {
+    std::string text;
+    for (char c : data::tiny_shakespeare().substr(0, 100000)) {
+        const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if ((lower >= 'a' && lower <= 'z') || lower == ' ' || lower == '\n') text.push_back(lower);
+    }
+    const std::string path = dir + "/lower.txt";
+    std::ofstream(path) << text;
+    return path;
 }
 
 }  // namespace ampgrad::testing

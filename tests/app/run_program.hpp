@@ -32,5 +32,9 @@ ProgramResult run_ampgrad(std::vector<std::string> args, const std::vector<std::
                           bool kill_when_stopped = false);
 // A file's bytes ("" when it cannot be read).
 std::string read_bytes(const std::string& path);
+// The Hugging Face Llama fixtures have 40 token ids: the first 100,000 characters of Tiny Shakespeare
+// in lower case, letters, spaces and newlines only (28 characters), written to DIR/lower.txt, fit a
+// char tokenizer under them. Returns the file's path.
+std::string lower_case_text(const std::string& dir);
 
 }  // namespace ampgrad::testing
