@@ -12,6 +12,7 @@
 #include "amp/autocast_policy.hpp"
 #include "ampgrad_config.h"
 #include "app/async_checkpoint.hpp"
+#include "app/auto_restart.hpp"
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
@@ -171,7 +172,9 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
+int run_train(const TrainOptions& typed) {
+    TrainOptions o = typed;
+    if (o.resume == "auto") o.resume = newest_checkpoint(o.out).value_or("");   // none yet: a fresh start
     std::unique_ptr<Trainer> trainer;
     if (!o.resume.empty()) {
         const std::string dir = resolve_checkpoint(o.resume);
@@ -202,6 +205,13 @@ int run_train(const TrainOptions& o) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    if (const std::optional<RestartRound> round = restart_round_from_env(); round && lead) {   // ampgrad-run restarted us
+        const std::optional<std::string> from = o.resume.empty() ? std::nullopt : std::optional<std::string>(o.resume);
+        metrics->record(restart_record(*round, trainer->step(), from));
+        std::printf("restart %lld (%s): %s\n", static_cast<long long>(round->count), round->cause.c_str(),
+                    from ? ("resumed at step " + std::to_string(trainer->step())).c_str() : "no checkpoint yet, started fresh");
+    }
+    StepFile step_file;   // the step in progress, for ampgrad-run (AMPGRAD_STEP_FILE)
     std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
     StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);
@@ -224,6 +234,7 @@ int run_train(const TrainOptions& o) {
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
         step_profiler.before_step(trainer->step() + 1);
+        step_file.starting(trainer->step() + 1);
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,14 +1,21 @@
 // tools/ampgrad_run.cpp: `ampgrad-run`, the process launcher for ampgrad::dist (like torchrun).
 //
-//   ampgrad-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P] prog args...
+//   ampgrad-run --nproc-per-node N [--nnodes M|MIN:MAX --node-rank K --master-addr A --master-port P]
+//               [--max-restarts R --monitor-interval S --rdzv-timeout S --rdzv-port P] prog args...
 //   ampgrad-run --help
 //
 // Starts N copies of prog on this node with the rendezvous environment that dist::init_process_group
-// reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
+// reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
 // MASTER_PORT (and OMP_NUM_THREADS=1 unless set, as torchrun does). Each line a rank prints is
 // prefixed with "[rank R] " (stdout to stdout, stderr to stderr). SIGINT and SIGTERM are forwarded
 // to every rank. When a rank fails (non-zero exit or a signal), the others get SIGTERM (SIGKILL
 // after 5 s), and ampgrad-run exits with the failed rank's code (128 + signal for a signal).
+// With --max-restarts R (or --nnodes MIN:MAX) the launchers of all hosts instead meet again through
+// a store on node 0 (tools/restart_rounds.hpp) and start their ranks once more, up to R times, with
+// AMPGRAD_RESTART_COUNT and AMPGRAD_RESTART_CAUSE set (`ampgrad train --resume auto` continues from
+// the newest checkpoint); a run whose ranks fail at the same step in two rounds in a row stops.
+// With MIN:MAX, a round goes on with the hosts that came back within --rdzv-timeout (at least MIN):
+// ranks are renumbered over them. See docs/distributed.md, "When a rank fails".
 // Under srun, SLURM_NNODES, SLURM_NODEID (or SLURM_PROCID) and the first host of SLURM_JOB_NODELIST
 // stand in for --nnodes, --node-rank and --master-addr when those are not given.
 #include <cerrno>
@@ -19,15 +26,25 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
+#include "restart_rounds.hpp"
+
 namespace {
 
 struct Options {
     int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 29500;
+    int min_nnodes = 1;             // --nnodes MIN:MAX (nnodes is MAX)
+    int max_restarts = 0;           // restart rounds after the first (torchrun's --max-restarts)
+    double monitor_interval_s = 1;  // how often a launcher looks for another host's failure
+    int rdzv_timeout_s = 30;        // how long node 0 waits for hosts to join a round
+    int rdzv_port = 0;              // the launchers' store (0: master port + 1)
     std::string master_addr = "127.0.0.1";
     int collective_timeout_s = 0;   // 0: the program's own (ampgrad train: 60 s)
     std::string fr_dir;             // "": the program's own (AMPGRAD_FR_DIR, else the temporary folder)
@@ -57,7 +74,8 @@ const char* const kUsage =
     "MASTER_ADDR and MASTER_PORT set for ampgrad::dist (OMP_NUM_THREADS=1 unless set).\n"
     "\n"
     "  --nproc-per-node N   processes on this node (default 1)\n"
-    "  --nnodes M           nodes, one ampgrad-run on each (default 1, or SLURM_NNODES)\n"
+    "  --nnodes M           nodes, one ampgrad-run on each (default 1, or SLURM_NNODES); MIN:MAX: elastic,\n"
+    "                       a restart round goes on with the hosts that rejoin (at least MIN)\n"
     "  --node-rank K        this node's index in [0, M) (default 0, or SLURM_NODEID)\n"
     "  --master-addr A      address of node 0, which hosts the store (default 127.0.0.1, or the first\n"
     "                       host of SLURM_JOB_NODELIST)\n"
@@ -66,6 +84,12 @@ const char* const kUsage =
     "                       flight recorder (sets AMPGRAD_COLLECTIVE_TIMEOUT for ampgrad train; default 60)\n"
     "  --flight-recorder-dir D  where ranks write flight_recorder_rank<R>.json (sets AMPGRAD_FR_DIR);\n"
     "                       read them with `ampgrad fr D`\n"
+    "  --max-restarts R     when a rank fails, stop this host's ranks, meet the other hosts again and start\n"
+    "                       them again, up to R times (default 0: the run ends); the ranks see\n"
+    "                       AMPGRAD_RESTART_COUNT and AMPGRAD_RESTART_CAUSE (use `ampgrad train --resume auto`)\n"
+    "  --monitor-interval S how often, in seconds, to look for a failure on another host (default 1)\n"
+    "  --rdzv-timeout S     how long node 0 waits for the hosts to join a round (default 30)\n"
+    "  --rdzv-port P        the launchers' store on node 0, for restarts (default: master port + 1)\n"
     "  --help               this text\n"
     "\n"
     "Under srun (one ampgrad-run task per node) the Slurm variables fill in the flags not given.\n"
@@ -82,6 +106,23 @@ int parse_int(const char* flag, const char* v) {
     long x = std::strtol(v, &end, 10);
     if (!*v || *end) usage((std::string(flag) + " needs an integer, got '" + v + "'").c_str());
     return static_cast<int>(x);
+}
+
+// A number of seconds > 0 ("0.5", "2").
+double parse_seconds(const char* flag, const char* v) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (!*v || *end || !(x > 0)) usage((std::string(flag) + " needs a number of seconds > 0, got '" + v + "'").c_str());
+    return x;
+}
+
+// --nnodes M, or MIN:MAX (elastic: o.nnodes is MAX).
+void parse_nnodes(Options& o, const std::string& value) {
+    const size_t colon = value.find(':');
+    o.nnodes = parse_int("--nnodes", value.substr(colon == std::string::npos ? 0 : colon + 1).c_str());
+    o.min_nnodes = colon == std::string::npos ? o.nnodes : parse_int("--nnodes", value.substr(0, colon).c_str());
+    if (o.min_nnodes < 1 || o.min_nnodes > o.nnodes)
+        usage(("--nnodes " + value + ": MIN must be at least 1 and at most MAX").c_str());
 }
 
 struct Given {
@@ -110,7 +151,7 @@ void apply_slurm(Options& o, const Given& given) {
     const char* ntasks = env_or_null("SLURM_NTASKS");
     const char* nodelist = env_or_null("SLURM_JOB_NODELIST");
     if (nnodes == nullptr && proc_id == nullptr) return;
-    if (!given.nnodes && nnodes != nullptr) o.nnodes = parse_int("SLURM_NNODES", nnodes);
+    if (!given.nnodes && nnodes != nullptr) o.nnodes = o.min_nnodes = parse_int("SLURM_NNODES", nnodes);
     if (!given.node_rank && (node_id != nullptr || proc_id != nullptr))
         o.node_rank = parse_int(node_id != nullptr ? "SLURM_NODEID" : "SLURM_PROCID", node_id != nullptr ? node_id : proc_id);
     if (!given.master_addr && nodelist != nullptr) o.master_addr = first_slurm_host(nodelist);
@@ -141,7 +182,7 @@ Options parse(int argc, char** argv) {
             value = argv[++i];
         }
         if (flag == "--nproc-per-node" || flag == "--nproc_per_node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
-        else if (flag == "--nnodes") o.nnodes = parse_int("--nnodes", value.c_str()), given.nnodes = true;
+        else if (flag == "--nnodes") parse_nnodes(o, value), given.nnodes = true;
         else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
         else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value, given.master_addr = true;
         else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
@@ -150,6 +191,10 @@ Options parse(int argc, char** argv) {
             if (o.collective_timeout_s < 1) usage("--collective-timeout must be at least 1 second");
         }
         else if (flag == "--flight-recorder-dir") o.fr_dir = value;
+        else if (flag == "--max-restarts") o.max_restarts = parse_int("--max-restarts", value.c_str());
+        else if (flag == "--monitor-interval") o.monitor_interval_s = parse_seconds("--monitor-interval", value.c_str());
+        else if (flag == "--rdzv-timeout") o.rdzv_timeout_s = parse_int("--rdzv-timeout", value.c_str());
+        else if (flag == "--rdzv-port") o.rdzv_port = parse_int("--rdzv-port", value.c_str());
         else usage(("unknown option " + flag).c_str());
     }
     for (; i < argc; ++i) o.command.push_back(argv[i]);
@@ -157,10 +202,19 @@ Options parse(int argc, char** argv) {
     if (o.command.empty()) usage("no program to run");
     if (o.nproc_per_node < 1 || o.nnodes < 1) usage("--nproc-per-node and --nnodes must be at least 1");
     if (o.node_rank < 0 || o.node_rank >= o.nnodes) usage("--node-rank must be in [0, --nnodes)");
+    if (o.max_restarts < 0) usage("--max-restarts must be at least 0");
+    if (o.rdzv_timeout_s < 1) usage("--rdzv-timeout must be at least 1 second");
+    if (o.rdzv_port == 0) o.rdzv_port = o.master_port + 1;
     return o;
 }
 
-void start(Rank& r, int local_rank, const Options& o) {
+// What a round gives its ranks beyond the options: the group they form, and what the launcher says.
+struct RoundEnv {
+    int world_size = 1, group_rank = 0;
+    std::vector<std::pair<std::string, std::string>> extra;   // AMPGRAD_RESTART_COUNT, ...
+};
+
+void start(Rank& r, int local_rank, const Options& o, const RoundEnv& round) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) { std::perror("ampgrad-run: pipe"); std::exit(1); }
     r.pid = fork();
@@ -172,14 +226,15 @@ void start(Rank& r, int local_rank, const Options& o) {
         signal(SIGTERM, SIG_DFL);
         setenv("RANK", std::to_string(r.rank).c_str(), 1);
         setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node).c_str(), 1);
+        setenv("WORLD_SIZE", std::to_string(round.world_size).c_str(), 1);
         setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-        setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
+        setenv("GROUP_RANK", std::to_string(round.group_rank).c_str(), 1);
         setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
         setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
         setenv("OMP_NUM_THREADS", "1", 0);
         if (o.collective_timeout_s > 0) setenv("AMPGRAD_COLLECTIVE_TIMEOUT", std::to_string(o.collective_timeout_s).c_str(), 1);
         if (!o.fr_dir.empty()) setenv("AMPGRAD_FR_DIR", o.fr_dir.c_str(), 1);
+        for (const auto& [name, value] : round.extra) setenv(name.c_str(), value.c_str(), 1);
         std::vector<char*> args;
         for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
         args.push_back(nullptr);
@@ -263,22 +318,47 @@ void resolve_program(Options& o) {
     std::exit(2);
 }
 
-int main(int argc, char** argv) {
-    Options o = parse(argc, argv);
-    resolve_program(o);
-    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return 1;
-    struct sigaction sa{};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+namespace {
 
+// How one round of ranks ended.
+struct RoundResult {
+    enum class End { kSuccess, kLocalFailure, kFailedElsewhere, kSignal } end = End::kSuccess;
+    int code = 0;                          // the launcher's exit code if the run ends here
+    ampgrad_run::Failure failure;          // kLocalFailure: the first local rank that failed
+};
+
+// The step a rank was in when it stopped (its AMPGRAD_STEP_FILE), or -1.
+int64_t step_in_progress(const std::string& step_file) {
+    std::ifstream in(step_file);
+    long long step = -1;
+    return in >> step ? step : -1;
+}
+
+std::string step_file_of(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".step"; }
+
+// Starts this host's ranks of a round and pumps their output until they have all ended. The first
+// failure (a rank's, or another host's in `rounds`, looked up every --monitor-interval) stops the
+// others: SIGTERM, then SIGKILL after 5 s.
+RoundResult run_round(const Options& o, const RoundEnv& env, ampgrad_run::RestartRounds* rounds, int round,
+                      const std::string& step_dir) {
     std::vector<Rank> ranks;
-    for (int l = 0; l < o.nproc_per_node; ++l) ranks.push_back(Rank{o.node_rank * o.nproc_per_node + l});
-    for (int l = 0; l < o.nproc_per_node; ++l) start(ranks[static_cast<size_t>(l)], l, o);
-
-    int exit_code = 0;
+    const int first_rank = env.group_rank * o.nproc_per_node;
+    for (int l = 0; l < o.nproc_per_node; ++l) ranks.push_back(Rank{first_rank + l});
+    for (int l = 0; l < o.nproc_per_node; ++l) {
+        RoundEnv mine = env;
+        if (!step_dir.empty()) mine.extra.emplace_back("AMPGRAD_STEP_FILE", step_file_of(step_dir, first_rank + l));
+        start(ranks[static_cast<size_t>(l)], l, o, mine);
+    }
+    RoundResult result;
     bool stopping = false;
-    long kill_deadline_ms = -1, now_ms = 0;
+    long kill_deadline_ms = -1, now_ms = 0, next_monitor_ms = 0;
+    const auto stop_all = [&](RoundResult::End end, int code) {
+        result.end = end;
+        result.code = code;
+        stopping = true;
+        kill_deadline_ms = now_ms + 5000;
+        signal_all(ranks, SIGTERM);
+    };
     for (;;) {
         std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
         for (auto& r : ranks) {
@@ -286,12 +366,17 @@ int main(int argc, char** argv) {
             if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
         }
         poll(fds.data(), fds.size(), 100);
-        now_ms += 100;   // coarse: only the SIGKILL grace period uses it
+        now_ms += 100;   // coarse: only the SIGKILL grace period and the monitor interval use it
         if (fds[0].revents & POLLIN) {
             char sig;
             if (read(g_signal_pipe[0], &sig, 1) == 1) {
                 signal_all(ranks, sig);
-                if (!stopping) { exit_code = 128 + sig; stopping = true; kill_deadline_ms = now_ms + 5000; }
+                if (!stopping || result.end != RoundResult::End::kSignal) {
+                    result.end = RoundResult::End::kSignal;
+                    result.code = 128 + sig;
+                    stopping = true;
+                    kill_deadline_ms = now_ms + 5000;
+                }
             }
         }
         for (auto& r : ranks) {
@@ -306,14 +391,22 @@ int main(int argc, char** argv) {
                 r.running = false;
                 r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 if (r.code != 0 && !stopping) {
-                    std::fprintf(stderr, "ampgrad-run: rank %d %s %d; stopping the other ranks\n", r.rank,
-                                 WIFEXITED(status) ? "exited with code" : "was killed by signal",
-                                 WIFEXITED(status) ? r.code : WTERMSIG(status));
-                    exit_code = r.code;
-                    stopping = true;
-                    kill_deadline_ms = now_ms + 5000;
-                    signal_all(ranks, SIGTERM);
+                    const std::string how = WIFEXITED(status) ? "exited with code " + std::to_string(r.code)
+                                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
+                    std::fprintf(stderr, "ampgrad-run: rank %d %s; stopping the other ranks\n", r.rank, how.c_str());
+                    result.failure.step = step_dir.empty() ? -1 : step_in_progress(step_file_of(step_dir, r.rank));
+                    result.failure.cause = "rank " + std::to_string(r.rank) + " (host " + std::to_string(o.node_rank) +
+                                           ") " + how + (result.failure.step >= 0 ? " at step " +
+                                                         std::to_string(result.failure.step) : "");
+                    stop_all(RoundResult::End::kLocalFailure, r.code);
                 }
+            }
+        }
+        if (rounds && !stopping && now_ms >= next_monitor_ms) {
+            next_monitor_ms = now_ms + static_cast<long>(o.monitor_interval_s * 1000);
+            if (rounds->failed_elsewhere(round)) {
+                std::fprintf(stderr, "ampgrad-run: a rank on another host failed; stopping this host's ranks\n");
+                stop_all(RoundResult::End::kFailedElsewhere, 1);
             }
         }
         bool any_running = false, any_open = false;
@@ -324,5 +417,78 @@ int main(int argc, char** argv) {
         if (!any_running && !any_open) break;
         if (stopping && any_running && now_ms > kill_deadline_ms) signal_all(ranks, SIGKILL);
     }
-    return exit_code;
+    return result;
+}
+
+// A folder for the ranks' step files, removed when the launcher ends.
+struct StepDir {
+    std::string path;
+    StepDir() {
+        std::string templ = (std::filesystem::temp_directory_path() / "ampgrad-run.XXXXXX").string();
+        if (mkdtemp(templ.data()) == nullptr) { std::perror("ampgrad-run: mkdtemp"); std::exit(1); }
+        path = templ;
+    }
+    ~StepDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+};
+
+// --max-restarts or --nnodes MIN:MAX: rounds of ranks, each after a rendezvous of the hosts, until
+// one succeeds, the restarts run out, or the ranks fail at the same step twice in a row.
+int run_with_restarts(const Options& o) {
+    ampgrad_run::RestartRounds rounds({o.master_addr, o.rdzv_port, o.node_rank, o.min_nnodes, o.nnodes,
+                                       std::chrono::milliseconds(1000LL * o.rdzv_timeout_s)});
+    StepDir step_dir;
+    std::string cause;             // why the previous round ended
+    int64_t last_failed_step = -1;
+    for (int round = rounds.first_round();; ++round) {
+        const ampgrad_run::Membership m = rounds.join(round);
+        RoundEnv env{static_cast<int>(m.nodes.size()) * o.nproc_per_node, m.index, {}};
+        env.extra = {{"AMPGRAD_RESTART_COUNT", std::to_string(round)}, {"AMPGRAD_MAX_RESTARTS", std::to_string(o.max_restarts)},
+                     {"AMPGRAD_RESTART_CAUSE", cause}};
+        if (round > 0 || static_cast<int>(m.nodes.size()) < o.nnodes)
+            std::fprintf(stderr, "ampgrad-run: round %d: %zu host(s), world size %d%s%s\n", round, m.nodes.size(),
+                         env.world_size, cause.empty() ? "" : "; restarting after: ", cause.c_str());
+        const RoundResult r = run_round(o, env, &rounds, round, step_dir.path);
+        if (r.end == RoundResult::End::kSuccess) {
+            rounds.finished(round);
+            if (o.node_rank == 0) rounds.wait_until_finished(round, m);
+            return 0;
+        }
+        if (r.end == RoundResult::End::kSignal) return r.code;
+        if (r.end == RoundResult::End::kLocalFailure) rounds.report_failure(round, r.failure);
+        const ampgrad_run::Failure f = rounds.failure_of(round);
+        if (round - rounds.first_round() >= o.max_restarts) {
+            std::fprintf(stderr, "ampgrad-run: %s; no restarts left (--max-restarts %d)\n", f.cause.c_str(), o.max_restarts);
+            return r.code;
+        }
+        if (f.step >= 0 && f.step == last_failed_step) {
+            std::fprintf(stderr, "ampgrad-run: %s, the step at which the previous round failed too; stopping rather "
+                         "than restarting into the same failure\n", f.cause.c_str());
+            return r.code;
+        }
+        last_failed_step = f.step;
+        cause = f.cause;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    resolve_program(o);
+    if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return 1;
+    struct sigaction sa{};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    if (o.max_restarts == 0 && o.min_nnodes == o.nnodes)   // one round, no store: a failure ends the run
+        return run_round(o, RoundEnv{o.nnodes * o.nproc_per_node, o.node_rank, {}}, nullptr, 0, "").code;
+    try {
+        return run_with_restarts(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ampgrad-run: %s\n", e.what());
+        return 1;
+    }
 }

@@ -1,0 +1,62 @@
+// auto_restart.cpp: --resume auto, the restart record and the step file (app/auto_restart.hpp).
+#include "app/auto_restart.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "app/checkpoint.hpp"
+#include "core/error.hpp"
+
+namespace ampgrad::app {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> newest_checkpoint(const std::string& out) {
+    if (!fs::exists(fs::path(out) / "checkpoints" / "latest")) return std::nullopt;
+    const std::string dir = resolve_checkpoint(out);   // throws when `latest` names no checkpoint
+    read_checkpoint_state(dir);                         // throws on a truncated or corrupt state.json
+    return dir;
+}
+
+std::optional<RestartRound> restart_round_from_env() {
+    const char* count = std::getenv("AMPGRAD_RESTART_COUNT");
+    if (count == nullptr || *count == '\0') return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(count, &end, 10);
+    if (*end != '\0' || n < 0)
+        throw ValueError(fmt::format("AMPGRAD_RESTART_COUNT={}: not a restart count (a whole number >= 0)", count));
+    if (n == 0) return std::nullopt;
+    const char* cause = std::getenv("AMPGRAD_RESTART_CAUSE");
+    return RestartRound{n, cause != nullptr ? cause : ""};
+}
+
+nlohmann::json restart_record(const RestartRound& round, int64_t step, const std::optional<std::string>& resumed_from) {
+    return {{"kind", "restart"}, {"step", step}, {"restart", round.count}, {"cause", round.cause},
+            {"resumed_from", resumed_from ? nlohmann::json(*resumed_from) : nlohmann::json(nullptr)}};
+}
+
+StepFile::StepFile() {
+    const char* path = std::getenv("AMPGRAD_STEP_FILE");
+    if (path == nullptr || *path == '\0') return;
+    fd_ = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IOError(fmt::format("AMPGRAD_STEP_FILE={}: cannot open it for writing", path));
+}
+
+StepFile::~StepFile() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void StepFile::starting(int64_t step) {
+    if (fd_ < 0) return;
+    // Fixed width, so that a shorter number never leaves a longer one's tail behind.
+    const std::string text = fmt::format("{:>20}\n", step);
+    if (::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+        throw IOError(fmt::format("AMPGRAD_STEP_FILE: writing step {} failed", step));
+}
+
+}  // namespace ampgrad::app

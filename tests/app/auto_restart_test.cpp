@@ -1,0 +1,147 @@
+// auto_restart_test.cpp: what `ampgrad train` does for a launcher that restarts it
+// (app/auto_restart.hpp): --resume auto starts fresh, then continues from the newest checkpoint, and
+// names a `latest` that points nowhere; and the issue-36 fault: rank 1 of a 2-rank data-parallel run
+// SIGKILLed mid-run under `ampgrad-run --max-restarts 1` restarts by itself from the last
+// checkpoint and ends with weights bit for bit those of the uninterrupted run (`ampgrad verify`),
+// with a "restart" record in metrics.jsonl naming the cause.
+#include <doctest/doctest.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ampgrad_config.h"
+#include "tests/app/run_program.hpp"
+#include "tests/app/shard_fixtures.hpp"
+
+using namespace ampgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny model on token shards, checkpointed every 4 steps, resuming by itself (--resume auto).
+std::vector<std::string> auto_run(const std::string& data, const std::string& out, int64_t steps) {
+    return {"train", "--data", data, "--tokenizer", "byte", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
+            "--block-size", "16", "--batch-size", "4", "--steps", std::to_string(steps), "--warmup", "1",
+            "--eval-every", "0", "--eval-iters", "2", "--sample-tokens", "0", "--progress", "plain", "--log-every", "1",
+            "--ckpt-every", "4", "--resume", "auto", "--out", out};
+}
+
+std::string latest_name(const std::string& out) {
+    std::ifstream in(fs::path(out) / "checkpoints" / "latest");
+    std::string name;
+    in >> name;
+    return name;
+}
+
+// The records of metrics.jsonl of one kind.
+std::vector<nlohmann::json> records(const std::string& out, const std::string& kind) {
+    std::vector<nlohmann::json> found;
+    std::ifstream in(fs::path(out) / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+        if (nlohmann::json j = nlohmann::json::parse(line); j["kind"] == kind) found.push_back(j);
+    return found;
+}
+
+// The pid of the process whose environment holds RANK=<rank> and whose command line names `out`
+// (the run's unique folder), or -1.
+pid_t rank_process(const std::string& out, int rank) {
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) return -1;
+    pid_t found = -1;
+    while (dirent* e = readdir(proc)) {
+        const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+        if (pid <= 0) continue;
+        const std::string dir = std::string("/proc/") + e->d_name;
+        std::string cmdline = read_bytes(dir + "/cmdline"), environ = read_bytes(dir + "/environ");
+        const std::string rank_var = std::string("RANK=") + std::to_string(rank) + '\0';
+        if (cmdline.find(out) == std::string::npos || cmdline.find("ampgrad-run") != std::string::npos) continue;
+        if (environ.find(std::string(1, '\0') + rank_var) != std::string::npos || environ.rfind(rank_var, 0) == 0) {
+            found = pid;
+            break;
+        }
+    }
+    closedir(proc);
+    return found;
+}
+
+}  // namespace
+
+TEST_CASE("train --resume auto: fresh without a checkpoint, then the newest one; a broken latest is named") {
+    const std::string data = write_text_shards(make_temp_dir("auto_data"), 5000, 20000, 60000);
+    const std::string straight = make_temp_dir("auto_straight"), split = make_temp_dir("auto_split");
+    REQUIRE(run_ampgrad(auto_run(data, straight, 8), {"OMP_NUM_THREADS=1"}).exit_code == 0);
+    std::vector<std::string> first = auto_run(data, split, 8);
+    first.insert(first.end(), {"--until", "4"});
+    const ProgramResult a = run_ampgrad(first, {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+    CHECK(a.output.find("resumed from") == std::string::npos);
+    const ProgramResult b = run_ampgrad(auto_run(data, split, 8), {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(b.exit_code == 0, b.output);
+    CHECK(b.output.find("checkpoints/step-00000004 at step 4") != std::string::npos);
+    const ProgramResult same = run_ampgrad({"verify", straight, split});
+    CHECK_MESSAGE(same.exit_code == 0, same.output);
+    CHECK(same.output.find("step 8: ") != std::string::npos);
+
+    std::ofstream(fs::path(split) / "checkpoints" / "latest") << "step-00000099\n";
+    const ProgramResult broken = run_ampgrad(auto_run(data, split, 8), {"OMP_NUM_THREADS=1"});
+    CHECK(broken.exit_code == 1);
+    CHECK_MESSAGE(broken.output.find("names \"step-00000099\", which holds no state.json") != std::string::npos,
+                  broken.output);
+}
+
+TEST_CASE("ampgrad-run --max-restarts 1: rank 1 SIGKILLed mid-run; the run restarts from its last checkpoint and "
+          "ends bit for bit as the uninterrupted run" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string data = write_text_shards(make_temp_dir("restart_data"), 5000, 20000, 100000);
+    const std::string straight = make_temp_dir("restart_straight"), killed = make_temp_dir("restart_killed");
+    const auto launched = [&](const std::string& out) {
+        std::vector<std::string> args = {ampgrad_run_program(), "--nproc-per-node", "2", "--max-restarts", "1",
+                                         "--monitor-interval", "0.2", "--master-port", std::to_string(free_port()),
+                                         "--rdzv-port", std::to_string(free_port()), ampgrad_program()};
+        const std::vector<std::string> train = auto_run(data, out, 16);
+        args.insert(args.end(), train.begin(), train.end());
+        return args;
+    };
+    const ProgramResult a = run_program(launched(straight), {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+
+    // Once step 8's checkpoint is published, SIGKILL rank 1 (it is then in step 9 or a little later).
+    std::atomic<bool> done{false};
+    std::atomic<int> killed_pid{-1};
+    std::thread killer([&] {
+        while (!done && latest_name(killed) != "step-00000008") std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (int tries = 0; !done && tries < 500 && killed_pid < 0; ++tries) {
+            const pid_t pid = rank_process(killed, 1);
+            if (pid > 0 && ::kill(pid, SIGKILL) == 0) killed_pid = pid;
+        }
+    });
+    const ProgramResult b = run_program(launched(killed), {"OMP_NUM_THREADS=1"});
+    done = true;
+    killer.join();
+    CAPTURE(b.output);
+    REQUIRE(killed_pid > 0);
+    REQUIRE(b.exit_code == 0);
+    CHECK(b.output.find("was killed by signal 9; stopping the other ranks") != std::string::npos);
+    CHECK(b.output.find("ampgrad-run: round 1: 1 host(s), world size 2; restarting after: rank 1 (host 0) was "
+                        "killed by signal 9 at step ") != std::string::npos);
+    const std::vector<nlohmann::json> restarts = records(killed, "restart");
+    REQUIRE(restarts.size() == 1);
+    CHECK(restarts[0]["restart"] == 1);
+    CHECK(restarts[0]["step"] == 8);
+    CHECK(restarts[0]["cause"].get<std::string>().find("rank 1 (host 0) was killed by signal 9 at step") == 0);
+    CHECK(restarts[0]["resumed_from"].get<std::string>().find("step-00000008") != std::string::npos);
+    CHECK(records(killed, "train").size() == 16);   // the lost steps' records were dropped on resume
+    const ProgramResult same = run_ampgrad({"verify", straight, killed});
+    CHECK_MESSAGE(same.exit_code == 0, same.output);
+    CHECK(same.output.find("step 16: ") != std::string::npos);
+    CHECK(same.output.find("identical") != std::string::npos);
+}
