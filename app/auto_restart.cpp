@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "app/checkpoint.hpp"
+#include "app/run_config.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::app {
@@ -57,6 +59,18 @@ void StepFile::starting(int64_t step) {
     const std::string text = fmt::format("{:>20}\n", step);
     if (::pwrite(fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
         throw IOError(fmt::format("AMPGRAD_STEP_FILE: writing step {} failed", step));
+}
+
+StepLayout step_layout(const RunConfig& cfg, int world) {
+    if (cfg.batch_size % world == 0) return {cfg.batch_size / world, cfg.grad_accum};
+    const int64_t global = cfg.batch_size * cfg.grad_accum;   // sequences per step
+    const int64_t most = std::max<int64_t>(1, cfg.batch_size / world);   // no larger micro-batches than the run's
+    for (int64_t accum = 1; accum <= global / world; ++accum)
+        if (global % (world * accum) == 0 && global / (world * accum) <= most) return {global / (world * accum), accum};
+    throw ValueError(fmt::format(
+        "--batch-size {} is not divisible by the {} processes, and the global batch of {} sequences per step "
+        "(--batch-size {} x {} micro-step(s)) cannot be split evenly over them either: run on a number of processes "
+        "that divides {}", cfg.batch_size, world, global, cfg.batch_size, cfg.grad_accum, global));
 }
 
 }  // namespace ampgrad::app

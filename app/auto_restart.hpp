@@ -5,9 +5,11 @@
 //   a "restart" record  in metrics.jsonl when the launcher says this is restart round R
 //                       (AMPGRAD_RESTART_COUNT, AMPGRAD_RESTART_CAUSE, as torchrun's
 //                       TORCHELASTIC_RESTART_COUNT);
-//   the step file       the step in progress, rewritten before each step into AMPGRAD_STEP_FILE,
-//                       so that the launcher can say at which step a rank failed and stop a run that
-//                       fails at the same step again instead of looping.
+//   the step file       the step in progress, rewritten before each step into AMPGRAD_STEP_FILE
+//                       (0 while starting up), so that the launcher can say at which step a rank
+//                       failed and stop a run that fails at the same step again instead of looping;
+//   the step layout     at a world size the run was not started with (ampgrad-run --nnodes
+//                       MIN:MAX), each rank's micro-batch and accumulation that keep the global batch.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -16,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 namespace ampgrad::app {
+
+struct RunConfig;
 
 // --resume auto: the checkpoint to continue from (a directory), or nullopt for a fresh start when
 // OUT holds no checkpoint yet. A `latest` that names no complete checkpoint is an error (IOError or
@@ -46,5 +50,18 @@ public:
 private:
     int fd_ = -1;
 };
+
+// One step on `world` processes: each rank runs `accum` micro-batches of `micro` sequences, and
+// world * micro * accum = batch_size * grad_accum, the run's global batch, whatever the world size.
+// The run's own layout (batch_size / world, grad_accum) when the world size divides --batch-size;
+// else the fewest micro-steps that split the global batch evenly in micro-batches no larger than
+// batch_size / world (at least 1), so that an elastic restart on fewer or more hosts trains on the
+// same batch in no more memory; ValueError naming the numbers when no split exists (the run cannot
+// keep its global batch at that world size).
+struct StepLayout {
+    int64_t micro = 1;   // sequences per rank per micro-step
+    int64_t accum = 1;   // micro-steps per step
+};
+StepLayout step_layout(const RunConfig& cfg, int world);
 
 }  // namespace ampgrad::app

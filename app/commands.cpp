@@ -122,6 +122,18 @@ std::string data_parallel_text(const RunConfig& cfg, int world_size) {
                        cfg.batch_size / world_size);
 }
 
+// At a world size that cannot share --batch-size equally (an elastic restart), how the global
+// batch is kept (step_layout, app/auto_restart.hpp).
+void print_elastic_layout(const Trainer& trainer) {
+    const RunConfig& cfg = trainer.config();
+    const StepLayout& l = trainer.layout();
+    if (cfg.batch_size % trainer.world_size() == 0) return;
+    std::printf("  %d processes cannot share --batch-size %lld equally: %lld micro-steps of %lld sequences per rank "
+                "keep the global batch of %lld sequences per step\n", trainer.world_size(),
+                static_cast<long long>(cfg.batch_size), static_cast<long long>(l.accum), static_cast<long long>(l.micro),
+                static_cast<long long>(cfg.batch_size * cfg.grad_accum));
+}
+
 void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
     if (o.ckpt_async && trainer.zero())
         throw ValueError("--ckpt-async: ZeRO checkpoints (--zero 0 to 3), which every rank writes, are saved "
@@ -153,7 +165,9 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
     if (!cfg.init_from.empty() && o.resume.empty())
         std::printf("  init: the Hugging Face %s weights in %s\n", lm.title().c_str(), cfg.init_from.c_str());
     if (const std::string lora = lora_banner_line(cfg, *lm.causal_lm_ptr()); !lora.empty()) std::printf("%s\n", lora.c_str());
-    if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    if (trainer.data_parallel() && cfg.batch_size % trainer.world_size() == 0)
+        std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    print_elastic_layout(trainer);
     const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
     if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model
         std::printf("  warning: the %s tokenizer has %lld ids, but the model's vocabulary has %lld: most of the model's "
@@ -173,6 +187,8 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
 }  // namespace
 
 int run_train(const TrainOptions& typed) {
+    StepFile step_file;   // the step in progress, for ampgrad-run (AMPGRAD_STEP_FILE); 0: starting up
+    step_file.starting(0);
     TrainOptions o = typed;
     if (o.resume == "auto") o.resume = newest_checkpoint(o.out).value_or("");   // none yet: a fresh start
     std::unique_ptr<Trainer> trainer;
@@ -211,7 +227,6 @@ int run_train(const TrainOptions& typed) {
         std::printf("restart %lld (%s): %s\n", static_cast<long long>(round->count), round->cause.c_str(),
                     from ? ("resumed at step " + std::to_string(trainer->step())).c_str() : "no checkpoint yet, started fresh");
     }
-    StepFile step_file;   // the step in progress, for ampgrad-run (AMPGRAD_STEP_FILE)
     std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
     StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);

@@ -3,7 +3,9 @@
 // names a `latest` that points nowhere; and the issue-36 fault: rank 1 of a 2-rank data-parallel run
 // SIGKILLed mid-run under `ampgrad-run --max-restarts 1` restarts by itself from the last
 // checkpoint and ends with weights bit for bit those of the uninterrupted run (`ampgrad verify`),
-// with a "restart" record in metrics.jsonl naming the cause.
+// with a "restart" record in metrics.jsonl naming the cause. And the elastic step layout: a run
+// continued on 3 processes that cannot share --batch-size 4 keeps its global batch by accumulating
+// more micro-steps, and trains on the same windows as one process (the same losses to rounding).
 #include <doctest/doctest.h>
 
 #include <dirent.h>
@@ -20,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ampgrad_config.h"
+#include "app/auto_restart.hpp"
+#include "app/run_config.hpp"
+#include "core/error.hpp"
 #include "tests/app/run_program.hpp"
 #include "tests/app/shard_fixtures.hpp"
 
@@ -41,6 +46,16 @@ std::string latest_name(const std::string& out) {
     std::string name;
     in >> name;
     return name;
+}
+
+// `ampgrad ARGS` on `procs` processes through ampgrad-run (one process: directly), one thread each.
+ProgramResult run_on(int procs, std::vector<std::string> args) {
+    if (procs > 1)
+        args.insert(args.begin(), {ampgrad_run_program(), "--nproc-per-node", std::to_string(procs), "--master-port",
+                                   std::to_string(free_port()), ampgrad_program()});
+    else
+        args.insert(args.begin(), ampgrad_program());
+    return run_program(args, {"OMP_NUM_THREADS=1"});
 }
 
 // The records of metrics.jsonl of one kind.
@@ -144,4 +159,62 @@ TEST_CASE("ampgrad-run --max-restarts 1: rank 1 SIGKILLed mid-run; the run resta
     CHECK_MESSAGE(same.exit_code == 0, same.output);
     CHECK(same.output.find("step 16: ") != std::string::npos);
     CHECK(same.output.find("identical") != std::string::npos);
+}
+
+TEST_CASE("step_layout: the run's own split when the world size divides --batch-size, else more micro-steps "
+          "that keep the global batch, else an error naming the numbers") {
+    ampgrad::app::RunConfig cfg;
+    cfg.batch_size = 4;
+    cfg.grad_accum = 3;
+    const auto layout = [&](int world) {
+        const ampgrad::app::StepLayout l = ampgrad::app::step_layout(cfg, world);
+        return std::pair<int64_t, int64_t>{l.micro, l.accum};
+    };
+    CHECK(layout(1) == std::pair<int64_t, int64_t>{4, 3});
+    CHECK(layout(2) == std::pair<int64_t, int64_t>{2, 3});
+    CHECK(layout(3) == std::pair<int64_t, int64_t>{1, 4});    // 3 x 1 x 4 = 12 = 4 x 3
+    CHECK(layout(6) == std::pair<int64_t, int64_t>{1, 2});
+    CHECK(layout(12) == std::pair<int64_t, int64_t>{1, 1});
+    try {
+        ampgrad::app::step_layout(cfg, 5);
+        FAIL("5 processes cannot share 12 sequences");
+    } catch (const ampgrad::ValueError& e) {
+        CHECK(std::string(e.what()).find("--batch-size 4 is not divisible by the 5 processes, and the global batch of 12 "
+                                         "sequences per step (--batch-size 4 x 3 micro-step(s)) cannot be split evenly "
+                                         "over them either: run on a number of processes that divides 12") !=
+              std::string::npos);
+    }
+}
+
+TEST_CASE("elastic: a 2-process run continued on 3 processes keeps its global batch and its windows (data parallel "
+          "and ZeRO 2)" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string data = write_text_shards(make_temp_dir("elastic_data"), 5000, 20000, 60000);
+    const auto args = [&](const std::string& out) {
+        std::vector<std::string> a = auto_run(data, out, 6);
+        a.insert(a.end(), {"--grad-accum", "3", "--ckpt-every", "0"});
+        return a;
+    };
+    const std::string one = make_temp_dir("elastic_one");
+    REQUIRE(run_on(1, args(one)).exit_code == 0);
+    for (const std::string zero : {"", "2"}) {
+        CAPTURE(zero);
+        const std::string grown = make_temp_dir("elastic_grown");
+        std::vector<std::string> first = args(grown), second = args(grown);
+        first.insert(first.end(), {"--until", "3"});
+        if (!zero.empty()) first.insert(first.end(), {"--zero", zero}), second.insert(second.end(), {"--zero", zero});
+        const ProgramResult a = run_on(2, first);
+        REQUIRE_MESSAGE(a.exit_code == 0, a.output);
+        const ProgramResult b = run_on(3, second);
+        REQUIRE_MESSAGE(b.exit_code == 0, b.output);
+        CHECK(b.output.find("3 processes cannot share --batch-size 4 equally: 4 micro-steps of 1 sequences per rank "
+                            "keep the global batch of 12 sequences per step") != std::string::npos);
+        const std::vector<nlohmann::json> straight = records(one, "train"), elastic = records(grown, "train");
+        REQUIRE(straight.size() == 6);
+        REQUIRE(elastic.size() == 6);
+        for (size_t i = 3; i < 6; ++i) {
+            CHECK(elastic[i]["tokens_per_step"] == straight[i]["tokens_per_step"]);
+            CHECK(elastic[i]["loss"].get<double>() == doctest::Approx(straight[i]["loss"].get<double>()).epsilon(1e-4));
+        }
+        CHECK(elastic[5]["grad_accum"] == 4);
+    }
 }
