@@ -18,47 +18,25 @@
 // ranks are renumbered over them. See docs/distributed.md, "When a rank fails".
 // Under srun, SLURM_NNODES, SLURM_NODEID (or SLURM_PROCID) and the first host of SLURM_JOB_NODELIST
 // stand in for --nnodes, --node-rank and --master-addr when those are not given.
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <poll.h>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
-#include "restart_rounds.hpp"
+#include "launcher.hpp"
+
+using ampgrad_run::Options;
+using ampgrad_run::RoundEnv;
+using ampgrad_run::RoundResult;
 
 namespace {
-
-struct Options {
-    int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 29500;
-    int min_nnodes = 1;             // --nnodes MIN:MAX (nnodes is MAX)
-    int max_restarts = 0;           // restart rounds after the first (torchrun's --max-restarts)
-    double monitor_interval_s = 1;  // how often a launcher looks for another host's failure
-    int rdzv_timeout_s = 30;        // how long node 0 waits for hosts to join a round
-    int rdzv_port = 0;              // the launchers' store (0: master port + 1)
-    std::string master_addr = "127.0.0.1";
-    int collective_timeout_s = 0;   // 0: the program's own (ampgrad train: 60 s)
-    std::string fr_dir;             // "": the program's own (AMPGRAD_FR_DIR, else the temporary folder)
-    std::vector<std::string> command;
-};
-
-struct Rank {
-    int rank;
-    pid_t pid = -1;
-    int out = -1, err = -1;         // read ends of the child's stdout and stderr
-    std::string out_buf, err_buf;   // a partial last line
-    bool running = true;
-    int code = 0;                   // exit code, or 128 + signal
-};
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -208,76 +186,6 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-// What a round gives its ranks beyond the options: the group they form, and what the launcher says.
-struct RoundEnv {
-    int world_size = 1, group_rank = 0;
-    std::vector<std::pair<std::string, std::string>> extra;   // AMPGRAD_RESTART_COUNT, ...
-};
-
-void start(Rank& r, int local_rank, const Options& o, const RoundEnv& round) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) { std::perror("ampgrad-run: pipe"); std::exit(1); }
-    r.pid = fork();
-    if (r.pid == 0) {
-        setpgid(0, 0);   // its own process group: a terminal's Ctrl-C reaches ranks only through us
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        setenv("RANK", std::to_string(r.rank).c_str(), 1);
-        setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(round.world_size).c_str(), 1);
-        setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-        setenv("GROUP_RANK", std::to_string(round.group_rank).c_str(), 1);
-        setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-        setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
-        setenv("OMP_NUM_THREADS", "1", 0);
-        if (o.collective_timeout_s > 0) setenv("AMPGRAD_COLLECTIVE_TIMEOUT", std::to_string(o.collective_timeout_s).c_str(), 1);
-        if (!o.fr_dir.empty()) setenv("AMPGRAD_FR_DIR", o.fr_dir.c_str(), 1);
-        for (const auto& [name, value] : round.extra) setenv(name.c_str(), value.c_str(), 1);
-        std::vector<char*> args;
-        for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        execvp(args[0], args.data());
-        std::fprintf(stderr, "ampgrad-run: cannot run %s: %s\n", args[0], std::strerror(errno));
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    r.out = out[0];
-    r.err = err[0];
-    fcntl(r.out, F_SETFL, O_NONBLOCK);   // pump() reads what is there and never waits
-    fcntl(r.err, F_SETFL, O_NONBLOCK);
-}
-
-// Moves what a rank wrote into its buffer and prints each complete line with the rank's prefix.
-// Returns false at end of file.
-bool pump(int& fd, std::string& buf, int rank, FILE* to) {
-    char chunk[65536];
-    ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-    if (n > 0) buf.append(chunk, static_cast<size_t>(n));
-    size_t start = 0, nl;
-    while ((nl = buf.find('\n', start)) != std::string::npos || (n <= 0 && start < buf.size())) {
-        size_t end = nl == std::string::npos ? buf.size() : nl;
-        std::fprintf(to, "[rank %d] %.*s\n", rank, static_cast<int>(end - start), buf.data() + start);
-        start = end + 1;
-    }
-    buf.erase(0, std::min(start, buf.size()));
-    std::fflush(to);
-    if (n <= 0) {
-        close(fd);
-        fd = -1;
-        return false;
-    }
-    return true;
-}
-
-void signal_all(std::vector<Rank>& ranks, int sig) {
-    for (auto& r : ranks)
-        if (r.running) kill(r.pid, sig);
-}
-
 }  // namespace
 
 // Whether `name` can be executed: a path, or a name found on PATH (as execvp searches).
@@ -320,106 +228,6 @@ void resolve_program(Options& o) {
 
 namespace {
 
-// How one round of ranks ended.
-struct RoundResult {
-    enum class End { kSuccess, kLocalFailure, kFailedElsewhere, kSignal } end = End::kSuccess;
-    int code = 0;                          // the launcher's exit code if the run ends here
-    ampgrad_run::Failure failure;          // kLocalFailure: the first local rank that failed
-};
-
-// The step a rank was in when it stopped (its AMPGRAD_STEP_FILE), or -1.
-int64_t step_in_progress(const std::string& step_file) {
-    std::ifstream in(step_file);
-    long long step = -1;
-    return in >> step ? step : -1;
-}
-
-std::string step_file_of(const std::string& dir, int rank) { return dir + "/rank" + std::to_string(rank) + ".step"; }
-
-// Starts this host's ranks of a round and pumps their output until they have all ended. The first
-// failure (a rank's, or another host's in `rounds`, looked up every --monitor-interval) stops the
-// others: SIGTERM, then SIGKILL after 5 s.
-RoundResult run_round(const Options& o, const RoundEnv& env, ampgrad_run::RestartRounds* rounds, int round,
-                      const std::string& step_dir) {
-    std::vector<Rank> ranks;
-    const int first_rank = env.group_rank * o.nproc_per_node;
-    for (int l = 0; l < o.nproc_per_node; ++l) ranks.push_back(Rank{first_rank + l});
-    for (int l = 0; l < o.nproc_per_node; ++l) {
-        RoundEnv mine = env;
-        if (!step_dir.empty()) mine.extra.emplace_back("AMPGRAD_STEP_FILE", step_file_of(step_dir, first_rank + l));
-        start(ranks[static_cast<size_t>(l)], l, o, mine);
-    }
-    RoundResult result;
-    bool stopping = false;
-    long kill_deadline_ms = -1, now_ms = 0, next_monitor_ms = 0;
-    const auto stop_all = [&](RoundResult::End end, int code) {
-        result.end = end;
-        result.code = code;
-        stopping = true;
-        kill_deadline_ms = now_ms + 5000;
-        signal_all(ranks, SIGTERM);
-    };
-    for (;;) {
-        std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
-        for (auto& r : ranks) {
-            if (r.out >= 0) fds.push_back({r.out, POLLIN, 0});
-            if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
-        }
-        poll(fds.data(), fds.size(), 100);
-        now_ms += 100;   // coarse: only the SIGKILL grace period and the monitor interval use it
-        if (fds[0].revents & POLLIN) {
-            char sig;
-            if (read(g_signal_pipe[0], &sig, 1) == 1) {
-                signal_all(ranks, sig);
-                if (!stopping || result.end != RoundResult::End::kSignal) {
-                    result.end = RoundResult::End::kSignal;
-                    result.code = 128 + sig;
-                    stopping = true;
-                    kill_deadline_ms = now_ms + 5000;
-                }
-            }
-        }
-        for (auto& r : ranks) {
-            if (r.out >= 0) pump(r.out, r.out_buf, r.rank, stdout);
-            if (r.err >= 0) pump(r.err, r.err_buf, r.rank, stderr);
-        }
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (auto& r : ranks) {
-                if (r.pid != pid) continue;
-                r.running = false;
-                r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                if (r.code != 0 && !stopping) {
-                    const std::string how = WIFEXITED(status) ? "exited with code " + std::to_string(r.code)
-                                                              : "was killed by signal " + std::to_string(WTERMSIG(status));
-                    std::fprintf(stderr, "ampgrad-run: rank %d %s; stopping the other ranks\n", r.rank, how.c_str());
-                    result.failure.step = step_dir.empty() ? -1 : step_in_progress(step_file_of(step_dir, r.rank));
-                    result.failure.cause = "rank " + std::to_string(r.rank) + " (host " + std::to_string(o.node_rank) +
-                                           ") " + how + (result.failure.step >= 0 ? " at step " +
-                                                         std::to_string(result.failure.step) : "");
-                    stop_all(RoundResult::End::kLocalFailure, r.code);
-                }
-            }
-        }
-        if (rounds && !stopping && now_ms >= next_monitor_ms) {
-            next_monitor_ms = now_ms + static_cast<long>(o.monitor_interval_s * 1000);
-            if (rounds->failed_elsewhere(round)) {
-                std::fprintf(stderr, "ampgrad-run: a rank on another host failed; stopping this host's ranks\n");
-                stop_all(RoundResult::End::kFailedElsewhere, 1);
-            }
-        }
-        bool any_running = false, any_open = false;
-        for (auto& r : ranks) {
-            any_running |= r.running;
-            any_open |= r.out >= 0 || r.err >= 0;
-        }
-        if (!any_running && !any_open) break;
-        if (stopping && any_running && now_ms > kill_deadline_ms) signal_all(ranks, SIGKILL);
-    }
-    return result;
-}
-
 // A folder for the ranks' step files, removed when the launcher ends.
 struct StepDir {
     std::string path;
@@ -450,13 +258,13 @@ int run_with_restarts(const Options& o) {
         if (round > 0 || static_cast<int>(m.nodes.size()) < o.nnodes)
             std::fprintf(stderr, "ampgrad-run: round %d: %zu host(s), world size %d%s%s\n", round, m.nodes.size(),
                          env.world_size, cause.empty() ? "" : "; restarting after: ", cause.c_str());
-        const RoundResult r = run_round(o, env, &rounds, round, step_dir.path);
+        const RoundResult r = ampgrad_run::run_round(o, env, &rounds, round, step_dir.path, g_signal_pipe[0]);
         if (r.end == RoundResult::End::kSuccess) {
             rounds.finished(round);
             if (o.node_rank == 0) rounds.wait_until_finished(round, m);
             return 0;
         }
-        if (r.end == RoundResult::End::kSignal) return r.code;
+        if (r.end == RoundResult::End::kSignal || r.end == RoundResult::End::kStoreLost) return r.code;
         if (r.end == RoundResult::End::kLocalFailure) rounds.report_failure(round, r.failure);
         const ampgrad_run::Failure f = rounds.failure_of(round);
         if (round - rounds.first_round() >= o.max_restarts) {
@@ -484,7 +292,8 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     if (o.max_restarts == 0 && o.min_nnodes == o.nnodes)   // one round, no store: a failure ends the run
-        return run_round(o, RoundEnv{o.nnodes * o.nproc_per_node, o.node_rank, {}}, nullptr, 0, "").code;
+        return ampgrad_run::run_round(o, RoundEnv{o.nnodes * o.nproc_per_node, o.node_rank, {}}, nullptr, 0, "",
+                                      g_signal_pipe[0]).code;
     try {
         return run_with_restarts(o);
     } catch (const std::exception& e) {

@@ -290,9 +290,15 @@ else
     echo "SIGKILL during an async save: latest = $(cat "$work/async/checkpoints/latest"), loads"
 fi
 
-# ---- issue 36: self-restart and elastic size. wait_for_checkpoint DIR NAME: until DIR's latest names NAME.
+# ---- issue 36: self-restart and elastic size. wait_for_checkpoint DIR STEP: until DIR's latest names
+# step STEP or a later one.
 wait_for_checkpoint() {
-    for _ in $(seq 1 1500); do [ "$(cat "$1/checkpoints/latest" 2>/dev/null)" = "$2" ] && return 0; sleep 0.02; done
+    local name
+    for _ in $(seq 1 1500); do
+        name="$(cat "$1/checkpoints/latest" 2>/dev/null)"
+        [ -n "$name" ] && [ $((10#${name#step-})) -ge "$2" ] && return 0
+        sleep 0.02
+    done
     return 1
 }
 restart_args=("${train_args[@]}" --steps 40 --ckpt-every 4 --resume auto)
@@ -309,7 +315,7 @@ node "$ns_a" 0 1 "$work/restart.a.log" -- $(restart_flags) "$ampgrad" "${restart
 pid_a=$!
 node "$ns_b" 1 1 "$work/restart.b.log" -- $(restart_flags) "$ampgrad" "${restart_args[@]}" --out "$work/restart" &
 pid_b=$!
-wait_for_checkpoint "$work/restart" step-00000008
+wait_for_checkpoint "$work/restart" 8
 for pid in $(ip netns pids "$ns_b"); do
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ampgrad ] && kill -KILL "$pid"
 done
@@ -333,7 +339,7 @@ node "$ns_a" 0 1 "$work/shrink.a.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad
 pid_a=$!
 node "$ns_b" 1 1 "$work/shrink.b.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" &
 pid_b=$!
-wait_for_checkpoint "$work/shrink" step-00000008
+wait_for_checkpoint "$work/shrink" 8
 for pid in $(ip netns pids "$ns_b"); do kill -KILL "$pid" 2>/dev/null; done
 wait "$pid_a"; rc_a=$?
 wait "$pid_b" 2>/dev/null
