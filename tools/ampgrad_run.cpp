@@ -250,7 +250,8 @@ int run_with_restarts(const Options& o) {
     StepDir step_dir;
     std::string cause;             // why the previous round ended
     int64_t last_failed_step = -1;
-    for (int round = rounds.first_round();; ++round) {
+    const int first_round = rounds.first_round();   // 0, or later for a launcher started again
+    for (int round = first_round;; ++round) {
         const ampgrad_run::Membership m = rounds.join(round);
         RoundEnv env{static_cast<int>(m.nodes.size()) * o.nproc_per_node, m.index, {}};
         env.extra = {{"AMPGRAD_RESTART_COUNT", std::to_string(round)}, {"AMPGRAD_MAX_RESTARTS", std::to_string(o.max_restarts)},
@@ -267,7 +268,7 @@ int run_with_restarts(const Options& o) {
         if (r.end == RoundResult::End::kSignal || r.end == RoundResult::End::kStoreLost) return r.code;
         if (r.end == RoundResult::End::kLocalFailure) rounds.report_failure(round, r.failure);
         const ampgrad_run::Failure f = rounds.failure_of(round);
-        if (round - rounds.first_round() >= o.max_restarts) {
+        if (round - first_round >= o.max_restarts) {
             std::fprintf(stderr, "ampgrad-run: %s; no restarts left (--max-restarts %d)\n", f.cause.c_str(), o.max_restarts);
             return r.code;
         }

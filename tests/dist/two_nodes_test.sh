@@ -337,7 +337,8 @@ fi
 port=$((port + 1))
 node "$ns_a" 0 1 "$work/shrink.a.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" &
 pid_a=$!
-node "$ns_b" 1 1 "$work/shrink.b.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" &
+node "$ns_b" 1 1 "$work/shrink.b.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" \
+    2>/dev/null &   # (bash's "Killed" line for the host we take away)
 pid_b=$!
 wait_for_checkpoint "$work/shrink" 8
 for pid in $(ip netns pids "$ns_b"); do kill -KILL "$pid" 2>/dev/null; done
