@@ -252,3 +252,36 @@ TEST_CASE("ampgrad-run --nnodes MIN:MAX: a round goes on with the hosts that joi
     CHECK(bad.code == 2);
     CHECK(has(bad.output, "--nnodes 3:2: MIN must be at least 1 and at most MAX"));
 }
+
+// Two launchers (two "hosts" on loopback): a rank failing under node 1 stops node 0's rank through
+// the store, both restart in the next round, and both stop when the restarts run out.
+TEST_CASE("ampgrad-run --max-restarts with two launchers: both restart, and both stop when the restarts run out") {
+    for (const char* fail_rounds : {"1", "5"}) {
+        CAPTURE(fail_rounds);
+        const std::string port = std::to_string(ampgrad_test::free_port()), rdzv = std::to_string(ampgrad_test::free_port());
+        const auto node = [&](const char* node_rank) {
+            return launch({"--nnodes", "2", "--node-rank", node_rank, "--nproc-per-node", "1", "--max-restarts", "1",
+                           "--monitor-interval", "0.2", "--master-port", port, "--rdzv-port", rdzv},
+                          "flaky", 0, {{"AMPGRAD_TEST_FAIL_ROUNDS", fail_rounds}});
+        };
+        Launch second;
+        std::thread other([&] { second = node("1"); });
+        Launch first = node("0");
+        other.join();
+        CAPTURE(first.output);
+        CAPTURE(second.output);
+        CHECK(has(second.output, "ampgrad-run: round 1: 2 host(s), world size 2; restarting after: rank 1 (host 1) exited "
+                                 "with code 9 at step 10"));
+        CHECK(has(first.output, "ampgrad-run: a rank on another host failed; stopping this host's ranks"));
+        if (std::string(fail_rounds) == "1") {
+            CHECK(first.code == 0);
+            CHECK(second.code == 0);
+            CHECK(has(first.output, "[rank 0] round 1 world 2 cause 'rank 1 (host 1) exited with code 9 at step 10'"));
+        } else {
+            CHECK(first.code == 1);
+            CHECK(second.code == 9);
+            for (const std::string& out : {first.output, second.output})
+                CHECK(has(out, "rank 1 (host 1) exited with code 9 at step 11; no restarts left (--max-restarts 1)"));
+        }
+    }
+}
