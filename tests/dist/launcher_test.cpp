@@ -1,6 +1,7 @@
 // tests/dist/launcher_test.cpp: ampgrad-run (tools/ampgrad_run.cpp) with real processes: the
 // environment it gives each rank, rank-prefixed output, a failing rank stopping the others with its
-// exit code, SIGTERM forwarding, and a real 2-rank job through it.
+// exit code, SIGTERM forwarding, a real 2-rank job through it, and restart rounds (--max-restarts,
+// --nnodes MIN:MAX; tools/restart_rounds.hpp) on one and two launchers.
 #include <doctest/doctest.h>
 
 #include "spawn.hpp"
@@ -147,6 +148,8 @@ TEST_CASE("ampgrad-run --help prints the usage and exits 0") {
     CHECK(r.code == 0);
     CHECK(has(r.output, "usage: ampgrad-run"));
     CHECK(has(r.output, "--master-addr A"));
+    for (const char* flag : {"--max-restarts R", "--monitor-interval S", "--rdzv-timeout S", "--rdzv-port P", "MIN:MAX"})
+        CHECK(has(r.output, flag));
     CHECK_FALSE(has(r.output, "needs a value"));
 }
 
