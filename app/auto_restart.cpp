@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "app/checkpoint.hpp"
+#include "app/report.hpp"
 #include "app/run_config.hpp"
 #include "core/error.hpp"
 
@@ -42,6 +44,15 @@ nlohmann::json restart_record(const RestartRound& round, int64_t step, const std
             {"resumed_from", resumed_from ? nlohmann::json(*resumed_from) : nlohmann::json(nullptr)}};
 }
 
+void note_restart(MetricsLog& metrics, int64_t step, const std::string& resumed_from) {
+    const std::optional<RestartRound> round = restart_round_from_env();
+    if (!round) return;
+    const std::optional<std::string> from = resumed_from.empty() ? std::nullopt : std::optional<std::string>(resumed_from);
+    metrics.record(restart_record(*round, step, from));
+    const std::string how = from ? fmt::format("resumed at step {}", step) : "no checkpoint yet, started fresh";
+    std::printf("restart %lld (%s): %s\n", static_cast<long long>(round->count), round->cause.c_str(), how.c_str());
+}
+
 StepFile::StepFile() {
     const char* path = std::getenv("AMPGRAD_STEP_FILE");
     if (path == nullptr || *path == '\0') return;
@@ -71,6 +82,13 @@ StepLayout step_layout(const RunConfig& cfg, int world) {
         "--batch-size {} is not divisible by the {} processes, and the global batch of {} sequences per step "
         "(--batch-size {} x {} micro-step(s)) cannot be split evenly over them either: run on a number of processes "
         "that divides {}", cfg.batch_size, world, global, cfg.batch_size, cfg.grad_accum, global));
+}
+
+std::string elastic_layout_text(const RunConfig& cfg, int world, const StepLayout& layout) {
+    if (cfg.batch_size % world == 0) return "";
+    return fmt::format("{} processes cannot share --batch-size {} equally: {} micro-steps of {} sequences per rank keep "
+                       "the global batch of {} sequences per step", world, cfg.batch_size, layout.accum, layout.micro,
+                       cfg.batch_size * cfg.grad_accum);
 }
 
 }  // namespace ampgrad::app

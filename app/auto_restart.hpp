@@ -19,7 +19,8 @@
 
 namespace ampgrad::app {
 
-struct RunConfig;
+struct RunConfig;   // app/run_config.hpp
+class MetricsLog;   // app/report.hpp
 
 // --resume auto: the checkpoint to continue from (a directory), or nullopt for a fresh start when
 // OUT holds no checkpoint yet. A `latest` that names no complete checkpoint is an error (IOError or
@@ -36,6 +37,10 @@ std::optional<RestartRound> restart_round_from_env();
 // The metrics.jsonl record of a restart: {"kind": "restart", "step": S, "restart": R, "cause": ...,
 // "resumed_from": DIR or null}. S is the step the run continues after (0: a fresh start).
 nlohmann::json restart_record(const RestartRound& round, int64_t step, const std::optional<std::string>& resumed_from);
+
+// In a restart round (restart_round_from_env): writes its record to `metrics` and says so on stdout.
+// resumed_from: the checkpoint directory, "" for a fresh start.
+void note_restart(MetricsLog& metrics, int64_t step, const std::string& resumed_from);
 
 // AMPGRAD_STEP_FILE (set by ampgrad-run): holds the number of the step in progress. A no-op when the
 // variable is unset.
@@ -63,5 +68,10 @@ struct StepLayout {
     int64_t accum = 1;   // micro-steps per step
 };
 StepLayout step_layout(const RunConfig& cfg, int world);
+
+// The banner's line when `layout` is not the run's own split ("3 processes cannot share --batch-size
+// 4 equally: 4 micro-steps of 1 sequences per rank keep the global batch of 12 sequences per step"),
+// else "".
+std::string elastic_layout_text(const RunConfig& cfg, int world, const StepLayout& layout);
 
 }  // namespace ampgrad::app

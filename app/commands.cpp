@@ -122,18 +122,6 @@ std::string data_parallel_text(const RunConfig& cfg, int world_size) {
                        cfg.batch_size / world_size);
 }
 
-// At a world size that cannot share --batch-size equally (an elastic restart), how the global
-// batch is kept (step_layout, app/auto_restart.hpp).
-void print_elastic_layout(const Trainer& trainer) {
-    const RunConfig& cfg = trainer.config();
-    const StepLayout& l = trainer.layout();
-    if (cfg.batch_size % trainer.world_size() == 0) return;
-    std::printf("  %d processes cannot share --batch-size %lld equally: %lld micro-steps of %lld sequences per rank "
-                "keep the global batch of %lld sequences per step\n", trainer.world_size(),
-                static_cast<long long>(cfg.batch_size), static_cast<long long>(l.accum), static_cast<long long>(l.micro),
-                static_cast<long long>(cfg.batch_size * cfg.grad_accum));
-}
-
 void check_checkpoint_mode(const TrainOptions& o, Trainer& trainer) {
     if (o.ckpt_async && trainer.zero())
         throw ValueError("--ckpt-async: ZeRO checkpoints (--zero 0 to 3), which every rank writes, are saved "
@@ -167,7 +155,8 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
     if (const std::string lora = lora_banner_line(cfg, *lm.causal_lm_ptr()); !lora.empty()) std::printf("%s\n", lora.c_str());
     if (trainer.data_parallel() && cfg.batch_size % trainer.world_size() == 0)
         std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
-    print_elastic_layout(trainer);
+    if (const std::string elastic = elastic_layout_text(cfg, trainer.world_size(), trainer.layout()); !elastic.empty())
+        std::printf("  %s\n", elastic.c_str());
     const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
     if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model
         std::printf("  warning: the %s tokenizer has %lld ids, but the model's vocabulary has %lld: most of the model's "
@@ -221,12 +210,7 @@ int run_train(const TrainOptions& typed) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
-    if (const std::optional<RestartRound> round = restart_round_from_env(); round && lead) {   // ampgrad-run restarted us
-        const std::optional<std::string> from = o.resume.empty() ? std::nullopt : std::optional<std::string>(o.resume);
-        metrics->record(restart_record(*round, trainer->step(), from));
-        std::printf("restart %lld (%s): %s\n", static_cast<long long>(round->count), round->cause.c_str(),
-                    from ? ("resumed at step " + std::to_string(trainer->step())).c_str() : "no checkpoint yet, started fresh");
-    }
+    if (lead) note_restart(*metrics, trainer->step(), o.resume);   // when ampgrad-run restarted the run
     std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
     StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);

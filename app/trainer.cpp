@@ -232,7 +232,8 @@ std::pair<Tensor, Tensor> Trainer::next_batch(int64_t micro) {
     std::pair<Tensor, Tensor> xy;
     if (addition_) xy = addition_->batch(addition_state_, batch);
     else if (sampler_) xy = sampler_->next(batch, model_->block_size());
-    else   // micro-batch k of rank r: windows position + (r * grad_accum + k) * batch (app/shard_data.hpp)
+    else   // micro-batch k of rank r: windows position + (r * accum + k) * batch (app/shard_data.hpp; the layout
+           // covers the same batch_size * grad_accum windows per step at any world size)
         xy = shards_->train->batch_at(data_position_ + static_cast<uint64_t>((rank_ * layout_.accum + micro) * batch), batch);
     if (device_.is_cuda()) return {xy.first.to(device_), xy.second.to(device_)};
     return xy;
