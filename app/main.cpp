@@ -8,6 +8,7 @@
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
 #include "app/flight_report.hpp"
+#include "app/plan_command.hpp"
 #include "app/profile_run.hpp"
 #include "app/verify_runs.hpp"
 #include "core/error.hpp"
@@ -131,6 +132,8 @@ struct CommandLine {
     int64_t trace_top = 30;
     std::string verify_a, verify_b;   // verify RUN_A RUN_B
     std::string fr_dir;           // fr DIR
+    PlanOptions plan;             // plan: train's flags + --world-size
+    CLI::App* plan_cmd = nullptr;
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -222,8 +225,22 @@ void add_eval_command(CLI::App& app, CommandLine& c) {
 
 }
 
-// export, bench, info and tokenizer train.
+// ampgrad plan: train's run flags, plus the ranks to plan for (app/plan_command.hpp).
+void add_plan_command(CLI::App& app, CommandLine& c) {
+    c.plan_cmd = app.add_subcommand("plan", "the bytes per rank a training run will need, term by term, before it runs "
+                                            "(docs/profiling.md)");
+    RunConfig& r = c.plan.request.run;
+    add_run_flags(c.plan_cmd, r);
+    c.plan_cmd->add_option("--zero", r.zero, "the ZeRO stage to plan for (0-3; -1: none)")->capture_default_str();
+    c.plan_cmd->add_option("--world-size", c.plan.request.world_size, "ranks to plan for (--batch-size is all ranks')")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    c.plan_cmd->add_option("--vocab-size", c.plan.request.vocab_size, "the model's V (default: the preset's)");
+    c.plan_cmd->add_flag("--json", c.plan.json, "print the plan as one JSON object");
+}
+
+// export, bench, info and tokenizer train (and plan).
 void add_tool_commands(CLI::App& app, CommandLine& c) {
+    add_plan_command(app, c);
     CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face folder "
                                                         "(its family's architecture: GPT2LMHeadModel, LlamaForCausalLM, ...), written whole");
     export_cmd->add_option("--ckpt", c.export_opts.checkpoint, "checkpoint (or training output) folder")->required();
@@ -298,6 +315,10 @@ int run_command(CommandLine& c, const std::string& command) {
     if (command == "bench") {
         c.bench.run.settle_model(c.bench_cmd->count("--model") > 0, c.bench_cmd->count("--preset") > 0);
         return run_bench(c.bench);
+    }
+    if (command == "plan") {
+        c.plan.request.run.settle_model(c.plan_cmd->count("--model") > 0, c.plan_cmd->count("--preset") > 0);
+        return run_plan(c.plan);
     }
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
