@@ -10,6 +10,7 @@
 #include "app/flight_report.hpp"
 #include "app/plan_command.hpp"
 #include "app/profile_run.hpp"
+#include "app/trace_merge.hpp"
 #include "app/verify_runs.hpp"
 #include "core/error.hpp"
 #include "models/model_family.hpp"
@@ -130,6 +131,9 @@ struct CommandLine {
     DataPrepareOptions prep;
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
+    std::vector<std::string> trace_inputs;   // trace merge FILE|DIR... --out FILE
+    std::string trace_out = "trace.merged.json";
+    CLI::App* trace_merge_cmd = nullptr;
     std::string verify_a, verify_b;   // verify RUN_A RUN_B
     std::string fr_dir;           // fr DIR
     PlanOptions plan;             // plan: train's flags + --world-size
@@ -322,6 +326,7 @@ int run_command(CommandLine& c, const std::string& command) {
     }
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
+    if (command == "trace" && c.trace_merge_cmd->parsed()) return run_trace_merge(c.trace_inputs, c.trace_out);
     if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
     if (command == "verify") return run_verify(c.verify_a, c.verify_b);
     if (command == "fr") return run_flight_report(c.fr_dir);
@@ -335,6 +340,11 @@ void add_inspection_commands(CLI::App& app, CommandLine& c) {
     CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
     summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
     summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    c.trace_merge_cmd = trace_cmd->add_subcommand("merge", "join the ranks' traces (OUT/trace.json, OUT/trace.rank<R>.json) "
+                                                           "into one file: one process track per rank");
+    c.trace_merge_cmd->add_option("inputs", c.trace_inputs, "trace files, or a run's output folder")->required()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    c.trace_merge_cmd->add_option("--out", c.trace_out, "the merged trace")->capture_default_str();
     CLI::App* verify_cmd = app.add_subcommand("verify", "do two runs hold the same bits? names the first step and tensor "
                                               "where their metrics or checkpoints differ, in ulps (docs/determinism.md); "
                                               "exit 0 identical, 1 different, 2 error");
