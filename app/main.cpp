@@ -257,6 +257,11 @@ void add_tool_commands(CLI::App& app, CommandLine& c) {
     add_run_flags(c.bench_cmd, c.bench.run);
     c.bench_cmd->add_option("--warmup-steps", c.bench.warmup_steps, "untimed steps first")->capture_default_str();
     c.bench_cmd->add_option("--timed-steps", c.bench.timed_steps, "timed steps")->capture_default_str();
+    c.bench_cmd->add_option("--profile", c.bench.profile_steps, "then trace N more steps into --profile-out/trace.json "
+                                                                "and report what tracing cost (docs/profiling.md)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    c.bench_cmd->add_option("--profile-out", c.bench.profile_out, "folder for bench --profile's trace.json")
+        ->capture_default_str();
 
     app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
 
