@@ -68,10 +68,14 @@ int64_t attention_workspace(const ModelShape& m, const ActivationDtypes& d, int6
 
 }  // namespace
 
-ActivationDtypes activation_dtypes(const std::string& prec) {
-    if (prec == "bf16" || prec == "fp16") return {.residual = 4, .compute = 2, .loss = 4, .autocast = true};
+ActivationDtypes activation_dtypes(const std::string& prec, bool zero) {
+    // Autocast runs the norms and the loss in f32 (their inputs cast up: amp/autocast_policy.cpp), so
+    // what they save is f32 even over f16 weights. One process autocasts fp16-master's forward too
+    // (app/precision.cpp); the ZeRO engine does not (app/zero_training.cpp): everything stays f16.
+    if (prec == "bf16" || prec == "fp16" || (prec == "fp16-master" && !zero))
+        return {.residual = 4, .compute = 2, .loss = 4, .autocast = true};
     if (prec == "fp16-master") return {.residual = 2, .compute = 2, .loss = 2, .autocast = false};
-    return {};   // fp32 (and fp8's f32 master stream: its GEMM inputs are planned as f32)
+    return {};   // fp32
 }
 
 ActivationBytes activation_bytes(const ModelShape& m, const ActivationDtypes& d, int64_t batch, int64_t context,
@@ -85,12 +89,12 @@ ActivationBytes activation_bytes(const ModelShape& m, const ActivationDtypes& d,
     b.norms = tokens * (layers * layer.norms + (checkpoint_blocks ? L * d.residual * m.hidden : 0));
     b.attention = tokens * layers * layer.attention;
     b.mlp = tokens * layers * layer.mlp;
-    // Final norm (input + stats), the head's input, the loss's log-probabilities (loss dtype) and
-    // one-hot mask (bool), and the batch's ids and targets (int64).
-    b.head_and_loss = tokens * (d.residual * m.hidden + 8 + d.compute * m.hidden + (d.loss + 1) * m.vocab + 16);
-    // Backward's start: the gradient of the log-probabilities and of the logits (loss dtype), and under
-    // autocast the logits' gradient in the GEMM dtype (padded vocabulary).
-    b.loss_backward = tokens * (2 * d.loss * m.vocab + (d.autocast ? d.compute * m.padded_vocab : 0));
+    // Final norm (input + stats), the head's input, the loss's log-probabilities (loss dtype) and the
+    // batch's ids and targets (int64).
+    b.head_and_loss = tokens * (d.residual * m.hidden + 8 + d.compute * m.hidden + d.loss * m.vocab + 16);
+    // Backward's start: one (B*T,V) gradient in the loss dtype lives beside the saved tensors (measured:
+    // the loss's own intermediates are freed as its backward makes the next one).
+    b.loss_backward = tokens * d.loss * m.vocab;
     b.attention_workspace = attention_workspace(m, d, batch, context, device);
     return b;
 }

@@ -8,7 +8,7 @@
 //   SDPA (fused)          q, k, v, out and the row log-sum-exp (attention_fused.cpp)
 //   rotary                its input (rotary.cpp), then the rotated q, k that SDPA keeps
 //   GELU / SiLU, product  the activation's input (activation.cpp) and its output (the next GEMM's input)
-//   cross-entropy         the f32 log-probabilities and the one-hot mask (cross_entropy.cpp)
+//   cross-entropy         the log-probabilities (cross_entropy.cpp)
 //
 // Views (split, transpose, reshape of a heads-last buffer) share storage and are counted once.
 // --checkpoint-blocks keeps only each block's input and recomputes one block at a time in backward.
@@ -28,15 +28,17 @@ struct ActivationDtypes {
     bool autocast = false;   // GEMM inputs are cast copies (one per Linear), not the norm's output
 };
 
-// The activation dtypes of a --prec mode (fp32, bf16, fp16, fp16-master).
-ActivationDtypes activation_dtypes(const std::string& prec);
+// The activation dtypes of a --prec mode (fp32, bf16, fp16, fp16-master), in one process or under --zero.
+ActivationDtypes activation_dtypes(const std::string& prec, bool zero);
 
 struct ActivationBytes {
     int64_t norms = 0, attention = 0, mlp = 0;   // all layers (or, checkpointed, the kept inputs + one layer)
     int64_t head_and_loss = 0;                   // final norm, head input, log-probabilities, batch ids
     int64_t loss_backward = 0;                   // the gradient of the logits made at backward's start
     int64_t attention_workspace = 0;             // the GEMM attention path's scores/probabilities chunk
-    int64_t total() const { return norms + attention + mlp + head_and_loss + loss_backward + attention_workspace; }
+    // At backward's start; the attention workspace lives only inside the attention kernels, when
+    // the loss's gradient is gone, so it is not part of this sum.
+    int64_t total() const { return norms + attention + mlp + head_and_loss + loss_backward; }
 };
 
 // One micro-batch of `batch` rows of `context` tokens on one rank.

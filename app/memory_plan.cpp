@@ -40,6 +40,7 @@ int64_t preset_vocab(const RunConfig& run) {
 struct ModelStates {
     int64_t params = 0, grads = 0, optimizer = 0, master = 0;   // held across the step
     int64_t grads_at_step = 0;      // gradients that exist only from backward until the step ends
+    int64_t step_work = 0;          // the step's temporaries (ZeRO: the f64 squares of the gradient norm)
     int64_t buckets = 0;            // ZeRO stages 2-3: the gradient bucket and its reduce-scatter buffers
     int64_t gathered_params = 0;    // ZeRO stage 3: full parameters gathered for forward/backward
 };
@@ -57,9 +58,11 @@ ModelStates single_process_states(int64_t P, const std::string& prec) {
 }
 
 // --zero STAGE on W ranks (zero/engine.cpp): an f32 master partition and AdamW's two moments on it;
-// stages 0-1 keep the whole flat gradient in the model dtype, stages 2-3 an f32 partition and a bucket.
-ModelStates zero_states(const std::vector<int64_t>& numels, int64_t stage, int W, const std::string& prec) {
-    const zero::FlatLayout layout(numels, W);
+// stages 0-1 keep the whole flat gradient in the model dtype (and, for f16 models, an f32 partition),
+// stages 2-3 an f32 partition and a bucket.
+ModelStates zero_states(const ModelShape& model, int64_t stage, int W, const std::string& prec) {
+    const std::vector<int64_t>& numels = model.param_numels;
+    const zero::FlatLayout layout(numels, stage == 0 ? 1 : W);   // stage 0 partitions nothing
     const int64_t P = layout.numel(), part = layout.partition_numel(), m = prec == "fp16-master" ? 2 : 4;
     const int64_t bucket = std::min<int64_t>(500000000, layout.padded_numel());   // reduce_bucket_size
     ModelStates s;
@@ -72,7 +75,14 @@ ModelStates zero_states(const std::vector<int64_t>& numels, int64_t stage, int W
         // the bucket's gradients (model dtype), the packed send buffer (W chunks) and the receive chunk
         s.buckets = bucket * m + bucket * m + (bucket / W) * m;
     }
-    if (stage == 3) s.gathered_params = std::min<int64_t>(P, 50000000) * m;   // stage3_prefetch_bucket_size
+    // apply_step (zero/engine_step.cpp): the partition's squared norm in f64 (two casts and their
+    // product, 3 x 8 bytes per element), the largest of the step's temporaries.
+    s.step_work = 24 * part;
+    // Stage 3 at backward's start (measured): the head's table (the largest parameter) and one block
+    // are gathered whole; the other blocks were released after their forward. Autocast holds their
+    // 2-byte casts too.
+    const int64_t gathered = *std::max_element(numels.begin(), numels.end()) + model.layer_numel;
+    if (stage == 3) s.gathered_params = gathered * m + (prec == "bf16" ? 2 * gathered : 0);
     return s;
 }
 
@@ -82,6 +92,7 @@ void add(MemoryPlan& p, std::string name, int64_t bytes, std::string formula) {
 
 // Autocast keeps a low-precision copy of every GEMM weight (the cast cache, then the Linear's saved
 // weight) from the forward until that Linear's backward: all of them at backward's start.
+// fp16-master's weights are f16 already: autocast has nothing to copy.
 int64_t autocast_weight_copies(const ModelShape& m, const std::string& prec) {
     return prec == "bf16" || prec == "fp16" ? 2 * m.matmul_weight_numel : 0;
 }
@@ -120,6 +131,7 @@ ModelShape model_shape(const RunConfig& run, int64_t vocab_size) {
         if (!p.requires_grad()) continue;
         s.num_parameters += p.numel();
         s.param_numels.push_back(p.numel());
+        if (name.find(".0.") != std::string::npos) s.layer_numel += p.numel();   // h.0.*, layers.0.*
         const bool lookup_only = name.find("wpe") != std::string::npos ||
                                  (separate_head && name.find("embed_tokens") != std::string::npos);
         if (p.dim() == 2 && !lookup_only) s.matmul_weight_numel += p.numel();
@@ -146,18 +158,20 @@ void check_request(const PlanRequest& r) {
         throw ValueError(fmt::format("plan: --prec {} is not one of fp32, bf16, fp16, fp16-master", run.prec));
 }
 
-// The terms at the larger of the two moments (app/memory_plan.hpp). `acts` is one micro-batch's.
+// The terms at the largest of three moments: backward's start (every activation saved), backward's
+// end in stages 2-3 (the last gradient bucket packed and reduce-scattered) and the optimizer step.
 void choose_peak(MemoryPlan& p, const ModelStates& s, const ActivationBytes& acts, int64_t weight_copies) {
     const int64_t held = s.params + s.grads + s.optimizer + s.master + p.model.buffer_bytes;
     const int64_t backward_start = held + s.gathered_params + weight_copies + acts.total();
-    const int64_t step = held + s.grads_at_step + s.buckets;
-    const bool at_backward = backward_start >= step;
-    p.peak_moment = at_backward ? "start of backward" : "optimizer step";
-    const std::string zero = " (this rank's share)";
+    const int64_t backward_end = held + s.buckets;
+    const int64_t step = held + s.grads_at_step + s.step_work;
+    const int64_t peak = std::max({backward_start, backward_end, step});
+    const bool at_backward = peak == backward_start, at_buckets = !at_backward && peak == backward_end;
+    p.peak_moment = at_backward ? "start of backward" : at_buckets ? "end of backward" : "optimizer step";
     add(p, "parameters", s.params + p.model.buffer_bytes + (at_backward ? s.gathered_params : 0),
-        fmt::format("{} elements{}{}", p.model.num_parameters, s.gathered_params > 0 && at_backward ?
-                    " + the gathered stage-3 bucket" : "", zero));
-    add(p, "gradients", s.grads + (at_backward ? 0 : s.grads_at_step), "flat buffers and .grad");
+        fmt::format("{} elements, this rank's{}", p.model.num_parameters,
+                    s.gathered_params > 0 && at_backward ? " + the gathered head (stage 3)" : ""));
+    add(p, "gradients", s.grads + (at_backward || at_buckets ? 0 : s.grads_at_step), "flat buffers and .grad");
     add(p, "optimizer state", s.optimizer, "AdamW exp_avg + exp_avg_sq, f32");
     add(p, "master weights", s.master, "f32 copy of the parameters");
     if (at_backward) {
@@ -167,9 +181,10 @@ void choose_peak(MemoryPlan& p, const ModelStates& s, const ActivationBytes& act
         add(p, "activations: mlp", acts.mlp, "GEMM inputs, activation inputs/outputs");
         add(p, "activations: head + loss", acts.head_and_loss + acts.loss_backward,
             "final norm, head input, log-probabilities, dlogits");
-        add(p, "attention workspace", acts.attention_workspace, "GEMM-path scores + probabilities chunk");
+    } else if (at_buckets) {
+        add(p, "communication buckets", s.buckets, "bucket gradients, packed send buffer, receive chunk");
     } else {
-        add(p, "communication buckets", s.buckets, "reduce-scatter bucket, send and receive buffers");
+        add(p, "optimizer step work", s.step_work, "f64 squares for the gradient norm");
     }
 }
 
@@ -183,9 +198,9 @@ MemoryPlan plan_memory(const PlanRequest& request) {
     p.context = p.model.context;
     p.batch_per_rank = run.batch_size / request.world_size;
     const int64_t P = p.model.num_parameters;
-    const ModelStates states = run.zero >= 0 ? zero_states(p.model.param_numels, run.zero, request.world_size, run.prec)
+    const ModelStates states = run.zero >= 0 ? zero_states(p.model, run.zero, request.world_size, run.prec)
                                              : single_process_states(P, run.prec);
-    const ActivationBytes acts = activation_bytes(p.model, activation_dtypes(run.prec), p.batch_per_rank, p.context,
+    const ActivationBytes acts = activation_bytes(p.model, activation_dtypes(run.prec, run.zero >= 0), p.batch_per_rank, p.context,
                                                   run.checkpoint_blocks, run.device);
     choose_peak(p, states, acts, autocast_weight_copies(p.model, run.prec));
     int64_t rest = 0;

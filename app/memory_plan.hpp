@@ -43,6 +43,7 @@ struct ModelShape {
     int64_t vocab = 0, padded_vocab = 0, context = 0;
     int64_t buffer_bytes = 0;       // non-trainable state (rotary tables)
     std::vector<int64_t> param_numels;  // each trainable parameter's elements, in order (ZeRO's flat layout)
+    int64_t layer_numel = 0;            // the trainable elements of one block (the first)
 };
 
 struct MemoryPlan {
