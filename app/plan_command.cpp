@@ -20,14 +20,16 @@ std::vector<Candidate> candidates(const PlanRequest& r) {
     std::vector<Candidate> c;
     if (!r.run.checkpoint_blocks)
         c.push_back({"--checkpoint-blocks", [](PlanRequest& q) { q.run.checkpoint_blocks = true; }});
+    // More ranks keep each rank's batch: --batch-size grows with them.
     const int ranks = r.world_size > 1 ? r.world_size : 8;
-    for (int64_t stage = std::max<int64_t>(r.run.zero + 1, 1); stage <= 3; ++stage) {
-        if (r.run.prec == "fp16" || r.run.batch_size % ranks != 0) break;
-        c.push_back({fmt::format("--zero {} --world-size {}", stage, ranks), [stage, ranks](PlanRequest& q) {
+    const int64_t batch = r.run.batch_size / r.world_size * ranks;
+    for (int64_t stage = std::max<int64_t>(r.run.zero + 1, 1); stage <= 3 && r.run.prec != "fp16"; ++stage)
+        c.push_back({fmt::format("--zero {} --world-size {} --batch-size {}", stage, ranks, batch),
+                     [stage, ranks, batch](PlanRequest& q) {
                          q.run.zero = stage;
                          q.world_size = ranks;
+                         q.run.batch_size = batch;
                      }});
-    }
     if (r.run.prec == "fp32") c.push_back({"--prec bf16", [](PlanRequest& q) { q.run.prec = "bf16"; }});
     if (r.run.batch_size % (2 * r.world_size) == 0)
         c.push_back({fmt::format("--batch-size {} --grad-accum {}", r.run.batch_size / 2, 2 * r.run.grad_accum),
