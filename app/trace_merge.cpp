@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 
 #include <fmt/format.h>
 
+#include "app/profile_run.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 
@@ -35,29 +35,11 @@ std::vector<std::string> trace_files(const std::string& file_or_folder) {
     return files;
 }
 
-namespace {
-
-nlohmann::json read_trace(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw IOError(fmt::format("trace merge: cannot read {}", path));
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw FormatError(fmt::format("trace merge: {} is not JSON: {}", path, e.what()));
-    }
-    if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
-        throw FormatError(fmt::format("trace merge: {} is not a Chrome trace (no \"traceEvents\" array)", path));
-    return j;
-}
-
-}  // namespace
-
 nlohmann::json merge_traces(const std::vector<std::string>& files) {
     nlohmann::json events = nlohmann::json::array();
     std::map<int64_t, std::string> owner;   // pid -> the file whose spans are on that track
     for (const std::string& path : files) {
-        const nlohmann::json trace = read_trace(path);
+        const nlohmann::json trace = read_chrome_trace(path, "trace merge");
         for (const nlohmann::json& e : trace["traceEvents"]) {
             const int64_t pid = e.value("pid", int64_t{0});
             auto [it, fresh] = owner.emplace(pid, path);
