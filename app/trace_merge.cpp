@@ -37,15 +37,15 @@ std::vector<std::string> trace_files(const std::string& file_or_folder) {
 
 nlohmann::json merge_traces(const std::vector<std::string>& files) {
     nlohmann::json events = nlohmann::json::array();
-    std::map<int64_t, std::string> owner;   // pid -> the file whose spans are on that track
-    for (const std::string& path : files) {
-        const nlohmann::json trace = read_chrome_trace(path, "trace merge");
+    std::map<int64_t, size_t> owner;   // pid -> the input (index in files) whose spans are on that track
+    for (size_t i = 0; i < files.size(); ++i) {
+        const nlohmann::json trace = read_chrome_trace(files[i], "trace merge");
         for (const nlohmann::json& e : trace["traceEvents"]) {
             const int64_t pid = e.value("pid", int64_t{0});
-            auto [it, fresh] = owner.emplace(pid, path);
-            if (!fresh && it->second != path)
+            auto [it, fresh] = owner.emplace(pid, i);
+            if (!fresh && it->second != i)
                 throw FormatError(fmt::format("trace merge: {} and {} both hold spans of process track {} (the same "
-                                              "rank twice?)", it->second, path, pid));
+                                              "rank twice?)", files[it->second], files[i], pid));
             events.push_back(e);
         }
     }

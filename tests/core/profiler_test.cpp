@@ -93,9 +93,11 @@ TEST_CASE("profiler: a kernel call is a span naming the kernel, its device and i
 }
 
 TEST_CASE("profiler: FLOPs of GEMMs (batched, broadcast, transposed) and attention; none for other kernels") {
-    Tensor out = make_empty({5, 2, 4}, kFloat32, Device("cpu"));
-    CHECK(detail::kernel_flops("gemm", {out, make_empty({5, 2, 3}, kFloat32, Device("cpu")), Tensor()}) == 2 * 40 * 3);
-    CHECK(detail::kernel_flops("gemm", {out, make_empty({3, 2}, kFloat32, Device("cpu")), Tensor()}) == 2 * 40 * 3);
+    Tensor out = make_empty({5, 2, 4}, kFloat32, Device("cpu")), b = make_empty({5, 3, 4}, kFloat32, Device("cpu"));
+    CHECK(detail::kernel_flops("gemm", {out, make_empty({5, 2, 3}, kFloat32, Device("cpu")), b}) == 2 * 40 * 3);
+    CHECK(detail::kernel_flops("gemm", {out, make_empty({3, 2}, kFloat32, Device("cpu")), b}) == 2 * 40 * 3);   // a^T, broadcast
+    CHECK(detail::kernel_flops("gemm_epilogue", {out, Tensor(), make_empty({5, 2, 3}, kFloat32, Device("cpu")), b}) ==
+          2 * 40 * 3);   // no aux
     Tensor q = make_empty({2, 4, 8, 16}, kFloat32, Device("cpu")), kv = make_empty({2, 2, 8, 16}, kFloat32, Device("cpu"));
     const int64_t pairs = 2 * 4 * 8 * 8;   // B NH T S
     CHECK(detail::kernel_flops("attention_forward", {q, Tensor(), q, kv, kv}) == 2 * pairs * (16 + 16));
