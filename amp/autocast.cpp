@@ -11,6 +11,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/profiler.hpp"
 
 namespace ampgrad::amp {
 
@@ -45,10 +46,23 @@ bool cacheable(const Tensor& t, DType target) {
     return !(meta && meta->is_differentiable_view);
 }
 
-// Returns the cast of t to target, from the cache when allowed; sets hit when it came from it.
-Tensor cached_cast(const Tensor& t, DType target, bool& hit) {
+// The profiler's args of a cast for `op`: the tensor cast and the dtype it becomes.
+std::string cast_span_args(std::string_view op, const Tensor& t, DType target) {
+    return fmt::format("{{\"op\": {}, \"input\": {}, \"to\": \"{}\"}}", profiler::json_string(op),
+                       profiler::json_string(t.describe()), dtype_name(target));
+}
+
+// A cast the profiler sees as an "autocast.cast" span (core/profiler.hpp).
+Tensor traced_cast(std::string_view op, const Tensor& t, DType target) {
+    profiler::Span span("autocast", "autocast.cast", [&] { return cast_span_args(op, t, target); });
+    return to_dtype(t, target);
+}
+
+// Returns the cast of t to target, from the cache when allowed; sets hit when it came from it. A hit
+// is an "autocast.cache_hit" span (no work: it marks the reuse on the timeline).
+Tensor cached_cast(std::string_view op, const Tensor& t, DType target, bool& hit) {
     hit = false;
-    if (!cacheable(t, target)) return to_dtype(t, target);
+    if (!cacheable(t, target)) return traced_cast(op, t, target);
     CacheKey key{t.impl(), target, GradMode::is_enabled()};
     auto it = t_cache.entries.find(key);
     if (it != t_cache.entries.end()) {
@@ -57,11 +71,12 @@ Tensor cached_cast(const Tensor& t, DType target, bool& hit) {
         if (same_tensor && e.version == t._version()) {
             ++t_cache.stats.hits;
             hit = true;
+            profiler::Span span("autocast", "autocast.cache_hit", [&] { return cast_span_args(op, t, target); });
             return e.cast;
         }
         if (same_tensor) ++t_cache.stats.stale;
     }
-    Tensor cast = to_dtype(t, target);
+    Tensor cast = traced_cast(op, t, target);
     t_cache.entries[key] = CacheEntry{t.impl_ptr(), t._version(), cast};
     ++t_cache.stats.misses;
     t_cache.stats.size = static_cast<int64_t>(t_cache.entries.size());
@@ -152,7 +167,7 @@ void autocast_inputs(std::string_view op, std::initializer_list<Tensor*> args) {
     for (Tensor* t : args) {
         if (casts[i]) {
             bool hit = false;
-            *t = cached_cast(*t, *casts[i], hit);
+            *t = cached_cast(op, *t, *casts[i], hit);
             hits[i] = hit;
         }
         ++i;

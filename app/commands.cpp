@@ -346,6 +346,27 @@ int run_eval(const EvalOptions& o) {
     return 0;
 }
 
+namespace {
+// bench --profile N: N more steps traced into DIR/trace.json, and what tracing cost per step.
+void bench_profiled_steps(Trainer& t, const BenchOptions& o, double untraced_ms) {
+    std::filesystem::create_directories(o.profile_out);
+    StepProfiler profiler(o.profile_steps, t.step() - 1, o.profile_out, 0);   // traces the next N steps
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < o.profile_steps; ++i) {
+        const int64_t step = t.step() + 1;
+        profiler.before_step(step);
+        t.train_step();
+        profiler.after_step(step);
+    }
+    profiler.finish();
+    const double ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                      static_cast<double>(o.profile_steps);
+    std::printf("  profiled %lld steps: %.1f ms/step traced vs %.1f untraced (%+.1f%%, writing the trace included); "
+                "trace: %s\n", static_cast<long long>(o.profile_steps), ms, untraced_ms, 100.0 * (ms / untraced_ms - 1.0),
+                profiler.written().value_or("(none)").c_str());
+}
+}  // namespace
+
 int run_bench(const BenchOptions& o) {
     Trainer t(o.run);
     for (int64_t i = 0; i < o.warmup_steps; ++i) t.train_step();
@@ -364,6 +385,7 @@ int run_bench(const BenchOptions& o) {
     if (const std::optional<double> mfu = mfu_per_token_per_s(lm, o.run.device, 1))
         std::printf("  MFU %.1f%% (llm.c's 6N + 6LCT FLOPs per token over %s's dense bf16 peak)\n", 100.0 * tps * *mfu,
                     device_properties(Device(kCUDA, 0)).name.c_str());
+    if (o.profile_steps > 0) bench_profiled_steps(t, o, 1e3 * s / static_cast<double>(o.timed_steps));
     return 0;
 }
 

@@ -68,6 +68,8 @@ int run_export(const ExportOptions& o);
 struct BenchOptions {
     RunConfig run;
     int64_t warmup_steps = 3, timed_steps = 10;
+    int64_t profile_steps = 0;       // --profile N: trace N more steps after the timed ones (app/profile_run.hpp)
+    std::string profile_out = ".";   // --profile-out DIR: where trace.json goes
 };
 int run_bench(const BenchOptions& o);
 

@@ -8,7 +8,9 @@
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
 #include "app/flight_report.hpp"
+#include "app/plan_command.hpp"
 #include "app/profile_run.hpp"
+#include "app/trace_merge.hpp"
 #include "app/verify_runs.hpp"
 #include "core/error.hpp"
 #include "models/model_family.hpp"
@@ -129,8 +131,13 @@ struct CommandLine {
     DataPrepareOptions prep;
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
+    std::vector<std::string> trace_inputs;   // trace merge FILE|DIR... --out FILE
+    std::string trace_out = "trace.merged.json";
+    CLI::App* trace_merge_cmd = nullptr;
     std::string verify_a, verify_b;   // verify RUN_A RUN_B
     std::string fr_dir;           // fr DIR
+    PlanOptions plan;             // plan: train's flags + --world-size
+    CLI::App* plan_cmd = nullptr;
 };
 
 void add_train_command(CLI::App& app, CommandLine& c) {
@@ -223,8 +230,22 @@ void add_eval_command(CLI::App& app, CommandLine& c) {
 
 }
 
-// export, bench, info and tokenizer train.
+// ampgrad plan: train's run flags, plus the ranks to plan for (app/plan_command.hpp).
+void add_plan_command(CLI::App& app, CommandLine& c) {
+    c.plan_cmd = app.add_subcommand("plan", "the bytes per rank a training run will need, term by term, before it runs "
+                                            "(docs/profiling.md)");
+    RunConfig& r = c.plan.request.run;
+    add_run_flags(c.plan_cmd, r);
+    c.plan_cmd->add_option("--zero", r.zero, "the ZeRO stage to plan for (0-3; -1: none)")->capture_default_str();
+    c.plan_cmd->add_option("--world-size", c.plan.request.world_size, "ranks to plan for (--batch-size is all ranks')")
+        ->capture_default_str()->check(CLI::PositiveNumber);
+    c.plan_cmd->add_option("--vocab-size", c.plan.request.vocab_size, "the model's V (default: the preset's)");
+    c.plan_cmd->add_flag("--json", c.plan.json, "print the plan as one JSON object");
+}
+
+// export, bench, info and tokenizer train (and plan).
 void add_tool_commands(CLI::App& app, CommandLine& c) {
+    add_plan_command(app, c);
     CLI::App* export_cmd = app.add_subcommand("export", "write a checkpoint's model as a Hugging Face folder "
                                                         "(its family's architecture: GPT2LMHeadModel, LlamaForCausalLM, ...), written whole");
     export_cmd->add_option("--ckpt", c.export_opts.checkpoint, "checkpoint (or training output) folder")->required();
@@ -237,6 +258,11 @@ void add_tool_commands(CLI::App& app, CommandLine& c) {
     add_run_flags(c.bench_cmd, c.bench.run);
     c.bench_cmd->add_option("--warmup-steps", c.bench.warmup_steps, "untimed steps first")->capture_default_str();
     c.bench_cmd->add_option("--timed-steps", c.bench.timed_steps, "timed steps")->capture_default_str();
+    c.bench_cmd->add_option("--profile", c.bench.profile_steps, "then trace N more steps into --profile-out/trace.json "
+                                                                "and report what tracing cost (docs/profiling.md)")
+        ->capture_default_str()->check(CLI::NonNegativeNumber);
+    c.bench_cmd->add_option("--profile-out", c.bench.profile_out, "folder for bench --profile's trace.json")
+        ->capture_default_str();
 
     app.add_subcommand("info", "build (CUDA, Gloo, NCCL), devices, threads, presets, the autocast policy table");
 
@@ -300,8 +326,13 @@ int run_command(CommandLine& c, const std::string& command) {
         c.bench.run.settle_model(c.bench_cmd->count("--model") > 0, c.bench_cmd->count("--preset") > 0);
         return run_bench(c.bench);
     }
+    if (command == "plan") {
+        c.plan.request.run.settle_model(c.plan_cmd->count("--model") > 0, c.plan_cmd->count("--preset") > 0);
+        return run_plan(c.plan);
+    }
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
+    if (command == "trace" && c.trace_merge_cmd->parsed()) return run_trace_merge(c.trace_inputs, c.trace_out);
     if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
     if (command == "verify") return run_verify(c.verify_a, c.verify_b);
     if (command == "fr") return run_flight_report(c.fr_dir);
@@ -315,6 +346,11 @@ void add_inspection_commands(CLI::App& app, CommandLine& c) {
     CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
     summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
     summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    c.trace_merge_cmd = trace_cmd->add_subcommand("merge", "join the ranks' traces (OUT/trace.json, OUT/trace.rank<R>.json) "
+                                                           "into one file: one process track per rank");
+    c.trace_merge_cmd->add_option("inputs", c.trace_inputs, "trace files, or a run's output folder")->required()
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    c.trace_merge_cmd->add_option("--out", c.trace_out, "the merged trace")->capture_default_str();
     CLI::App* verify_cmd = app.add_subcommand("verify", "do two runs hold the same bits? names the first step and tensor "
                                               "where their metrics or checkpoints differ, in ulps (docs/determinism.md); "
                                               "exit 0 identical, 1 different, 2 error");

@@ -81,17 +81,22 @@ void add_track(std::vector<const nlohmann::json*>& spans, std::map<std::string, 
 
 }  // namespace
 
-std::vector<SpanSummary> summarize_trace(const std::string& path) {
+nlohmann::json read_chrome_trace(const std::string& path, const std::string& command) {
     std::ifstream in(path);
-    if (!in) throw IOError(fmt::format("trace summary: cannot read {}", path));
+    if (!in) throw IOError(fmt::format("{}: cannot read {}", command, path));
     nlohmann::json trace;
     try {
         trace = nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-        throw FormatError(fmt::format("trace summary: {} is not JSON: {}", path, e.what()));
+        throw FormatError(fmt::format("{}: {} is not JSON: {}", command, path, e.what()));
     }
     if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
-        throw FormatError(fmt::format("trace summary: {} has no \"traceEvents\" list (not a Chrome trace)", path));
+        throw FormatError(fmt::format("{}: {} has no \"traceEvents\" list (not a Chrome trace)", command, path));
+    return trace;
+}
+
+std::vector<SpanSummary> summarize_trace(const std::string& path) {
+    const nlohmann::json trace = read_chrome_trace(path, "trace summary");
     std::map<std::pair<int64_t, int64_t>, std::vector<const nlohmann::json*>> tracks;
     for (const nlohmann::json& e : trace["traceEvents"]) {
         if (e.value("ph", "") != "X" || !e.contains("ts") || !e.contains("dur") || !e.contains("name")) continue;

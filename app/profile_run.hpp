@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/profiler.hpp"
 
 namespace ampgrad::app {
@@ -49,6 +51,9 @@ struct SpanSummary {
 // The spans of a Chrome trace (its "X" events), per name, by self time (largest first). FormatError
 // naming the file when it is not a trace; IOError when it cannot be read.
 std::vector<SpanSummary> summarize_trace(const std::string& path);
+// A Chrome trace file's JSON; `command` ("trace summary", "trace merge") opens the error messages:
+// IOError when it cannot be read, FormatError when it is not JSON or has no "traceEvents" list.
+nlohmann::json read_chrome_trace(const std::string& path, const std::string& command);
 std::string format_summary(const std::vector<SpanSummary>& rows, size_t top);
 int run_trace_summary(const std::string& path, int64_t top);
 

@@ -117,7 +117,8 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
     nlohmann::json j = {{"kind", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr},
                         {"scale", s.scale}, {"skipped", s.skipped}, {"skipped_total", s.skipped_total},
                         {"tokens_per_s", tokens_per_s}, {"elapsed_s", elapsed_s}, {"tokens_per_step", s.tokens},
-                        {"grad_accum", s.grad_accum}, {"data_ms", 1e3 * s.data_seconds}};
+                        {"grad_accum", s.grad_accum}, {"data_ms", 1e3 * s.data_seconds},
+                        {"memory_peak_bytes", s.peak_bytes}};
     if (mfu) j["mfu"] = *mfu;
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
     if (s.world_size > 1) {   // several processes: how many, and the batch of all of them

@@ -13,6 +13,7 @@
 #include "app/lora_run.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/allocator.hpp"
 #include "core/cuda_info.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
@@ -296,6 +297,7 @@ TrainStats Trainer::train_step() {
     s.grad_accum = accum;
     s.world_size = world_size_;
     s.global_batch = cfg_.batch_size * cfg_.grad_accum;
+    s.peak_bytes = max_memory_allocated(device_);
     ++step_;
     return s;
 }

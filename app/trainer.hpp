@@ -38,6 +38,7 @@ struct TrainStats {
     int64_t global_batch = 0;   // sequences per step, all ranks together
     int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
     zero::ModelStateBytes state_bytes;
+    int64_t peak_bytes = 0;   // the device allocator's high-water mark so far, this rank (`ampgrad plan` predicts it)
 };
 
 struct EvalStats {

@@ -55,14 +55,25 @@ ThreadBuffer& this_thread_buffer() {
 
 }  // namespace
 
+namespace {
+DeviceRangeHooks& device_hooks() {   // set once at load time by a backend, read while profiling
+    static DeviceRangeHooks hooks;
+    return hooks;
+}
+}  // namespace
+
+void set_device_range_hooks(const DeviceRangeHooks& hooks) { device_hooks() = hooks; }
+
 void Span::begin(std::string_view category, std::string_view name, const std::function<std::string()>* args) {
     event_ = new SpanEvent{std::string(category), std::string(name), args ? (*args)() : std::string()};
+    if (device_hooks().begin != nullptr) event_->device_token = device_hooks().begin(name);
     event_->start_ns = now_ns();
 }
 
 void Span::end() {
     const std::unique_ptr<SpanEvent> event(event_);
     event->duration_ns = now_ns() - event->start_ns;
+    if (event->device_token >= 0 && device_hooks().end != nullptr) device_hooks().end(event->device_token);
     ThreadBuffer& buffer = this_thread_buffer();
     event->thread = buffer.thread;
     std::lock_guard<std::mutex> lock(buffer.mutex);
@@ -78,6 +89,7 @@ void start() {
             b->spans.clear();
         }
     }
+    if (device_hooks().reset != nullptr) device_hooks().reset();
     detail::g_enabled.store(true, std::memory_order_relaxed);
 }
 
@@ -114,6 +126,17 @@ std::string json_string(std::string_view s) {
     return out + "\"";
 }
 
+namespace {
+// A span's args with its device time added ("gpu_us") when a backend timed it.
+std::string args_with_device_time(const SpanEvent& s) {
+    const std::string args = s.args.empty() ? "{}" : s.args;
+    if (s.device_token < 0 || device_hooks().elapsed_us == nullptr) return args;
+    const double us = device_hooks().elapsed_us(s.device_token);
+    if (us < 0) return args;
+    return args.substr(0, args.size() - 1) + (args == "{}" ? "" : ", ") + fmt::format("\"gpu_us\": {:.3f}}}", us);
+}
+}  // namespace
+
 std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid) {
     std::string out = "{\"traceEvents\": [\n";
     out += fmt::format(R"({{"ph": "M", "name": "process_name", "pid": {}, "tid": 0, "args": {{"name": "rank {}"}}}})",
@@ -129,7 +152,7 @@ std::string chrome_trace_json(const std::vector<SpanEvent>& spans, int pid) {
         out += fmt::format(",\n{{\"ph\": \"X\", \"cat\": {}, \"name\": {}, \"ts\": {:.3f}, \"dur\": {:.3f}, \"pid\": {}, "
                            "\"tid\": {}, \"args\": {}}}",
                            json_string(s.category), json_string(s.name), 1e-3 * static_cast<double>(s.start_ns),
-                           1e-3 * static_cast<double>(s.duration_ns), pid, s.thread, s.args.empty() ? "{}" : s.args);
+                           1e-3 * static_cast<double>(s.duration_ns), pid, s.thread, args_with_device_time(s));
     }
     return out + "\n], \"displayTimeUnit\": \"ms\"}\n";
 }

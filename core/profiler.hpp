@@ -34,7 +34,19 @@ struct SpanEvent {
     std::string category, name, args;
     int64_t start_ns = 0, duration_ns = 0;   // steady clock
     int thread = 0;                          // small ids in order of each thread's first span
+    int64_t device_token = -1;               // the device range hooks' mark for it (-1: none)
 };
+
+// A backend's marks on each span while profiling (cuda/profiler_ranges.cu, registered at load time):
+// an NVTX range, so Nsight Systems shows the same spans, and a pair of events on the current stream,
+// whose elapsed time the trace gives as the span's "gpu_us" (the device time of the work it issued).
+struct DeviceRangeHooks {
+    int64_t (*begin)(std::string_view name) = nullptr;   // push the range, record the start event: a token
+    void (*end)(int64_t token) = nullptr;                // record the end event, pop the range
+    double (*elapsed_us)(int64_t token) = nullptr;       // waits for the end event; < 0 when unknown
+    void (*reset)() = nullptr;                           // start(): forget the previous window's events
+};
+void set_device_range_hooks(const DeviceRangeHooks& hooks);
 
 class Span {
 public:

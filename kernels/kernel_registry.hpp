@@ -20,6 +20,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/device.hpp"
 #include "core/profiler.hpp"
@@ -42,17 +43,17 @@ void note_device(const A& arg, bool& found, DeviceType& device) {
     }
 }
 
-// The profiler's args for a kernel call: each Tensor operand as "(B,T,C) f32 cpu" (Tensor::describe).
-std::string describe_operand(const Tensor& t);
+// The profiler's args for a kernel call: each Tensor operand as "(B,T,C) f32 cpu" (Tensor::describe),
+// the bytes of its tensor operands and, for the GEMM and attention kernels, the FLOPs
+// (kernel_flops). Operands are collected only while profiling.
 template <class A>
-void describe_operands(const A& arg, std::string& out) {
-    if constexpr (std::is_same_v<std::remove_cvref_t<A>, Tensor>) {
-        if (!arg.defined()) return;
-        out += out.empty() ? "" : ", ";
-        out += profiler::json_string(describe_operand(arg));
-    }
+void collect_operand(const A& arg, std::vector<Tensor>& out) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<A>, Tensor>) out.push_back(arg);   // undefined ones keep their slot
 }
-std::string kernel_span_args(DeviceType device, const std::string& operands);
+std::string kernel_span_args(std::string_view kernel, DeviceType device, const std::vector<Tensor>& operands);
+// Multiply-adds x 2 of a GEMM or attention kernel call, from its operands in signature order; -1 for
+// other kernels. Attention is counted over every (query, key) pair: a causal call does about half.
+int64_t kernel_flops(std::string_view kernel, const std::vector<Tensor>& operands);
 }  // namespace detail
 
 // The part of a kernel that does not depend on its signature: its name and which slots are filled.
@@ -100,9 +101,9 @@ public:
         Fn fn = slots_[device_type_index(device)];
         if (fn == nullptr) [[unlikely]] detail::throw_missing_kernel(name_, device);
         profiler::Span span("kernel", name_, [&] {
-            std::string operands;
-            (detail::describe_operands(args, operands), ...);
-            return detail::kernel_span_args(device, operands);
+            std::vector<Tensor> operands;
+            (detail::collect_operand(args, operands), ...);
+            return detail::kernel_span_args(name_, device, operands);
         });
         return fn(std::forward<Args>(args)...);
     }

@@ -18,10 +18,50 @@ void throw_missing_kernel(std::string_view kernel, DeviceType device) {
                                           device_type_name(device)));
 }
 
-std::string describe_operand(const Tensor& t) { return t.describe(); }
+std::string kernel_span_args(std::string_view kernel, DeviceType device, const std::vector<Tensor>& operands) {
+    std::string described;
+    int64_t bytes = 0;
+    for (const Tensor& t : operands) {
+        if (!t.defined()) continue;
+        described += described.empty() ? "" : ", ";
+        described += profiler::json_string(t.describe());
+        bytes += t.numel() * static_cast<int64_t>(t.element_size());
+    }
+    std::string args = fmt::format("{{\"device\": \"{}\", \"operands\": [{}], \"bytes\": {}", device_type_name(device),
+                                   described, bytes);
+    if (const int64_t flops = kernel_flops(kernel, operands); flops >= 0) args += fmt::format(", \"flops\": {}", flops);
+    return args + "}";
+}
 
-std::string kernel_span_args(DeviceType device, const std::string& operands) {
-    return fmt::format("{{\"device\": \"{}\", \"operands\": [{}]}}", device_type_name(device), operands);
+namespace {
+// K of op(a) (M,K) or its batch, from out (...,M,N) and a (...,M,K) or (...,K,M): the matrix a is M*K.
+int64_t inner_dim(const Tensor& out, const Tensor& a) {
+    const int64_t M = out.size(-2);
+    return M == 0 ? 0 : a.size(-1) * a.size(-2) / M;
+}
+}  // namespace
+
+int64_t kernel_flops(std::string_view kernel, const std::vector<Tensor>& ops) {
+    auto ready = [&](size_t n) {
+        if (ops.size() < n) return false;
+        for (size_t i = 0; i < n; ++i)
+            if (!ops[i].defined() && i != 1) return false;   // slot 1 may be gemm_epilogue's absent aux
+        return true;
+    };
+    if (kernel == "gemm" && ready(3) && ops[0].dim() >= 2 && ops[1].dim() >= 2)   // out, a, b
+        return 2 * ops[0].numel() * inner_dim(ops[0], ops[1]);
+    if (kernel == "gemm_epilogue" && ready(4) && ops[0].dim() >= 2 && ops[2].dim() >= 2)   // out, aux, a, b
+        return 2 * ops[0].numel() * inner_dim(ops[0], ops[2]);
+    // q (B,NH,T,HS), k (B,NKV,S,HS), v (B,NKV,S,HSv): q k^T and P v; the backward recomputes P and
+    // makes dP, dV, dQ, dK.
+    auto attention = [&](size_t q, int64_t qk_products, int64_t pv_products) -> int64_t {
+        if (ops.size() < q + 3 || ops[q].dim() != 4 || ops[q + 1].dim() != 4 || ops[q + 2].dim() != 4) return -1;
+        const int64_t pairs = ops[q].size(0) * ops[q].size(1) * ops[q].size(2) * ops[q + 1].size(2);
+        return 2 * pairs * (qk_products * ops[q].size(3) + pv_products * ops[q + 2].size(3));
+    };
+    if (kernel == "attention_forward") return attention(2, 1, 1);    // out, lse, q, k, v
+    if (kernel == "attention_backward") return attention(6, 3, 2);   // dq, dk, dv, dout, out, lse, q, k, v
+    return -1;
 }
 }  // namespace detail
 

@@ -1,6 +1,7 @@
 // profile_app_test.cpp: `ampgrad train --profile N` writes a Chrome trace of N steps after one
 // warm-up step, with the spans docs/profiling.md promises properly nested on each thread's track,
-// and `ampgrad trace summary` reads it back as a self-time table.
+// and `ampgrad trace summary` reads it back as a self-time table; two ZeRO-2 ranks' traces merge into
+// one file with a process track per rank (`ampgrad trace merge`); `bench --profile` writes a trace.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ampgrad_config.h"
 #include "tests/app/run_program.hpp"
 
 using namespace ampgrad::testing;
@@ -94,4 +96,50 @@ TEST_CASE("trace summary: a file that is not a trace is a typed error naming it"
     CHECK(r.signal == 0);
     CHECK(r.output.find("has no \"traceEvents\" list") != std::string::npos);
     fs::remove_all(dir);
+}
+
+TEST_CASE("train --zero 2 --prec fp16-master on 2 ranks --profile 1, trace merge: one process track per rank" *
+          doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const fs::path out = make_temp_dir("profile_zero2");
+    ProgramResult r = run_program({ampgrad_run_program(), "--nproc-per-node", "2", "--master-port",
+                                   std::to_string(free_port()), ampgrad_program(), "train", "--zero", "2", "--prec",
+                                   "fp16-master", "--init-scale", "1024", "--n-layer", "1", "--n-embd", "32", "--n-head",
+                                   "2", "--block-size", "16", "--batch-size", "4", "--steps", "3", "--warmup", "1",
+                                   "--eval-every", "0", "--eval-iters", "1", "--sample-tokens", "0", "--profile", "1",
+                                   "--out", out.string()}, {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const fs::path merged = out / "merged.json";
+    ProgramResult m = run_program({ampgrad_program(), "trace", "merge", out.string(), "--out", merged.string()});
+    REQUIRE_MESSAGE(m.exit_code == 0, m.output);
+    CHECK(m.output.find("merged 2 trace(s)") != std::string::npos);
+    std::ifstream in(merged);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::map<int, std::set<std::string>> categories_of_rank;
+    int64_t gemm_flops = 0;
+    for (const auto& [track, spans] : tracks_of(trace))
+        for (const TraceSpan& s : spans) categories_of_rank[track.first].insert(s.category);
+    for (const nlohmann::json& e : trace.at("traceEvents"))
+        if (e.at("ph") == "X" && e.at("name") == "gemm") gemm_flops += e.at("args").at("flops").get<int64_t>();
+    REQUIRE(categories_of_rank.size() == 2);   // pid 0 and pid 1
+    for (const auto& [rank, categories] : categories_of_rank)
+        for (const char* cat : {"step", "module", "kernel", "backward", "zero", "collective"})
+            CHECK_MESSAGE(categories.count(cat) == 1, "rank ", rank, " lacks category ", cat);
+    CHECK(gemm_flops > 0);
+    // The same rank twice is refused, naming both files.
+    ProgramResult twice = run_program({ampgrad_program(), "trace", "merge", (out / "trace.json").string(),
+                                       (out / "trace.json").string(), "--out", (out / "twice.json").string()});
+    CHECK(twice.exit_code == 1);
+    CHECK(twice.output.find("both hold spans of process track 0") != std::string::npos);
+    fs::remove_all(out);
+}
+
+TEST_CASE("bench --profile 1 writes a trace of one more step and reports what tracing cost") {
+    const fs::path out = make_temp_dir("bench_profile");
+    ProgramResult r = run_program({ampgrad_program(), "bench", "--n-layer", "1", "--n-embd", "32", "--n-head", "2",
+                                   "--block-size", "16", "--batch-size", "4", "--warmup-steps", "1", "--timed-steps", "1",
+                                   "--profile", "1", "--profile-out", out.string()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    CHECK(r.output.find("profiled 1 steps") != std::string::npos);
+    CHECK(fs::exists(out / "trace.json"));
+    fs::remove_all(out);
 }

@@ -88,6 +88,45 @@ TEST_CASE("profiler: a kernel call is a span naming the kernel, its device and i
     CHECK(args.at("device") == "cpu");
     CHECK(args.at("operands").size() == 3);
     CHECK(args.at("operands")[0].get<std::string>().find("(2,4) f32") != std::string::npos);
+    CHECK(args.at("bytes") == (8 + 6 + 12) * 4);   // out, a, b in f32
+    CHECK(args.at("flops") == 2 * 2 * 4 * 3);      // 2 M N K
+}
+
+TEST_CASE("profiler: FLOPs of GEMMs (batched, broadcast, transposed) and attention; none for other kernels") {
+    Tensor out = make_empty({5, 2, 4}, kFloat32, Device("cpu")), b = make_empty({5, 3, 4}, kFloat32, Device("cpu"));
+    CHECK(detail::kernel_flops("gemm", {out, make_empty({5, 2, 3}, kFloat32, Device("cpu")), b}) == 2 * 40 * 3);
+    CHECK(detail::kernel_flops("gemm", {out, make_empty({3, 2}, kFloat32, Device("cpu")), b}) == 2 * 40 * 3);   // a^T, broadcast
+    CHECK(detail::kernel_flops("gemm_epilogue", {out, Tensor(), make_empty({5, 2, 3}, kFloat32, Device("cpu")), b}) ==
+          2 * 40 * 3);   // no aux
+    Tensor q = make_empty({2, 4, 8, 16}, kFloat32, Device("cpu")), kv = make_empty({2, 2, 8, 16}, kFloat32, Device("cpu"));
+    const int64_t pairs = 2 * 4 * 8 * 8;   // B NH T S
+    CHECK(detail::kernel_flops("attention_forward", {q, Tensor(), q, kv, kv}) == 2 * pairs * (16 + 16));
+    CHECK(detail::kernel_flops("attention_backward", {q, kv, kv, q, q, Tensor(), q, kv, kv}) == 2 * pairs * (3 * 16 + 2 * 16));
+    CHECK(detail::kernel_flops("softmax", {out, out}) == -1);
+    CHECK(detail::kernel_flops("gemm", {out}) == -1);   // too few operands: unknown, not a crash
+}
+
+TEST_CASE("profiler: autocast casts are spans, and a cast-cache hit is its own span") {
+    Tensor w = ones({4, 4}).requires_grad_(true), x = ones({2, 4});
+    ProfilerSession session;
+    {
+        amp::AutocastGuard autocast(kCPU, kBFloat16);
+        Tensor y1 = linear(x, w);   // casts x and w (w into the cache)
+        Tensor y2 = linear(x, w);   // casts x again; w from the cache
+    }
+    profiler::stop();
+    const std::vector<profiler::SpanEvent> spans = profiler::collected();
+    int casts = 0, hits = 0;
+    for (const profiler::SpanEvent& s : spans) {
+        if (s.category != "autocast") continue;
+        const nlohmann::json args = nlohmann::json::parse(s.args);
+        CHECK(args.at("op") == "linear");
+        CHECK(args.at("to") == "bf16");
+        casts += s.name == "autocast.cast";
+        hits += s.name == "autocast.cache_hit";
+    }
+    CHECK(casts == 3);
+    CHECK(hits == 1);
 }
 
 TEST_CASE("profiler: the Chrome trace is JSON in the Trace Event Format, with a process track named by rank") {
