@@ -37,6 +37,7 @@ struct TrainStats {
     int64_t global_batch = 0;   // sequences per step, all ranks together
     int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
     zero::ModelStateBytes state_bytes;
+    nlohmann::json fp8;   // --prec fp8: {"events": [...], "layers": {...}} (app/fp8_run.hpp); null otherwise
 };
 
 struct EvalStats {
