@@ -233,8 +233,8 @@ int run_train(const TrainOptions& o) {
         }
         if (lead) {
             progress.update(s);
-            if (!s.fp8.is_null())   // --prec fp8: which layer and role saturated or collapsed (app/fp8_run.hpp)
-                for (const auto& line : s.fp8.at("events")) progress.message(fmt::format("step {}: {}", s.step, line.get<std::string>()));
+            if (!s.fp8.is_null() && !s.fp8.at("events").empty())   // --prec fp8: where it saturated or collapsed (app/fp8_run.hpp)
+                progress.message(fp8_events_line(s.step, s.fp8.at("events")));
             const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
             const std::optional<double> mfu = mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt;
             metrics->train(s, tokens_per_s, elapsed, mfu);

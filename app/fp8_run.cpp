@@ -1,6 +1,8 @@
 // fp8_run.cpp: `--prec fp8` (app/fp8_run.hpp).
 #include "app/fp8_run.hpp"
 
+#include <fmt/format.h>
+
 #include "dist/process_group.hpp"
 
 namespace ampgrad::app {
@@ -12,6 +14,12 @@ amp::Fp8Recipe fp8_recipe_of(const RunConfig& cfg) {
     // checkpoint small (docs/fp8.md §8 discusses the choice).
     recipe.amax_history_len = 16;
     return recipe;
+}
+
+std::string fp8_events_line(int64_t step, const nlohmann::json& events) {
+    std::string line = fmt::format("step {}: {}", step, events.at(0).get<std::string>());
+    if (events.size() > 1) line += fmt::format(" (+{} more in metrics.jsonl)", events.size() - 1);
+    return line;
 }
 
 Fp8Run::Fp8Run(const RunConfig& cfg, nn::Module& model)

@@ -20,6 +20,9 @@ namespace ampgrad::app {
 // and rowwise: torchao's current scaling. The first and last Linear stay in bf16.
 amp::Fp8Recipe fp8_recipe_of(const RunConfig& cfg);
 
+// One progress line for a step's events: the first in full, and how many more (all are in metrics.jsonl).
+std::string fp8_events_line(int64_t step, const nlohmann::json& events);
+
 class Fp8Run {
 public:
     Fp8Run(const RunConfig& cfg, nn::Module& model);

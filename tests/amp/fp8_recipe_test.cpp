@@ -26,6 +26,24 @@ struct Mlp : nn::Module {
     Tensor forward(const Tensor& x) const { return fc2->forward(relu(fc1->forward(x))); }   // (M,in) -> (M,out) bf16
 };
 
+// A recipe that gives every Linear an fp8 state (the MLP has only a first and a last one).
+amp::Fp8Recipe every_layer_recipe(int64_t amax_history_len) {
+    amp::Fp8Recipe recipe;
+    recipe.keep_first_last_in_bf16 = false;
+    recipe.amax_history_len = amax_history_len;
+    return recipe;
+}
+
+// One forward (in the fp8 autocast mode) and backward of the MLP on x (16,16).
+void fp8_forward_backward(const Mlp& mlp, const amp::Fp8Recipe& recipe, const Tensor& x) {
+    Tensor y;
+    {
+        amp::AutocastGuard autocast(kCPU, recipe);
+        y = mlp.forward(x);
+    }
+    sum(y.to(kFloat32)).backward();
+}
+
 std::shared_ptr<Mlp> mlp_from(const testing::Fixture& fx) {
     auto mlp = std::make_shared<Mlp>(16, 32, 16);
     NoGradGuard no_grad;
@@ -158,14 +176,9 @@ TEST_CASE("fp8 recipe: the first and last Linear stay in bf16; sizes fp8 cannot 
 
 TEST_CASE("fp8 recipe: the reduction hook sees every layer's amaxes, and the scales follow its result") {
     Mlp mlp(16, 32, 16);
-    amp::Fp8Recipe recipe;
-    recipe.keep_first_last_in_bf16 = false;
-    recipe.amax_history_len = 2;
+    const amp::Fp8Recipe recipe = every_layer_recipe(2);
     amp::Fp8Training fp8(mlp, recipe);
-    {
-        amp::AutocastGuard autocast(kCPU, recipe);
-        sum(mlp.forward(randn({16, 16})).to(kFloat32)).backward();
-    }
+    fp8_forward_backward(mlp, recipe, randn({16, 16}));
     Shape seen;
     fp8.update([&](Tensor& amax) {                                                 // as all_reduce MAX would
         seen = amax.sizes();
@@ -180,15 +193,11 @@ TEST_CASE("fp8 recipe: the reduction hook sees every layer's amaxes, and the sca
 
 TEST_CASE("fp8 recipe: saturated amaxes and collapsed scales are reported by layer and role") {
     Mlp mlp(16, 32, 16);
-    amp::Fp8Recipe recipe;
-    recipe.keep_first_last_in_bf16 = false;
+    const amp::Fp8Recipe recipe = every_layer_recipe(1024);
     amp::Fp8Training fp8(mlp, recipe);
     fp8.layers()[0].state->scale.copy_(tensor(std::vector<float>{1000.0f, 1.0f, 1.0f}, {3}));   // too large for |x| ~ 3
     Tensor x = randn({16, 16}) * 3.0;
-    {
-        amp::AutocastGuard autocast(kCPU, recipe);
-        sum(mlp.forward(x).to(kFloat32)).backward();
-    }
+    fp8_forward_backward(mlp, recipe, x);
     fp8.update();
     std::vector<amp::Fp8Event> events = fp8.events();
     REQUIRE(events.size() == 1);
@@ -216,15 +225,10 @@ TEST_CASE("fp8 recipe: saturated amaxes and collapsed scales are reported by lay
 
 TEST_CASE("fp8 recipe: the amax histories and scales round-trip through state tensors") {
     Mlp mlp(16, 32, 16);
-    amp::Fp8Recipe recipe;
-    recipe.keep_first_last_in_bf16 = false;
-    recipe.amax_history_len = 3;
+    amp::Fp8Recipe recipe = every_layer_recipe(3);
     amp::Fp8Training fp8(mlp, recipe);
     for (int step = 0; step < 2; ++step) {
-        {
-            amp::AutocastGuard autocast(kCPU, recipe);
-            sum(mlp.forward(randn({16, 16})).to(kFloat32)).backward();
-        }
+        fp8_forward_backward(mlp, recipe, randn({16, 16}));
         fp8.update();
     }
     const nn::NamedTensors saved = fp8.state_tensors();
