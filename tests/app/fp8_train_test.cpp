@@ -1,6 +1,6 @@
 // fp8_train_test.cpp: `ampgrad train --prec fp8` (app/fp8_run.hpp), run as a child process: a small
-// GPT and Llama learn with each --fp8-recipe, metrics.jsonl carries each layer's amaxes and scales,
-// a delayed-scaling run resumed from its checkpoint (with the amax histories in it) repeats the
+// GPT learns with each --fp8-recipe and a Llama with delayed scaling, metrics.jsonl carries each
+// layer's amaxes and scales, a delayed-scaling run resumed from its checkpoint (with the amax histories in it) repeats the
 // straight run bit for bit, --zero 2 trains, and a bad recipe name is refused.
 #include <doctest/doctest.h>
 
@@ -69,24 +69,24 @@ void check_loss_falls(const std::string& out, size_t steps) {
 
 }  // namespace
 
-TEST_CASE("train --prec fp8: GPT and Llama learn with each recipe; metrics.jsonl holds the per-layer amaxes") {
-    for (const char* model : {"gpt", "llama"}) {
-        for (const char* recipe : {"delayed", "tensorwise", "rowwise"}) {
-            CAPTURE(model);
-            CAPTURE(recipe);
-            const std::string out = make_temp_dir("fp8_train");
-            run_ok(small_run(model, out, recipe, "24"));
-            check_loss_falls(out, 24);
-            const nlohmann::json fp8 = train_records(out)[24].at("fp8");
-            REQUIRE(fp8.at("layers").size() >= 4);                               // 2 blocks, first and last Linear in bf16
-            for (const auto& [layer, entry] : fp8.at("layers").items()) {
-                CAPTURE(layer);
-                CHECK(entry.at("input").at(0).get<double>() > 0.0);               // this step's amaxes
-                CHECK(entry.at("grad_output").at(0).get<double>() > 0.0);
-                CHECK(entry.at("scale").size() == 3);
-            }
-            fs::remove_all(out);
+TEST_CASE("train --prec fp8: GPT with each recipe and Llama learn; metrics.jsonl holds the per-layer amaxes") {
+    // The recipes themselves are checked against the oracle in tests/amp; here, the command's path.
+    for (auto [model, recipe] : {std::pair{"gpt", "delayed"}, std::pair{"gpt", "tensorwise"}, std::pair{"gpt", "rowwise"},
+                                 std::pair{"llama", "delayed"}}) {
+        CAPTURE(std::string(model));
+        CAPTURE(std::string(recipe));
+        const std::string out = make_temp_dir("fp8_train");
+        run_ok(small_run(model, out, recipe, "24"));
+        check_loss_falls(out, 24);
+        const nlohmann::json fp8 = train_records(out)[24].at("fp8");
+        REQUIRE(fp8.at("layers").size() >= 4);                                   // 2 blocks, first and last Linear in bf16
+        for (const auto& [layer, entry] : fp8.at("layers").items()) {
+            CAPTURE(layer);
+            CHECK(entry.at("input").at(0).get<double>() > 0.0);                   // this step's amaxes
+            CHECK(entry.at("grad_output").at(0).get<double>() > 0.0);
+            CHECK(entry.at("scale").size() == 3);
         }
+        fs::remove_all(out);
     }
 }
 
