@@ -8,6 +8,7 @@
 // With one scale per tensor the transposes change nothing but the layout; with rowwise scales they
 // change which axis the scales run along (torchao's float8_linear.py matmul_with_hp_or_float8_args:
 // "dim0" casts for the forward and dgrad, "dim1" casts for the wgrad).
+// The amaxes are recorded only with grad mode on: evaluation under no_grad never moves the scales.
 #include "autograd/ops/fp8_linear.hpp"
 
 #include "autograd/grad_mode.hpp"
@@ -152,10 +153,13 @@ Tensor fp8_linear(const Tensor& x, const Tensor& w, const std::shared_ptr<Fp8Lin
     const Tensor x_scale = delayed_scale_of(*state, Fp8Role::kInput);
     const Tensor w_scale = delayed_scale_of(*state, Fp8Role::kWeight);
     Tensor y;
+    const bool training = GradMode::is_enabled();   // evaluation under no_grad leaves the amaxes alone
     {
         NoGradGuard no_grad;
-        record_amax(*state, Fp8Role::kInput, x);
-        record_amax(*state, Fp8Role::kWeight, w);
+        if (training) {
+            record_amax(*state, Fp8Role::kInput, x);
+            record_amax(*state, Fp8Role::kWeight, w);
+        }
         const Quantized xq = quantize_operand(x.contiguous(), Fp8Role::kInput, *state, x_scale);    // (M,K)
         const Quantized wq = quantize_operand(w.contiguous(), Fp8Role::kWeight, *state, w_scale);   // (N,K)
         y = fp8_gemm(xq, wq, out_dtype);                                                            // (M,N)

@@ -6,8 +6,9 @@
 //               amp::Fp8Training from the amax history of earlier steps (amp/fp8_recipe.hpp);
 //   kTensorwise torchao's current scaling: each tensor's own amax, one scale per tensor;
 //   kRowwise    torchao's "rowwise" recipe: one power-of-two scale per row of each GEMM operand.
-// Every call records each role's amax into Fp8LinearState::amax (a running max until the recipe
-// reads and clears it after the step), with tensor ops only: nothing waits for the device.
+// Every call with grad mode on records each role's amax into Fp8LinearState::amax (a running max
+// until the recipe reads and clears it after the step), with tensor ops only: nothing waits for the
+// device. Under no_grad (evaluation) the amaxes are left alone, so evaluating never moves the scales.
 //
 //   auto state = std::make_shared<Fp8LinearState>(Fp8LinearState::make(Fp8Scaling::kDelayed, kCPU));
 //   Tensor y = F::fp8_linear(x, w, state, kBFloat16);   // x (M,K), w (N,K) -> y (M,N) bf16
