@@ -69,13 +69,18 @@ TEST_CASE("fp8_linear: f16 and bf16 inputs stay within the fp8 rounding bound of
     }
 }
 
-TEST_CASE("fp8_linear: delayed scaling quantises with the state's scales and records running amaxes") {
+TEST_CASE("fp8_linear: delayed scaling quantises with the state's scales and records running amaxes in training") {
     auto state = state_for(Fp8Scaling::kDelayed);
     state->scale.copy_(tensor(std::vector<float>{0.5f, 2.0f, 1.0f}, {3}));
     Tensor x = full({16, 16}, 3.0), w = full({16, 16}, 0.25);
     Tensor y = F::fp8_linear(x, w, state, kFloat32);                              // 16 * 3 * 0.25 = 12
     CHECK(y.to_vector<float>()[0] == doctest::Approx(12.0));
     F::fp8_linear(full({16, 16}, -5.0), w, state, kFloat32);                      // a larger |x| later
+    CHECK(state->amax.to_vector<float>() == std::vector<float>{5.0f, 0.25f, 0.0f});
+    {
+        NoGradGuard evaluation;                                                   // no_grad: nothing recorded
+        F::fp8_linear(full({16, 16}, -9.0), full({16, 16}, 2.0), state, kFloat32);
+    }
     CHECK(state->amax.to_vector<float>() == std::vector<float>{5.0f, 0.25f, 0.0f});
     // Scale 1000 for the input: 3 * 1000 saturates to 448, so y = 16 * 448/1000 * 0.25.
     state->scale.copy_(tensor(std::vector<float>{1000.0f, 1.0f, 1.0f}, {3}));
