@@ -3,6 +3,8 @@
 // themselves are made by decide_casts() in autocast_policy.cpp; this file only applies them.
 #include "amp/autocast.hpp"
 
+#include "amp/fp8_recipe.hpp"
+
 #include <map>
 #include <memory>
 #include <tuple>
@@ -108,7 +110,12 @@ DType checked_dtype(DeviceType device, std::optional<DType> dtype) {
 }  // namespace
 
 AutocastGuard::AutocastGuard(DeviceType device, std::optional<DType> dtype, bool enabled, bool cache_enabled)
-    : guard_(device, AutocastState{enabled, checked_dtype(device, dtype)}, cache_enabled) {}
+    : guard_(device, AutocastState{enabled, checked_dtype(device, dtype)}, cache_enabled), fp8_scope_(false) {}
+
+AutocastGuard::AutocastGuard(DeviceType device, const Fp8Recipe& recipe)
+    : guard_(device, AutocastState{true, kBFloat16}, true), fp8_scope_(true) {
+    recipe.check();
+}
 
 AutocastGuard::~AutocastGuard() = default;
 

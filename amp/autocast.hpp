@@ -20,10 +20,13 @@
 #include <vector>
 
 #include "amp/autocast_policy.hpp"
+#include "autograd/ops/fp8_linear.hpp"
 #include "core/autocast_state.hpp"
 #include "core/tensor.hpp"
 
 namespace ampgrad::amp {
+
+struct Fp8Recipe;   // amp/fp8_recipe.hpp
 
 // The dtype an AutocastGuard uses when none is given: bf16 on the CPU, f16 on CUDA.
 DType default_autocast_dtype(DeviceType device);
@@ -47,12 +50,17 @@ class AutocastGuard {
 public:
     explicit AutocastGuard(DeviceType device, std::optional<DType> dtype = std::nullopt, bool enabled = true,
                            bool cache_enabled = true);
+    // The fp8 mode (docs/fp8.md §7): bf16 autocast, and every nn::Linear that amp::Fp8Training gave
+    // an fp8 state (made with this recipe) runs F::fp8_linear; the rest runs as under bf16 autocast.
+    // A plain AutocastGuard opened inside turns the fp8 mode off for its scope.
+    AutocastGuard(DeviceType device, const Fp8Recipe& recipe);
     ~AutocastGuard();
     AutocastGuard(const AutocastGuard&) = delete;
     AutocastGuard& operator=(const AutocastGuard&) = delete;
 
 private:
     autocast::StateGuard guard_;
+    fp8_autocast::Scope fp8_scope_;
 };
 
 // ---- the cast cache (aten/src/ATen/autocast_mode.cpp's, with its two bugs fixed; docs/amp.md §2) ----

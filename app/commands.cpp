@@ -243,6 +243,8 @@ int run_train(const TrainOptions& typed) {
         }
         if (lead) {
             progress.update(s);
+            if (!s.fp8.is_null() && !s.fp8.at("events").empty())   // --prec fp8: where it saturated or collapsed (app/fp8_run.hpp)
+                progress.message(fp8_events_line(s.step, s.fp8.at("events")));
             const double tokens_per_s = elapsed > 0 ? static_cast<double>(tokens) / elapsed : 0.0;
             const std::optional<double> mfu = mfu_factor ? std::optional<double>(tokens_per_s * *mfu_factor) : std::nullopt;
             metrics->train(s, tokens_per_s, elapsed, mfu);

@@ -100,8 +100,11 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
     cmd->add_option("--grad-clip", r.grad_clip, "clip the gradient norm to this (0: off)")->capture_default_str();
     cmd->add_option("--seed", r.seed, "seed of the initial weights, dropout and batches")->capture_default_str();
     cmd->add_option("--prec", r.prec, "fp32 | bf16 (autocast) | fp16 (autocast + GradScaler) | fp16-master "
-                                      "(f16 weights, f32 masters, dynamic loss scaler)")
-        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp16-master"}))->capture_default_str();
+                                      "(f16 weights, f32 masters, dynamic loss scaler) | fp8 (Linear layers in fp8)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp16-master", "fp8"}))->capture_default_str();
+    cmd->add_option("--fp8-recipe", r.fp8_recipe, "--prec fp8: delayed (Transformer Engine's DelayedScaling) | "
+                                                  "tensorwise | rowwise (torchao's current scaling)")
+        ->check(CLI::IsMember({"delayed", "tensorwise", "rowwise"}))->capture_default_str();
     cmd->add_option("--device", r.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
     cmd->add_option("--init-scale", r.init_scale, "fp16: the first loss scale")->capture_default_str();
     cmd->add_option("--scale-window", r.scale_window, "fp16: clean steps before the loss scale doubles")

@@ -53,10 +53,12 @@ Precision::Precision(const RunConfig& cfg, nn::Module& model)
         so.growth_interval = cfg.scale_window;
         scaler_ = std::make_unique<amp::GradScaler>(so);
     }
+    if (mode_ == "fp8") fp8_ = std::make_unique<Fp8Run>(cfg, model);
 }
 
 std::unique_ptr<amp::AutocastGuard> Precision::autocast() const {
     if (mode_ == "fp32") return nullptr;
+    if (fp8_) return fp8_->autocast();
     return std::make_unique<amp::AutocastGuard>(device_, mode_ == "bf16" ? kBFloat16 : kFloat16);
 }
 
@@ -102,6 +104,7 @@ StepOutcome Precision::step() {
     } else {
         out.grad_norm = grad_clip_ > 0 ? nn::utils::clip_grad_norm(params_, grad_clip_) : grad_norm_f32(params_);
         adamw_->step();
+        if (fp8_) fp8_->update();   // the amaxes of this step -> the scales of the next
     }
     skipped_ += out.skipped;
     return out;
@@ -118,6 +121,8 @@ nn::NamedTensors Precision::state_tensors() const {
         const std::vector<Tensor>& masters = master_->master_params();
         for (size_t i = 0; i < masters.size(); ++i) out.insert("master." + param_names_[i], masters[i].detach());
     }
+    if (fp8_)
+        for (const auto& [name, t] : fp8_->state_tensors()) out.insert(name, t);   // "fp8.<layer>.amax_history", ...
     return out;
 }
 
@@ -139,7 +144,7 @@ void Precision::load_state(const nn::NamedTensors& tensors, const nlohmann::json
     sd.param_groups = state.at("param_groups").get<std::vector<std::map<std::string, double>>>();
     sd.group_param_indices = state.at("group_param_indices").get<std::vector<std::vector<int64_t>>>();
     for (const auto& [name, t] : tensors) {
-        if (name.rfind("master.", 0) == 0) continue;
+        if (name.rfind("master.", 0) == 0 || name.rfind("fp8.", 0) == 0) continue;
         const size_t dot = name.find('.');
         const std::string key = name.substr(0, dot), param = name.substr(dot + 1);
         auto it = std::find(param_names_.begin(), param_names_.end(), param);
@@ -157,6 +162,7 @@ void Precision::load_state(const nn::NamedTensors& tensors, const nlohmann::json
         return;
     }
     adamw_->load_state_dict(sd);
+    if (fp8_) fp8_->load_state_tensors(tensors);
     if (scaler_) scaler_->load_state_dict(state.at("grad_scaler").get<amp::ScalerStateDict>());
 }
 

@@ -6,6 +6,7 @@
 //                overflow, halve the scale, grow it after scale_window clean steps.
 //   fp16-master  f16 parameters, f32 master weights in the optimiser, DeepSpeed's dynamic loss
 //                scaler with hysteresis (amp/master_weights.hpp, amp/loss_scaler.hpp).
+//   fp8          bf16 autocast with the Linear layers' GEMMs in fp8 (--fp8-recipe; app/fp8_run.hpp).
 // Each clips the (unscaled) gradient norm to grad_clip and reports it.
 #pragma once
 #include <memory>
@@ -17,6 +18,7 @@
 #include "amp/autocast.hpp"
 #include "amp/grad_scaler.hpp"
 #include "amp/master_weights.hpp"
+#include "app/fp8_run.hpp"
 #include "app/run_config.hpp"
 #include "models/gpt.hpp"
 #include "nn/module.hpp"
@@ -52,6 +54,7 @@ public:
     void set_lr(double lr);
     double loss_scale() const;
     int64_t skipped_steps() const { return skipped_; }
+    const Fp8Run* fp8() const { return fp8_.get(); }        // null unless --prec fp8
 
     // Everything to resume: tensors (optimiser moments, "step" counters, master weights) by name,
     // and the host state (scaler, param groups).
@@ -74,6 +77,7 @@ private:
     std::unique_ptr<optim::AdamW> adamw_;                  // fp32, bf16, fp16
     std::unique_ptr<amp::GradScaler> scaler_;              // fp16
     std::unique_ptr<amp::MasterWeightsOptimizer> master_;  // fp16-master
+    std::unique_ptr<Fp8Run> fp8_;                          // fp8
     int64_t skipped_ = 0;
 };
 

@@ -120,6 +120,7 @@ void MetricsLog::train(const TrainStats& s, double tokens_per_s, double elapsed_
                         {"grad_accum", s.grad_accum}, {"data_ms", 1e3 * s.data_seconds},
                         {"memory_peak_bytes", s.peak_bytes}};
     if (mfu) j["mfu"] = *mfu;
+    if (!s.fp8.is_null()) j["fp8"] = s.fp8;   // saturated amaxes / collapsed scales, and each layer's amaxes
     j["grad_norm"] = std::isfinite(s.grad_norm) ? nlohmann::json(s.grad_norm) : nlohmann::json(nullptr);
     if (s.world_size > 1) {   // several processes: how many, and the batch of all of them
         j["world_size"] = s.world_size;

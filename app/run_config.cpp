@@ -66,7 +66,8 @@ void RunConfig::validate() const {
     else if (tokenizer.ends_with(":"))
         throw ValueError(fmt::format("--tokenizer: \"{}\" names no path (gpt2:DIR with vocab.json and merges.txt, or "
                                      "tiktoken:FILE)", tokenizer));
-    one_of("--prec", prec, {"fp32", "bf16", "fp16", "fp16-master"});
+    one_of("--prec", prec, {"fp32", "bf16", "fp16", "fp16-master", "fp8"});
+    one_of("--fp8-recipe", fp8_recipe, {"delayed", "tensorwise", "rowwise"});
     one_of("--device", device, {"cpu", "cuda"});
     positive("--steps", static_cast<double>(steps));
     positive("--batch-size", static_cast<double>(batch_size));
@@ -117,7 +118,7 @@ nlohmann::json to_json(const RunConfig& c) {
             {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data},
             {"data_format", c.data_format},
             {"hellaswag", c.hellaswag}, {"hellaswag_every", c.hellaswag_every}, {"hellaswag_limit", c.hellaswag_limit},
-            {"lora", c.lora}, {"qlora", c.qlora}};
+            {"lora", c.lora}, {"qlora", c.qlora}, {"fp8_recipe", c.fp8_recipe}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -139,6 +140,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     get("grad_clip", c.grad_clip), get("seed", c.seed), get("prec", c.prec), get("device", c.device);
     get("init_scale", c.init_scale), get("scale_window", c.scale_window), get("hysteresis", c.hysteresis);
     get("eval_every", c.eval_every), get("eval_iters", c.eval_iters);
+    if (j.contains("fp8_recipe")) get("fp8_recipe", c.fp8_recipe);   // since --prec fp8
     if (j.contains("init_from")) {   // since issue 26 (--init-from); earlier runs started from random weights
         get("init_from", c.init_from), get("vocab_size", c.vocab_size), get("layer_norm_epsilon", c.layer_norm_epsilon);
     }

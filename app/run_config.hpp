@@ -66,7 +66,8 @@ struct RunConfig {
     double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.99, grad_clip = 1.0;
     uint64_t seed = 1337;
     // precision and device
-    std::string prec = "fp32";          // fp32 | bf16 | fp16 | fp16-master
+    std::string prec = "fp32";          // fp32 | bf16 | fp16 | fp16-master | fp8
+    std::string fp8_recipe = "delayed"; // --prec fp8: delayed | tensorwise | rowwise (app/fp8_run.hpp)
     std::string device = "cpu";         // cpu | cuda
     double init_scale = 65536.0;        // fp16 / fp16-master: the first loss scale
     int64_t scale_window = 1000;        // clean steps before the scale grows (GradScaler growth_interval)

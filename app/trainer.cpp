@@ -290,6 +290,7 @@ TrainStats Trainer::train_step() {
         s.zero_stage = zero_->stage();
         s.state_bytes = zero_->state_bytes();
     }
+    if (const Fp8Run* fp8 = zero_ ? zero_->fp8() : precision_->fp8()) s.fp8 = fp8->step_report();
     s.grad_norm = o.grad_norm;
     s.scale = o.scale;
     s.skipped = o.skipped;

@@ -39,6 +39,7 @@ struct TrainStats {
     int zero_stage = -1;  // --zero: the stage (-1 without), and this rank's model-state bytes
     zero::ModelStateBytes state_bytes;
     int64_t peak_bytes = 0;   // the device allocator's high-water mark so far, this rank (`ampgrad plan` predicts it)
+    nlohmann::json fp8;   // --prec fp8: {"events": [...], "layers": {...}} (app/fp8_run.hpp); null otherwise
 };
 
 struct EvalStats {

@@ -95,9 +95,11 @@ ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Modul
     engine_->set_weight_decay([weight_decay](const std::string&, const Tensor& p) {
         return optim::gets_weight_decay(p) ? weight_decay : 0.0;
     });
+    if (mode_ == "fp8") fp8_ = std::make_unique<Fp8Run>(cfg, *model);
 }
 
 std::unique_ptr<amp::AutocastGuard> ZeroTraining::autocast() const {
+    if (fp8_) return fp8_->autocast();
     if (mode_ != "bf16") return nullptr;
     return std::make_unique<amp::AutocastGuard>(kCPU, kBFloat16);
 }
@@ -118,6 +120,7 @@ StepOutcome ZeroTraining::step() {
     out.scale = step_scale_;
     out.skipped = !engine_->was_step_applied();
     out.grad_norm = out.skipped ? INFINITY : engine_->global_grad_norm();
+    if (fp8_) fp8_->update();   // all_reduce MAX of the amaxes over the ranks, then the scales
     return out;
 }
 

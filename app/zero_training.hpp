@@ -5,6 +5,8 @@
 //   --prec bf16          autocast to bf16 in the forward, f32 parameters
 //   --prec fp16-master   f16 parameters, f32 master partitions, DeepSpeed's dynamic loss scaler
 //                        (--init-scale must be a power of two, --scale-window, --hysteresis)
+//   --prec fp8           as bf16, with the Linear layers in fp8 (app/fp8_run.hpp); the amax histories
+//                        are reduced across the ranks but not saved in ZeRO checkpoints
 //   --prec fp16          not supported (GradScaler's per-parameter unscale has no ZeRO form here)
 // Weight decay hits the same parameters as in one process (matrices and embeddings, not biases and
 // norm gains): the inner AdamW sees one flat master partition, so the engine applies the decay per
@@ -45,10 +47,12 @@ public:
     int stage() const { return engine_->config().stage; }
     zero::ModelStateBytes state_bytes() const { return engine_->model_state_bytes(); }
     zero::ZeroEngine& engine() { return *engine_; }
+    const Fp8Run* fp8() const { return fp8_.get(); }   // null unless --prec fp8
 
 private:
     std::string mode_;
     std::unique_ptr<zero::ZeroEngine> engine_;
+    std::unique_ptr<Fp8Run> fp8_;   // --prec fp8
     double step_scale_ = 1.0;   // the loss scale this step's backward used
 };
 

@@ -40,7 +40,24 @@ Tensor Linear::forward(const Tensor& x) const {
 // ---- QLoRA: the NF4 base weight (autograd/ops/nf4.hpp, docs/nf4.md) ----
 
 Tensor Linear::base_forward(const Tensor& x) const {
+    if (fp8 && !nf4_ && fp8_autocast::enabled()) {
+        const int64_t rows = x.dim() == 0 ? 0 : x.numel() / std::max<int64_t>(in_features, 1);
+        if (x.dim() >= 1 && x.size(-1) == in_features && F::fp8_linear_supports(rows, in_features, out_features))
+            return fp8_forward(x);
+    }
     return nf4_ ? F::nf4_linear(x, *nf4_, bias) : linear(x, weight, bias);    // (*,in) -> (*,out)
+}
+
+// As torchao's Float8Linear under autocast: the input is cast to bf16, the f32 weight quantised as it
+// is, the bias added in bf16 after the fp8 GEMM.
+Tensor Linear::fp8_forward(const Tensor& x) const {
+    Tensor rows = x.reshape({-1, in_features});                                   // (M,in)
+    if (rows.dtype() == kFloat32) rows = rows.to(kBFloat16);
+    Tensor y = F::fp8_linear(rows, weight, fp8, kBFloat16);                       // (M,out) bf16
+    if (bias.defined()) y = y + bias.to(kBFloat16);
+    Shape out_shape = x.sizes();
+    out_shape.back() = out_features;
+    return y.reshape(out_shape);                                                  // (*,out)
 }
 
 void Linear::quantize_nf4(NF4Options options) {

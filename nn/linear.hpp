@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 
+#include "autograd/ops/fp8_linear.hpp"
 #include "autograd/ops/nf4.hpp"
 #include "nn/module.hpp"
 
@@ -25,6 +26,9 @@ public:
     Tensor weight;                           // (out,in)
     Tensor bias;                             // (out), undefined without bias
     std::shared_ptr<LoraAdapter> lora;       // null unless nn::attach_lora added one (submodules lora_A, lora_B)
+    // fp8 training (docs/fp8.md): the scales and amaxes of this layer's three tensor roles, set by
+    // amp::Fp8Training. Inside an fp8 autocast region base_forward then runs F::fp8_linear.
+    std::shared_ptr<Fp8LinearState> fp8;
 
     // ---- QLoRA: a frozen NF4 base weight (docs/nf4.md) ----
     // x W^T + b with the dense weight, or with the NF4 one (F::nf4_linear) once quantised.
@@ -38,6 +42,7 @@ public:
     const NF4Tensor& nf4_weight() const;                     // ValueError unless is_nf4()
 
 private:
+    Tensor fp8_forward(const Tensor& x) const;               // (*,in) -> (*,out) bf16, F::fp8_linear
     std::shared_ptr<const NF4Tensor> nf4_;                   // set while the weight is NF4
 };
 

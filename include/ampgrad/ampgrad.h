@@ -6,6 +6,7 @@
 #include "amp/autocast.hpp"
 #include "amp/autocast_policy.hpp"
 #include "amp/custom_fwd.hpp"
+#include "amp/fp8_recipe.hpp"
 #include "amp/grad_scaler.hpp"
 #include "amp/loss_scaler.hpp"
 #include "amp/master_weights.hpp"
