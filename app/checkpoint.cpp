@@ -150,7 +150,8 @@ nlohmann::json Trainer::state_json() const {
     return state;
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference,
+                                         const ResumeOverrides& layout) {
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
@@ -160,6 +161,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
         throw ValueError(fmt::format("--zero {}: checkpoint {} was saved without ZeRO; resume it without --zero",
                                      *zero_stage, dir));
     else if (zero_stage) cfg.zero = *zero_stage;
+    if (layout.batch_size) cfg.batch_size = *layout.batch_size;   // --deterministic at another world size
+    if (layout.grad_accum) cfg.grad_accum = *layout.grad_accum;
     std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer")), !for_inference));
     if (t->model_->config_json() != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,
@@ -172,6 +175,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
             return t;
         }
         const zero::LoadResult r = zero::load_checkpoint(t->zero_->engine(), dir);   // and this rank's RNG
+        zero::ZeroEngine& engine = t->zero_->engine();   // saved at a boundary: the micro-steps of this accumulation
+        engine.restore_counters(engine.global_steps(), engine.global_steps() * cfg.grad_accum, engine.skipped_steps());
         const nlohmann::json& mine = r.client_state.is_null() ? r.all_client_states.at(0) : r.client_state;
         data::SamplerState s{mine.at("sampler").at("seed").get<uint64_t>(), mine.at("sampler").at("offset").get<uint64_t>()};
         if (r.client_state.is_null()) s.seed = cfg.seed + 1 + static_cast<uint64_t>(t->rank_);   // a rank the save did not have
