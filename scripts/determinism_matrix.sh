@@ -25,7 +25,7 @@ train() {   # ranks zero threads out model... -- extra...
         launch=("$run" --nproc-per-node "$ranks" --master-port "$port")
     fi
     OMP_NUM_THREADS=$threads "${launch[@]}" "$ampgrad" train --deterministic --zero "$zero" \
-        --batch-size $((2 * ranks)) --grad-accum $((8 / ranks)) --steps 20 --warmup 2 --lr 3e-3 --dropout 0.1 \
+        --batch-size $((2 * ranks)) --grad-accum $((8 / ranks)) --steps 20 --warmup 2 --lr 3e-3 \
         --eval-every 100 --eval-iters 1 --sample-tokens 0 --ckpt-every 10 --progress plain --log-every 1 \
         --out "$dir" "$@" > "$dir.log" 2>&1
 }
@@ -35,7 +35,7 @@ check() {   # reference run name
     else echo "DIFFERENT $3 (see $2.verify)"; differ=$((differ + 1)); fi
 }
 
-gpt=(--n-layer 2 --n-embd 32 --n-head 2 --block-size 16)
+gpt=(--n-layer 2 --n-embd 32 --n-head 2 --block-size 16 --dropout 0.1)
 llama=(--model llama --n-layer 2 --n-embd 32 --n-head 4 --block-size 16)
 for model in gpt llama; do
     declare -n model_flags=$model
@@ -61,7 +61,7 @@ for model in gpt llama; do
             train 2 "$zero" 1 "$base/$name" "${model_flags[@]}" "${prec_flags[@]}" --until 7
             port=$((port + 1))
             OMP_NUM_THREADS=1 "$run" --nproc-per-node 4 --master-port "$port" "$ampgrad" train --resume "$base/$name" \
-                --zero "$zero" --batch-size 8 --grad-accum 2 --out "$base/$name" >> "$base/$name.log" 2>&1
+                --zero "$zero" --batch-size 8 --grad-accum 2 --ckpt-every 10 --sample-tokens 0 --out "$base/$name" >> "$base/$name.log" 2>&1
             check "$base/reference" "$base/$name" "$model $prec $name"
         done
     done
