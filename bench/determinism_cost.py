@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/determinism_cost.py: the step time of `train --deterministic` against the default mode (issue 35
 item 4; docs/determinism.md). GPT `small` (6 layers, 256 wide, T = 128), --zero 0 in both modes (the same
-engine; the mode only changes how it adds), fp32, 8 sequences per rank per micro-step and 2 accumulation
-steps, on 1 rank (OMP_NUM_THREADS = all cores) and 2 ranks (cores / 2 each). The modes alternate round by
+engine; the mode only changes how it adds), fp32, --batch sequences per rank per micro-step (8) and --accum
+accumulation steps (2), on 1 rank (OMP_NUM_THREADS = all cores) and 2 ranks (cores / 2 each). The modes alternate round by
 round, so a machine that others load slows both alike; the table shows the median of the timed steps of
 every round (the first `--skip` steps of a run are warm-up).
 
@@ -11,10 +11,10 @@ every round (the first `--skip` steps of a run are warm-up).
 import argparse, json, os, statistics, subprocess, tempfile
 
 
-def step_times(build, ranks, deterministic, steps, skip, threads, port):
+def step_times(build, ranks, deterministic, steps, skip, threads, port, batch, accum):
     out = tempfile.mkdtemp(prefix="detcost_")
     cmd = [os.path.join(build, "app", "ampgrad"), "train", "--preset", "small", "--zero", "0",
-           "--batch-size", str(8 * ranks), "--grad-accum", "2", "--steps", str(steps), "--warmup", "2",
+           "--batch-size", str(batch * ranks), "--grad-accum", str(accum), "--steps", str(steps), "--warmup", "2",
            "--eval-every", "100000", "--eval-iters", "1", "--sample-tokens", "0", "--progress", "plain",
            "--log-every", "1", "--out", out]
     if deterministic:
@@ -35,6 +35,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--skip", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8, help="sequences per rank per micro-step")
+    p.add_argument("--accum", type=int, default=2, help="accumulation steps (a power of two)")
     a = p.parse_args()
     cores = os.cpu_count() or 1
     times = {}
@@ -43,7 +45,7 @@ def main():
         for ranks in (1, 2):
             for det in (False, True):
                 port += 1
-                t = step_times(a.build_dir, ranks, det, a.steps, a.skip, max(1, cores // ranks), port)
+                t = step_times(a.build_dir, ranks, det, a.steps, a.skip, max(1, cores // ranks), port, a.batch, a.accum)
                 times.setdefault((ranks, det), []).extend(t)
                 print(f"round {r + 1}: {ranks} rank(s), {'deterministic' if det else 'default'}: "
                       f"median {statistics.median(t):.1f} ms", flush=True)
