@@ -175,8 +175,9 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
             return t;
         }
         const zero::LoadResult r = zero::load_checkpoint(t->zero_->engine(), dir);   // and this rank's RNG
-        zero::ZeroEngine& engine = t->zero_->engine();   // saved at a boundary: the micro-steps of this accumulation
-        engine.restore_counters(engine.global_steps(), engine.global_steps() * cfg.grad_accum, engine.skipped_steps());
+        zero::ZeroEngine& engine = t->zero_->engine();
+        if (engine.micro_steps() % t->layout_.accum != 0)   // saved at another accumulation (an elastic restart)
+            engine.restore_counters(engine.global_steps(), engine.global_steps() * t->layout_.accum, engine.skipped_steps());
         const nlohmann::json& mine = r.client_state.is_null() ? r.all_client_states.at(0) : r.client_state;
         data::SamplerState s{mine.at("sampler").at("seed").get<uint64_t>(), mine.at("sampler").at("offset").get<uint64_t>()};
         if (r.client_state.is_null()) s.seed = cfg.seed + 1 + static_cast<uint64_t>(t->rank_);   // a rank the save did not have

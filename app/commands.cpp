@@ -12,6 +12,7 @@
 #include "amp/autocast_policy.hpp"
 #include "ampgrad_config.h"
 #include "app/async_checkpoint.hpp"
+#include "app/auto_restart.hpp"
 #include "app/checkpoint.hpp"
 #include "app/export_hf.hpp"
 #include "app/hellaswag_eval.hpp"
@@ -152,7 +153,10 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
     if (!cfg.init_from.empty() && o.resume.empty())
         std::printf("  init: the Hugging Face %s weights in %s\n", lm.title().c_str(), cfg.init_from.c_str());
     if (const std::string lora = lora_banner_line(cfg, *lm.causal_lm_ptr()); !lora.empty()) std::printf("%s\n", lora.c_str());
-    if (trainer.data_parallel()) std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    if (trainer.data_parallel() && cfg.batch_size % trainer.world_size() == 0)
+        std::printf("%s\n", data_parallel_text(cfg, trainer.world_size()).c_str());
+    if (const std::string elastic = elastic_layout_text(cfg, trainer.world_size(), trainer.layout()); !elastic.empty())
+        std::printf("  %s\n", elastic.c_str());
     const int64_t tokenizer_vocab = trainer.corpus().tokenizer.vocab_size(), model_vocab = lm.vocab_size();
     if (cfg.task == "text" && 2 * tokenizer_vocab < model_vocab)   // e.g. a char tokenizer for a byte-level model
         std::printf("  warning: the %s tokenizer has %lld ids, but the model's vocabulary has %lld: most of the model's "
@@ -171,7 +175,11 @@ void print_banner(const TrainOptions& o, const Trainer& trainer) {
 
 }  // namespace
 
-int run_train(const TrainOptions& o) {
+int run_train(const TrainOptions& typed) {
+    StepFile step_file;   // the step in progress, for ampgrad-run (AMPGRAD_STEP_FILE); 0: starting up
+    step_file.starting(0);
+    TrainOptions o = typed;
+    if (o.resume == "auto") o.resume = newest_checkpoint(o.out).value_or("");   // none yet: a fresh start
     std::unique_ptr<Trainer> trainer;
     if (!o.resume.empty()) {
         const std::string dir = resolve_checkpoint(o.resume);
@@ -202,6 +210,7 @@ int run_train(const TrainOptions& o) {
     const std::string ckpt_root = (fs::path(o.out) / "checkpoints").string();
     std::optional<MetricsLog> metrics;
     if (lead) metrics.emplace(metrics_path, o.resume.empty() ? 0 : trainer->step());
+    if (lead) note_restart(*metrics, trainer->step(), o.resume);   // when ampgrad-run restarted the run
     std::unique_ptr<TensorboardLog> tb = TensorboardLog::open_if_asked(o.tensorboard, *trainer);   // --tensorboard
     StepProfiler step_profiler(o.profile_steps, trainer->step(), o.out, trainer->rank());          // --profile
     print_banner(o, *trainer);
@@ -224,6 +233,7 @@ int run_train(const TrainOptions& o) {
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {
         step_profiler.before_step(trainer->step() + 1);
+        step_file.starting(trainer->step() + 1);
         TrainStats s = trainer->train_step();
         tokens += s.tokens;
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

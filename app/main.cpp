@@ -139,7 +139,8 @@ void add_train_command(CLI::App& app, CommandLine& c) {
     c.train_cmd = app.add_subcommand("train", "train a language model of any family (--model; progress line, metrics.jsonl, checkpoints)");
     add_run_flags(c.train_cmd, c.train.run);
     c.train_cmd->add_option("--out", c.train.out, "output folder: metrics.jsonl, checkpoints/")->capture_default_str();
-    c.train_cmd->add_option("--resume", c.train.resume, "continue the run saved in this checkpoint (or output) folder");
+    c.train_cmd->add_option("--resume", c.train.resume, "continue the run saved in this checkpoint (or output) folder; auto: the newest "
+                                                         "checkpoint under --out, or a fresh start when there is none");
     c.train_cmd->add_option("--init-from", c.train.run.init_from, "start from the weights of this Hugging Face model folder (GPT-2, "
                                                              "Llama, Mistral, Qwen2, ...: it sets --model and the sizes; docs/pretrained.md)");
     c.train_cmd->add_option("--lora", c.train.run.lora, "with --init-from: train LoRA adapters on the frozen model, "

@@ -109,14 +109,21 @@ void Trainer::adopt_pretrained_sizes() {
 }
 
 // Joins the launcher's process group (ZeRO, or data parallel); every rank draws its own batches
-// (seed + 1 + rank) and dropout masks, and takes batch_size / world_size sequences per step.
+// (seed + 1 + rank) and dropout masks, and takes its share of each step (layout_, set once the
+// accumulation is known: batch_size / world_size sequences per micro-step when that divides).
 void Trainer::join_process_group() {
     init_zero_process_group();
     rank_ = dist::rank();
     world_size_ = dist::world_size();
-    if (cfg_.batch_size % world_size_ != 0)
-        throw ValueError(fmt::format("--batch-size {} is not divisible by the {} processes (rank {}): every rank takes "
-                                     "an equal share of the global batch", cfg_.batch_size, world_size_, rank_));
+}
+
+// The optimiser and the ZeRO engine see the step as this world size runs it: batch_size / world
+// sequences per rank becomes layout_.micro, over layout_.accum micro-steps (the loss divides by it).
+RunConfig Trainer::layout_config() const {
+    RunConfig c = cfg_;
+    c.batch_size = layout_.micro * world_size_;
+    c.grad_accum = layout_.accum;
+    return c;
 }
 
 Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training)
@@ -130,8 +137,6 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     if (!(cfg_.tokenizer == "auto" && resolved == "char" && uses_token_shards(cfg_))) cfg_.tokenizer = resolved;
     const bool data_parallel = training && cfg_.zero < 0 && launched_world_size() > 1;
     if (cfg_.zero >= 0 || data_parallel) join_process_group();
-    if (training) check_deterministic_run(cfg_, world_size_);
-    set_deterministic(training && cfg_.deterministic);   // read by the ZeRO engine it builds below
     if (cfg_.task == "addition") {
         addition_.emplace(cfg_.digits);
         corpus_.tokenizer = addition_->tokenizer();
@@ -148,6 +153,9 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     // The context (checks the model's config, ValueError naming the field, before any data check).
     const int64_t T = cfg_.context_length(vocab);
     cfg_.resolve_accumulation(addition_ ? std::max(T, addition_->sequence_length()) : T);
+    layout_ = step_layout(cfg_, world_size_);   // this rank's share of each step (app/auto_restart.hpp)
+    if (training) check_deterministic_run(layout_config(), world_size_);
+    set_deterministic(training && cfg_.deterministic);   // read by the ZeRO engine it builds below
     if (uses_token_shards(cfg_)) {   // every token checked against the model's vocabulary, before training
         open_shards(T, cfg_.model_vocab_size(vocab), training);
     } else if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T) {
@@ -168,7 +176,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     attach_lora_adapters(cfg_, *model_->causal_lm_ptr());   // --lora / --adapter: before the optimizer sees the weights
     if (device_.is_cuda()) model_->module()->to(device_);
     if (cfg_.zero < 0) {
-        precision_ = std::make_unique<Precision>(cfg_, *model_->module());   // fp16-master may turn the weights to f16
+        precision_ = std::make_unique<Precision>(layout_config(), *model_->module());   // fp16-master may turn the weights to f16
         if (!data_parallel) return;
         if (device_.is_cuda())
             throw ValueError("data parallel training (ampgrad-run without --zero) runs on the CPU over Gloo in this "
@@ -179,7 +187,7 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
         manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
         return;
     }
-    zero_ = std::make_unique<ZeroTraining>(cfg_, model_->module());
+    zero_ = std::make_unique<ZeroTraining>(layout_config(), model_->module());
     if (rank_ > 0) manual_seed(cfg_.seed + 7919 * static_cast<uint64_t>(rank_));
 }
 
@@ -224,13 +232,14 @@ void Trainer::set_steps(int64_t steps) {
 }
 
 std::pair<Tensor, Tensor> Trainer::next_batch(int64_t micro) {
-    const int64_t batch = cfg_.batch_size / world_size_;   // this rank's share (--zero, data parallel)
-    if (cfg_.deterministic) key_streams(rank_ * cfg_.grad_accum + micro);
+    const int64_t batch = layout_.micro;   // this rank's share (--zero, data parallel)
+    if (cfg_.deterministic) key_streams(rank_ * layout_.accum + micro);
     std::pair<Tensor, Tensor> xy;
     if (addition_) xy = addition_->batch(addition_state_, batch);
     else if (sampler_) xy = sampler_->next(batch, model_->block_size());
-    else   // micro-batch k of rank r: windows position + (r * grad_accum + k) * batch (app/shard_data.hpp)
-        xy = shards_->train->batch_at(data_position_ + static_cast<uint64_t>((rank_ * cfg_.grad_accum + micro) * batch), batch);
+    else   // micro-batch k of rank r: windows position + (r * accum + k) * batch (app/shard_data.hpp; the layout
+           // covers the same batch_size * grad_accum windows per step at any world size)
+        xy = shards_->train->batch_at(data_position_ + static_cast<uint64_t>((rank_ * layout_.accum + micro) * batch), batch);
     if (device_.is_cuda()) return {xy.first.to(device_), xy.second.to(device_)};
     return xy;
 }
@@ -271,7 +280,7 @@ TrainStats Trainer::train_step() {
     model_->module()->train();
     if (zero_) zero_->zero_grad();
     else precision_->zero_grad();
-    const int64_t accum = cfg_.grad_accum;
+    const int64_t accum = layout_.accum;
     Tensor loss_sum;   // () the micro-batches' mean losses, summed on the device (one read at the end)
     std::vector<Tensor> micro_losses;   // --deterministic: each, for the tree mean
     for (int64_t k = 0; k < accum; ++k) {
@@ -285,7 +294,7 @@ TrainStats Trainer::train_step() {
         s.tokens += x.numel() * world_size_;
     }
     StepOutcome o = zero_ ? zero_->step() : precision_->step();
-    if (shards_) data_position_ += static_cast<uint64_t>(cfg_.batch_size * accum);
+    if (shards_) data_position_ += static_cast<uint64_t>(cfg_.batch_size * cfg_.grad_accum);   // the global batch
     s.loss = loss_sum.item<double>() / static_cast<double>(accum);
     if (cfg_.deterministic) {   // the tree mean over the global micro-batch index
         std::vector<double> losses;
@@ -306,7 +315,7 @@ TrainStats Trainer::train_step() {
     s.skipped_total = skipped_steps();
     s.grad_accum = accum;
     s.world_size = world_size_;
-    s.global_batch = cfg_.batch_size * accum;
+    s.global_batch = cfg_.batch_size * cfg_.grad_accum;
     ++step_;
     return s;
 }
@@ -344,7 +353,7 @@ EvalStats Trainer::evaluate(bool full_split) {
     model_->module()->eval();
     const GeneratorState rng = get_rng_state();   // evaluation must not move the training RNG
     // --deterministic: batches of one rank's micro-batch, the same in every layout (the GEMM shapes too).
-    const int64_t B = cfg_.deterministic ? cfg_.batch_size / world_size_ : cfg_.batch_size, iters = cfg_.eval_iters;
+    const int64_t B = cfg_.deterministic ? layout_.micro : cfg_.batch_size, iters = cfg_.eval_iters;
     if (addition_) {
         data::SamplerState train_state{0xE7A1, 0};
         std::vector<std::pair<Tensor, Tensor>> train;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/auto_restart.hpp"
 #include "app/corpus.hpp"
 #include "app/language_model.hpp"
 #include "app/precision.hpp"
@@ -103,12 +104,14 @@ public:
     bool data_parallel() const { return ddp_ != nullptr; }
     int rank() const { return rank_; }                // 0 on one process
     int world_size() const { return world_size_; }    // 1 on one process
+    const StepLayout& layout() const { return layout_; }   // this rank's micro-batch and accumulation
     int64_t skipped_steps() const { return zero_ ? zero_->skipped_steps() : precision_->skipped_steps(); }
 
 private:
     // training: false for sample and eval (one process, never distributed).
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
     void join_process_group();
+    RunConfig layout_config() const;                 // cfg_ with this world size's micro-batches (layout_)
     void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
     void restore_rank_streams(const nlohmann::json& state);
     void restore_data_position(const nlohmann::json& state);
@@ -136,6 +139,7 @@ private:
     std::unique_ptr<ZeroTraining> zero_;            // with --zero
     std::unique_ptr<dist::DistributedDataParallel> ddp_;   // data parallel (launched, no --zero)
     int rank_ = 0, world_size_ = 1;
+    StepLayout layout_;                              // at a world size the run was not started with: elastic
     Device device_;
     int64_t step_ = 0;
 };

@@ -1,47 +1,42 @@
 // tools/ampgrad_run.cpp: `ampgrad-run`, the process launcher for ampgrad::dist (like torchrun).
 //
-//   ampgrad-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P] prog args...
+//   ampgrad-run --nproc-per-node N [--nnodes M|MIN:MAX --node-rank K --master-addr A --master-port P]
+//               [--max-restarts R --monitor-interval S --rdzv-timeout S --rdzv-port P] prog args...
 //   ampgrad-run --help
 //
 // Starts N copies of prog on this node with the rendezvous environment that dist::init_process_group
-// reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_RANK, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
+// reads: RANK = K*N + LOCAL_RANK, WORLD_SIZE = M*N, LOCAL_WORLD_SIZE = N, MASTER_ADDR,
 // MASTER_PORT (and OMP_NUM_THREADS=1 unless set, as torchrun does). Each line a rank prints is
 // prefixed with "[rank R] " (stdout to stdout, stderr to stderr). SIGINT and SIGTERM are forwarded
 // to every rank. When a rank fails (non-zero exit or a signal), the others get SIGTERM (SIGKILL
 // after 5 s), and ampgrad-run exits with the failed rank's code (128 + signal for a signal).
+// With --max-restarts R (or --nnodes MIN:MAX) the launchers of all hosts instead meet again through
+// a store on node 0 (tools/restart_rounds.hpp) and start their ranks once more, up to R times, with
+// AMPGRAD_RESTART_COUNT and AMPGRAD_RESTART_CAUSE set (`ampgrad train --resume auto` continues from
+// the newest checkpoint); a run whose ranks fail at the same step in two rounds in a row stops.
+// With MIN:MAX, a round goes on with the hosts that came back within --rdzv-timeout (at least MIN):
+// ranks are renumbered over them. See docs/distributed.md, "When a rank fails".
 // Under srun, SLURM_NNODES, SLURM_NODEID (or SLURM_PROCID) and the first host of SLURM_JOB_NODELIST
 // stand in for --nnodes, --node-rank and --master-addr when those are not given.
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <poll.h>
 #include <algorithm>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
+#include "launcher.hpp"
+
+using ampgrad_run::Options;
+using ampgrad_run::RoundEnv;
+using ampgrad_run::RoundResult;
+
 namespace {
-
-struct Options {
-    int nproc_per_node = 1, nnodes = 1, node_rank = 0, master_port = 29500;
-    std::string master_addr = "127.0.0.1";
-    int collective_timeout_s = 0;   // 0: the program's own (ampgrad train: 60 s)
-    std::string fr_dir;             // "": the program's own (AMPGRAD_FR_DIR, else the temporary folder)
-    std::vector<std::string> command;
-};
-
-struct Rank {
-    int rank;
-    pid_t pid = -1;
-    int out = -1, err = -1;         // read ends of the child's stdout and stderr
-    std::string out_buf, err_buf;   // a partial last line
-    bool running = true;
-    int code = 0;                   // exit code, or 128 + signal
-};
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -57,7 +52,8 @@ const char* const kUsage =
     "MASTER_ADDR and MASTER_PORT set for ampgrad::dist (OMP_NUM_THREADS=1 unless set).\n"
     "\n"
     "  --nproc-per-node N   processes on this node (default 1)\n"
-    "  --nnodes M           nodes, one ampgrad-run on each (default 1, or SLURM_NNODES)\n"
+    "  --nnodes M           nodes, one ampgrad-run on each (default 1, or SLURM_NNODES); MIN:MAX: elastic,\n"
+    "                       a restart round goes on with the hosts that rejoin (at least MIN)\n"
     "  --node-rank K        this node's index in [0, M) (default 0, or SLURM_NODEID)\n"
     "  --master-addr A      address of node 0, which hosts the store (default 127.0.0.1, or the first\n"
     "                       host of SLURM_JOB_NODELIST)\n"
@@ -66,6 +62,12 @@ const char* const kUsage =
     "                       flight recorder (sets AMPGRAD_COLLECTIVE_TIMEOUT for ampgrad train; default 60)\n"
     "  --flight-recorder-dir D  where ranks write flight_recorder_rank<R>.json (sets AMPGRAD_FR_DIR);\n"
     "                       read them with `ampgrad fr D`\n"
+    "  --max-restarts R     when a rank fails, stop this host's ranks, meet the other hosts again and start\n"
+    "                       them again, up to R times (default 0: the run ends); the ranks see\n"
+    "                       AMPGRAD_RESTART_COUNT and AMPGRAD_RESTART_CAUSE (use `ampgrad train --resume auto`)\n"
+    "  --monitor-interval S how often, in seconds, to look for a failure on another host (default 1)\n"
+    "  --rdzv-timeout S     how long node 0 waits for the hosts to join a round (default 30)\n"
+    "  --rdzv-port P        the launchers' store on node 0, for restarts (default: master port + 1)\n"
     "  --help               this text\n"
     "\n"
     "Under srun (one ampgrad-run task per node) the Slurm variables fill in the flags not given.\n"
@@ -82,6 +84,23 @@ int parse_int(const char* flag, const char* v) {
     long x = std::strtol(v, &end, 10);
     if (!*v || *end) usage((std::string(flag) + " needs an integer, got '" + v + "'").c_str());
     return static_cast<int>(x);
+}
+
+// A number of seconds > 0 ("0.5", "2").
+double parse_seconds(const char* flag, const char* v) {
+    char* end = nullptr;
+    const double x = std::strtod(v, &end);
+    if (!*v || *end || !(x > 0)) usage((std::string(flag) + " needs a number of seconds > 0, got '" + v + "'").c_str());
+    return x;
+}
+
+// --nnodes M, or MIN:MAX (elastic: o.nnodes is MAX).
+void parse_nnodes(Options& o, const std::string& value) {
+    const size_t colon = value.find(':');
+    o.nnodes = parse_int("--nnodes", value.substr(colon == std::string::npos ? 0 : colon + 1).c_str());
+    o.min_nnodes = colon == std::string::npos ? o.nnodes : parse_int("--nnodes", value.substr(0, colon).c_str());
+    if (o.min_nnodes < 1 || o.min_nnodes > o.nnodes)
+        usage(("--nnodes " + value + ": MIN must be at least 1 and at most MAX").c_str());
 }
 
 struct Given {
@@ -110,7 +129,7 @@ void apply_slurm(Options& o, const Given& given) {
     const char* ntasks = env_or_null("SLURM_NTASKS");
     const char* nodelist = env_or_null("SLURM_JOB_NODELIST");
     if (nnodes == nullptr && proc_id == nullptr) return;
-    if (!given.nnodes && nnodes != nullptr) o.nnodes = parse_int("SLURM_NNODES", nnodes);
+    if (!given.nnodes && nnodes != nullptr) o.nnodes = o.min_nnodes = parse_int("SLURM_NNODES", nnodes);
     if (!given.node_rank && (node_id != nullptr || proc_id != nullptr))
         o.node_rank = parse_int(node_id != nullptr ? "SLURM_NODEID" : "SLURM_PROCID", node_id != nullptr ? node_id : proc_id);
     if (!given.master_addr && nodelist != nullptr) o.master_addr = first_slurm_host(nodelist);
@@ -141,7 +160,7 @@ Options parse(int argc, char** argv) {
             value = argv[++i];
         }
         if (flag == "--nproc-per-node" || flag == "--nproc_per_node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
-        else if (flag == "--nnodes") o.nnodes = parse_int("--nnodes", value.c_str()), given.nnodes = true;
+        else if (flag == "--nnodes") parse_nnodes(o, value), given.nnodes = true;
         else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
         else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value, given.master_addr = true;
         else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
@@ -150,6 +169,10 @@ Options parse(int argc, char** argv) {
             if (o.collective_timeout_s < 1) usage("--collective-timeout must be at least 1 second");
         }
         else if (flag == "--flight-recorder-dir") o.fr_dir = value;
+        else if (flag == "--max-restarts") o.max_restarts = parse_int("--max-restarts", value.c_str());
+        else if (flag == "--monitor-interval") o.monitor_interval_s = parse_seconds("--monitor-interval", value.c_str());
+        else if (flag == "--rdzv-timeout") o.rdzv_timeout_s = parse_int("--rdzv-timeout", value.c_str());
+        else if (flag == "--rdzv-port") o.rdzv_port = parse_int("--rdzv-port", value.c_str());
         else usage(("unknown option " + flag).c_str());
     }
     for (; i < argc; ++i) o.command.push_back(argv[i]);
@@ -157,70 +180,10 @@ Options parse(int argc, char** argv) {
     if (o.command.empty()) usage("no program to run");
     if (o.nproc_per_node < 1 || o.nnodes < 1) usage("--nproc-per-node and --nnodes must be at least 1");
     if (o.node_rank < 0 || o.node_rank >= o.nnodes) usage("--node-rank must be in [0, --nnodes)");
+    if (o.max_restarts < 0) usage("--max-restarts must be at least 0");
+    if (o.rdzv_timeout_s < 1) usage("--rdzv-timeout must be at least 1 second");
+    if (o.rdzv_port == 0) o.rdzv_port = o.master_port + 1;
     return o;
-}
-
-void start(Rank& r, int local_rank, const Options& o) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) { std::perror("ampgrad-run: pipe"); std::exit(1); }
-    r.pid = fork();
-    if (r.pid == 0) {
-        setpgid(0, 0);   // its own process group: a terminal's Ctrl-C reaches ranks only through us
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        setenv("RANK", std::to_string(r.rank).c_str(), 1);
-        setenv("LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
-        setenv("WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node).c_str(), 1);
-        setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-        setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
-        setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-        setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
-        setenv("OMP_NUM_THREADS", "1", 0);
-        if (o.collective_timeout_s > 0) setenv("AMPGRAD_COLLECTIVE_TIMEOUT", std::to_string(o.collective_timeout_s).c_str(), 1);
-        if (!o.fr_dir.empty()) setenv("AMPGRAD_FR_DIR", o.fr_dir.c_str(), 1);
-        std::vector<char*> args;
-        for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        execvp(args[0], args.data());
-        std::fprintf(stderr, "ampgrad-run: cannot run %s: %s\n", args[0], std::strerror(errno));
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    r.out = out[0];
-    r.err = err[0];
-    fcntl(r.out, F_SETFL, O_NONBLOCK);   // pump() reads what is there and never waits
-    fcntl(r.err, F_SETFL, O_NONBLOCK);
-}
-
-// Moves what a rank wrote into its buffer and prints each complete line with the rank's prefix.
-// Returns false at end of file.
-bool pump(int& fd, std::string& buf, int rank, FILE* to) {
-    char chunk[65536];
-    ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-    if (n > 0) buf.append(chunk, static_cast<size_t>(n));
-    size_t start = 0, nl;
-    while ((nl = buf.find('\n', start)) != std::string::npos || (n <= 0 && start < buf.size())) {
-        size_t end = nl == std::string::npos ? buf.size() : nl;
-        std::fprintf(to, "[rank %d] %.*s\n", rank, static_cast<int>(end - start), buf.data() + start);
-        start = end + 1;
-    }
-    buf.erase(0, std::min(start, buf.size()));
-    std::fflush(to);
-    if (n <= 0) {
-        close(fd);
-        fd = -1;
-        return false;
-    }
-    return true;
-}
-
-void signal_all(std::vector<Rank>& ranks, int sig) {
-    for (auto& r : ranks)
-        if (r.running) kill(r.pid, sig);
 }
 
 }  // namespace
@@ -263,6 +226,64 @@ void resolve_program(Options& o) {
     std::exit(2);
 }
 
+namespace {
+
+// A folder for the ranks' step files, removed when the launcher ends.
+struct StepDir {
+    std::string path;
+    StepDir() {
+        std::string templ = (std::filesystem::temp_directory_path() / "ampgrad-run.XXXXXX").string();
+        if (mkdtemp(templ.data()) == nullptr) { std::perror("ampgrad-run: mkdtemp"); std::exit(1); }
+        path = templ;
+    }
+    ~StepDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path, ignored);
+    }
+};
+
+// --max-restarts or --nnodes MIN:MAX: rounds of ranks, each after a rendezvous of the hosts, until
+// one succeeds, the restarts run out, or the ranks fail at the same step twice in a row.
+int run_with_restarts(const Options& o) {
+    ampgrad_run::RestartRounds rounds({o.master_addr, o.rdzv_port, o.node_rank, o.min_nnodes, o.nnodes,
+                                       std::chrono::milliseconds(1000LL * o.rdzv_timeout_s)});
+    StepDir step_dir;
+    std::string cause;             // why the previous round ended
+    int64_t last_failed_step = -1;
+    const int first_round = rounds.first_round();   // 0, or later for a launcher started again
+    for (int round = first_round;; ++round) {
+        const ampgrad_run::Membership m = rounds.join(round);
+        RoundEnv env{static_cast<int>(m.nodes.size()) * o.nproc_per_node, m.index, {}};
+        env.extra = {{"AMPGRAD_RESTART_COUNT", std::to_string(round)}, {"AMPGRAD_MAX_RESTARTS", std::to_string(o.max_restarts)},
+                     {"AMPGRAD_RESTART_CAUSE", cause}};
+        if (round > 0 || static_cast<int>(m.nodes.size()) < o.nnodes)
+            std::fprintf(stderr, "ampgrad-run: round %d: %zu host(s), world size %d%s%s\n", round, m.nodes.size(),
+                         env.world_size, cause.empty() ? "" : "; restarting after: ", cause.c_str());
+        const RoundResult r = ampgrad_run::run_round(o, env, &rounds, round, step_dir.path, g_signal_pipe[0]);
+        if (r.end == RoundResult::End::kSuccess) {
+            rounds.finished(round);
+            if (o.node_rank == 0) rounds.wait_until_finished(round, m);
+            return 0;
+        }
+        if (r.end == RoundResult::End::kSignal || r.end == RoundResult::End::kStoreLost) return r.code;
+        if (r.end == RoundResult::End::kLocalFailure) rounds.report_failure(round, r.failure);
+        const ampgrad_run::Failure f = rounds.failure_of(round);
+        if (round - first_round >= o.max_restarts) {
+            std::fprintf(stderr, "ampgrad-run: %s; no restarts left (--max-restarts %d)\n", f.cause.c_str(), o.max_restarts);
+            return r.code;
+        }
+        if (f.step >= 0 && f.step == last_failed_step) {
+            std::fprintf(stderr, "ampgrad-run: %s, the step at which the previous round failed too; stopping rather "
+                         "than restarting into the same failure\n", f.cause.c_str());
+            return r.code;
+        }
+        last_failed_step = f.step;
+        cause = f.cause;
+    }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     resolve_program(o);
@@ -271,58 +292,13 @@ int main(int argc, char** argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-
-    std::vector<Rank> ranks;
-    for (int l = 0; l < o.nproc_per_node; ++l) ranks.push_back(Rank{o.node_rank * o.nproc_per_node + l});
-    for (int l = 0; l < o.nproc_per_node; ++l) start(ranks[static_cast<size_t>(l)], l, o);
-
-    int exit_code = 0;
-    bool stopping = false;
-    long kill_deadline_ms = -1, now_ms = 0;
-    for (;;) {
-        std::vector<pollfd> fds{{g_signal_pipe[0], POLLIN, 0}};
-        for (auto& r : ranks) {
-            if (r.out >= 0) fds.push_back({r.out, POLLIN, 0});
-            if (r.err >= 0) fds.push_back({r.err, POLLIN, 0});
-        }
-        poll(fds.data(), fds.size(), 100);
-        now_ms += 100;   // coarse: only the SIGKILL grace period uses it
-        if (fds[0].revents & POLLIN) {
-            char sig;
-            if (read(g_signal_pipe[0], &sig, 1) == 1) {
-                signal_all(ranks, sig);
-                if (!stopping) { exit_code = 128 + sig; stopping = true; kill_deadline_ms = now_ms + 5000; }
-            }
-        }
-        for (auto& r : ranks) {
-            if (r.out >= 0) pump(r.out, r.out_buf, r.rank, stdout);
-            if (r.err >= 0) pump(r.err, r.err_buf, r.rank, stderr);
-        }
-        int status;
-        pid_t pid;
-        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-            for (auto& r : ranks) {
-                if (r.pid != pid) continue;
-                r.running = false;
-                r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                if (r.code != 0 && !stopping) {
-                    std::fprintf(stderr, "ampgrad-run: rank %d %s %d; stopping the other ranks\n", r.rank,
-                                 WIFEXITED(status) ? "exited with code" : "was killed by signal",
-                                 WIFEXITED(status) ? r.code : WTERMSIG(status));
-                    exit_code = r.code;
-                    stopping = true;
-                    kill_deadline_ms = now_ms + 5000;
-                    signal_all(ranks, SIGTERM);
-                }
-            }
-        }
-        bool any_running = false, any_open = false;
-        for (auto& r : ranks) {
-            any_running |= r.running;
-            any_open |= r.out >= 0 || r.err >= 0;
-        }
-        if (!any_running && !any_open) break;
-        if (stopping && any_running && now_ms > kill_deadline_ms) signal_all(ranks, SIGKILL);
+    if (o.max_restarts == 0 && o.min_nnodes == o.nnodes)   // one round, no store: a failure ends the run
+        return ampgrad_run::run_round(o, RoundEnv{o.nnodes * o.nproc_per_node, o.node_rank, {}}, nullptr, 0, "",
+                                      g_signal_pipe[0]).code;
+    try {
+        return run_with_restarts(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ampgrad-run: %s\n", e.what());
+        return 1;
     }
-    return exit_code;
 }

@@ -12,6 +12,10 @@
 //   tree         dist::tree_all_reduce against one process's tree (tests/dist/tree_reduce_scenarios.cpp)
 //   zckpt*       ZeRO checkpoints: resume, resharding, corrupt files, a rank killed (tests/zero/checkpoint_scenarios.cpp)
 //   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
+//   flaky        for ampgrad-run --max-restarts: rank 1 exits 9 in the restart rounds below
+//                AMPGRAD_TEST_FAIL_ROUNDS (after writing step 10 + round, or 5 with
+//                AMPGRAD_TEST_SAME_STEP=1, into AMPGRAD_STEP_FILE) while the others sleep; in a
+//                later round every rank prints its round, cause and world size, and exits 0
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
 #include "autograd/ops/ops.hpp"
@@ -216,9 +220,36 @@ int run_nccl() {
     return g_failures ? 1 : 0;
 }
 
+int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+// "flaky": see the top of the file.
+int run_flaky() {
+    const int round = env_int("AMPGRAD_RESTART_COUNT", 0), rank = env_int("RANK", 0);
+    if (round >= env_int("AMPGRAD_TEST_FAIL_ROUNDS", 1)) {
+        const char* cause = std::getenv("AMPGRAD_RESTART_CAUSE");
+        std::printf("round %d world %d cause '%s'\n", round, env_int("WORLD_SIZE", 0), cause ? cause : "");
+        return 0;
+    }
+    if (rank != 1) {
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+        return 0;
+    }
+    if (const char* step_file = std::getenv("AMPGRAD_STEP_FILE")) {
+        FILE* f = std::fopen(step_file, "w");
+        if (f == nullptr) return 2;
+        std::fprintf(f, "%d\n", env_int("AMPGRAD_TEST_SAME_STEP", 0) ? 5 : 10 + round);
+        std::fclose(f);
+    }
+    return 9;
+}
+
 // Scenarios for the launcher's tests (tools/ampgrad_run.cpp), without a process group.
 int run_launcher_scenario(const std::string& scenario) {
     const char* rank = std::getenv("RANK");
+    if (scenario == "flaky") return run_flaky();
     if (scenario == "env") {
         for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                                  "OMP_NUM_THREADS"})
@@ -237,7 +268,8 @@ int run_launcher_scenario(const std::string& scenario) {
 
 int main(int argc, char** argv) {
     const std::string scenario = argc > 1 ? argv[1] : "collectives";
-    if (scenario == "env" || scenario == "exit7" || scenario == "sleep") return run_launcher_scenario(scenario);
+    if (scenario == "env" || scenario == "exit7" || scenario == "sleep" || scenario == "flaky")
+        return run_launcher_scenario(scenario);
     dist::InitOptions opts;
     if (const char* t = std::getenv("AMPGRAD_TEST_TIMEOUT_MS")) opts.timeout = dist::Millis(std::atoi(t));
     auto start = std::chrono::steady_clock::now();

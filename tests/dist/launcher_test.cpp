@@ -1,6 +1,7 @@
 // tests/dist/launcher_test.cpp: ampgrad-run (tools/ampgrad_run.cpp) with real processes: the
 // environment it gives each rank, rank-prefixed output, a failing rank stopping the others with its
-// exit code, SIGTERM forwarding, and a real 2-rank job through it.
+// exit code, SIGTERM forwarding, a real 2-rank job through it, and restart rounds (--max-restarts,
+// --nnodes MIN:MAX; tools/restart_rounds.hpp) on one and two launchers.
 #include <doctest/doctest.h>
 
 #include "spawn.hpp"
@@ -147,6 +148,8 @@ TEST_CASE("ampgrad-run --help prints the usage and exits 0") {
     CHECK(r.code == 0);
     CHECK(has(r.output, "usage: ampgrad-run"));
     CHECK(has(r.output, "--master-addr A"));
+    for (const char* flag : {"--max-restarts R", "--monitor-interval S", "--rdzv-timeout S", "--rdzv-port P", "MIN:MAX"})
+        CHECK(has(r.output, flag));
     CHECK_FALSE(has(r.output, "needs a value"));
 }
 
@@ -192,4 +195,96 @@ TEST_CASE("ampgrad-run: a program not on PATH is named with the fix; ampgrad is 
     CHECK(ampgrad.code == 0);
     CHECK(has(ampgrad.output, "ampgrad is not on PATH; running"));
     CHECK(has(ampgrad.output, "[rank 0] ampgrad 0.1.0"));
+}
+
+// --max-restarts (issue 36): the ranks of a failed round are stopped and started again through the
+// launchers' store, with the round and the cause in their environment, until the restarts run out
+// or the ranks fail at the same step twice in a row. dist_worker "flaky": rank 1 exits 9 in the
+// first AMPGRAD_TEST_FAIL_ROUNDS rounds (at step 10 + round, or 5 with AMPGRAD_TEST_SAME_STEP=1).
+TEST_CASE("ampgrad-run --max-restarts: a failed round starts again with its cause, up to the limit") {
+    const auto flags = [](const char* restarts) {
+        const int port = ampgrad_test::free_port();
+        return std::vector<std::string>{"--nproc-per-node", "2", "--max-restarts", restarts, "--monitor-interval", "0.2",
+                                        "--master-port", std::to_string(port), "--rdzv-port", std::to_string(ampgrad_test::free_port())};
+    };
+    SUBCASE("one failure, then a clean round") {
+        Launch r = launch(flags("2"), "flaky", 0, {{"AMPGRAD_TEST_FAIL_ROUNDS", "1"}});
+        CAPTURE(r.output);
+        CHECK(r.code == 0);
+        CHECK(has(r.output, "ampgrad-run: rank 1 exited with code 9; stopping the other ranks"));
+        CHECK(has(r.output, "ampgrad-run: round 1: 1 host(s), world size 2; restarting after: rank 1 (host 0) exited "
+                            "with code 9 at step 10"));
+        CHECK(has(r.output, "[rank 0] round 1 world 2 cause 'rank 1 (host 0) exited with code 9 at step 10'"));
+        CHECK(has(r.output, "[rank 1] round 1 world 2 cause"));
+        CHECK(r.seconds < 20);   // the sleeping rank 0 of round 0 was stopped, not waited for
+    }
+    SUBCASE("the restarts run out: the last failure's code, and why") {
+        Launch r = launch(flags("2"), "flaky", 0, {{"AMPGRAD_TEST_FAIL_ROUNDS", "5"}});
+        CAPTURE(r.output);
+        CHECK(r.code == 9);
+        CHECK(has(r.output, "round 2: 1 host(s)"));
+        CHECK(has(r.output, "ampgrad-run: rank 1 (host 0) exited with code 9 at step 12; no restarts left (--max-restarts 2)"));
+        CHECK_FALSE(has(r.output, "round 3"));
+    }
+    SUBCASE("the same step twice in a row stops the run instead of looping") {
+        Launch r = launch(flags("5"), "flaky", 0, {{"AMPGRAD_TEST_FAIL_ROUNDS", "9"}, {"AMPGRAD_TEST_SAME_STEP", "1"}});
+        CAPTURE(r.output);
+        CHECK(r.code == 9);
+        CHECK(has(r.output, "ampgrad-run: rank 1 (host 0) exited with code 9 at step 5, the step at which the previous "
+                            "round failed too; stopping rather than restarting into the same failure"));
+        CHECK_FALSE(has(r.output, "round 2"));
+    }
+}
+
+// --nnodes MIN:MAX: node 0 waits --rdzv-timeout for the hosts, then goes on with at least MIN of
+// them, numbering the ranks over those that came; fewer than MIN is an error naming the numbers.
+TEST_CASE("ampgrad-run --nnodes MIN:MAX: a round goes on with the hosts that joined, or says why not") {
+    const std::string port = std::to_string(ampgrad_test::free_port()), rdzv = std::to_string(ampgrad_test::free_port());
+    Launch one = launch({"--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv-timeout", "1", "--master-port", port,
+                         "--rdzv-port", rdzv}, "env");
+    CAPTURE(one.output);
+    CHECK(one.code == 0);
+    CHECK(has(one.output, "ampgrad-run: round 0: 1 host(s), world size 2"));
+    CHECK(has(one.output, "[rank 1] WORLD_SIZE=2"));
+    Launch few = launch({"--nproc-per-node", "1", "--nnodes", "2:3", "--rdzv-timeout", "1", "--master-port", port,
+                         "--rdzv-port", rdzv}, "env");
+    CAPTURE(few.output);
+    CHECK(few.code == 1);
+    CHECK(has(few.output, "restart round 0: only 1 of at least 2 hosts (--nnodes) joined within --rdzv-timeout 1 s: hosts 0"));
+    Launch bad = launch({"--nnodes", "3:2", "--node-rank", "0"}, "env");
+    CHECK(bad.code == 2);
+    CHECK(has(bad.output, "--nnodes 3:2: MIN must be at least 1 and at most MAX"));
+}
+
+// Two launchers (two "hosts" on loopback): a rank failing under node 1 stops node 0's rank through
+// the store, both restart in the next round, and both stop when the restarts run out.
+TEST_CASE("ampgrad-run --max-restarts with two launchers: both restart, and both stop when the restarts run out") {
+    for (const char* fail_rounds : {"1", "5"}) {
+        CAPTURE(fail_rounds);
+        const std::string port = std::to_string(ampgrad_test::free_port()), rdzv = std::to_string(ampgrad_test::free_port());
+        const auto node = [&](const char* node_rank) {
+            return launch({"--nnodes", "2", "--node-rank", node_rank, "--nproc-per-node", "1", "--max-restarts", "1",
+                           "--monitor-interval", "0.2", "--master-port", port, "--rdzv-port", rdzv},
+                          "flaky", 0, {{"AMPGRAD_TEST_FAIL_ROUNDS", fail_rounds}});
+        };
+        Launch second;
+        std::thread other([&] { second = node("1"); });
+        Launch first = node("0");
+        other.join();
+        CAPTURE(first.output);
+        CAPTURE(second.output);
+        CHECK(has(second.output, "ampgrad-run: round 1: 2 host(s), world size 2; restarting after: rank 1 (host 1) exited "
+                                 "with code 9 at step 10"));
+        CHECK(has(first.output, "ampgrad-run: a rank on another host failed; stopping this host's ranks"));
+        if (std::string(fail_rounds) == "1") {
+            CHECK(first.code == 0);
+            CHECK(second.code == 0);
+            CHECK(has(first.output, "[rank 0] round 1 world 2 cause 'rank 1 (host 1) exited with code 9 at step 10'"));
+        } else {
+            CHECK(first.code == 1);
+            CHECK(second.code == 9);
+            for (const std::string& out : {first.output, second.output})
+                CHECK(has(out, "rank 1 (host 1) exited with code 9 at step 11; no restarts left (--max-restarts 1)"));
+        }
+    }
 }

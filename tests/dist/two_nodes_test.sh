@@ -19,7 +19,12 @@
 #   - a hang with every process alive (issue 36): rank 1, on the second host, skips one all_reduce;
 #     both ranks write their flight recorder, and `ampgrad fr` names rank 1 and collective #2;
 #   - SIGKILL of rank 0 in the middle of a --ckpt-async background save: `latest` still names the
-#     previous checkpoint, which loads.
+#     previous checkpoint, which loads;
+#   - ampgrad-run --max-restarts 2 (issue 36): rank 1 SIGKILLed on the second host mid-run; both
+#     launchers restart their ranks, `train --resume auto` continues, and the final weights equal an
+#     uninterrupted run's bit for bit (`ampgrad verify`);
+#   - --nnodes 1:2 with the second host gone for good: the first host finishes alone at world size 1
+#     with the same tokens per step.
 # Traffic stays inside the namespaces; they are removed on exit, pass or fail. Skipped (exit 77)
 # where namespaces cannot be made (not root, or no CAP_SYS_ADMIN in a container).
 set -uo pipefail
@@ -283,6 +288,68 @@ if [ -z "$stopped" ] || [ "$(cat "$work/async/checkpoints/latest" 2>/dev/null)" 
     show "$work"/async.*.log
 else
     echo "SIGKILL during an async save: latest = $(cat "$work/async/checkpoints/latest"), loads"
+fi
+
+# ---- issue 36: self-restart and elastic size. wait_for_checkpoint DIR STEP: until DIR's latest names
+# step STEP or a later one.
+wait_for_checkpoint() {
+    local name
+    for _ in $(seq 1 1500); do
+        name="$(cat "$1/checkpoints/latest" 2>/dev/null)"
+        [ -n "$name" ] && [ $((10#${name#step-})) -ge "$2" ] && return 0
+        sleep 0.02
+    done
+    return 1
+}
+restart_args=("${train_args[@]}" --steps 40 --ckpt-every 4 --resume auto)
+# restart_flags: the launcher's flags for a self-restarting run (its store beside the master port).
+restart_flags() { echo --max-restarts 2 --monitor-interval 0.2 --rdzv-timeout 3 --rdzv-port $((port + 10000)); }
+
+# A rank SIGKILLed on the second host under --max-restarts 2: both launchers stop their ranks, meet
+# again, and `train --resume auto` continues from the newest checkpoint; the final weights equal an
+# uninterrupted run's bit for bit (`ampgrad verify`), and metrics.jsonl has the restart and its cause.
+two_hosts restart_straight 1 -- $(restart_flags) "$ampgrad" "${restart_args[@]}" --out "$work/restart_straight"
+[ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ] || { fail "uninterrupted run under --max-restarts (exit $rc_a, $rc_b)"; show "$work"/restart_straight.*.log; }
+port=$((port + 1))
+node "$ns_a" 0 1 "$work/restart.a.log" -- $(restart_flags) "$ampgrad" "${restart_args[@]}" --out "$work/restart" &
+pid_a=$!
+node "$ns_b" 1 1 "$work/restart.b.log" -- $(restart_flags) "$ampgrad" "${restart_args[@]}" --out "$work/restart" &
+pid_b=$!
+wait_for_checkpoint "$work/restart" 8
+for pid in $(ip netns pids "$ns_b"); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = ampgrad ] && kill -KILL "$pid"
+done
+wait "$pid_a"; rc_a=$?
+wait "$pid_b"; rc_b=$?
+"$ampgrad" verify "$work/restart_straight" "$work/restart" > "$work/restart.verify.log" 2>&1
+rc_v=$?
+if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ] || [ "$rc_v" -ne 0 ] || ! grep -q "step 40: .* identical" "$work/restart.verify.log" ||
+   ! grep '"kind":"restart"' "$work/restart/metrics.jsonl" | grep -q '"cause":"rank 1 (host 1) was killed by signal 9 at step'; then
+    fail "a rank killed on the second host under --max-restarts 2: expected a restart and the straight run's weights (exit $rc_a, $rc_b, verify $rc_v)"
+    show "$work"/restart.*.log "$work/restart/metrics.jsonl"
+else
+    echo "self-restart: $(grep -m1 -o 'round 1: [^;]*; restarting after: .*' "$work/restart.b.log"); final weights = uninterrupted run's"
+fi
+
+# --nnodes 1:2, and the second host gone for good (every process in its namespace SIGKILLed): after
+# --rdzv-timeout the first host goes on alone at world size 1, from the newest checkpoint, with the
+# same global batch (tokens per step), to the last step.
+port=$((port + 1))
+node "$ns_a" 0 1 "$work/shrink.a.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" &
+pid_a=$!
+node "$ns_b" 1 1 "$work/shrink.b.log" -- $(restart_flags) --nnodes 1:2 "$ampgrad" "${restart_args[@]}" --out "$work/shrink" \
+    2>/dev/null &   # (bash's "Killed" line for the host we take away)
+pid_b=$!
+wait_for_checkpoint "$work/shrink" 8
+for pid in $(ip netns pids "$ns_b"); do kill -KILL "$pid" 2>/dev/null; done
+wait "$pid_a"; rc_a=$?
+wait "$pid_b" 2>/dev/null
+batches="$(python3 -c "import json, sys; print(sorted({r['tokens_per_step'] for r in map(json.loads, open(sys.argv[1])) if r['kind'] == 'train'}), max(r['step'] for r in map(json.loads, open(sys.argv[1]))))" "$work/shrink/metrics.jsonl" 2>&1)"
+if [ "$rc_a" -ne 0 ] || ! grep -q "round 1: 1 host(s), world size 1" "$work/shrink.a.log" || [ "$batches" != "[64] 40" ]; then
+    fail "second host gone for good under --nnodes 1:2: expected the first host to finish alone with 64 tokens per step (exit $rc_a; tokens per step, last step: $batches)"
+    show "$work"/shrink.*.log
+else
+    echo "elastic: $(grep -m1 -o 'round 1: 1 host(s), world size 1' "$work/shrink.a.log"): host 0 finished alone; tokens per step, last step: $batches"
 fi
 
 if [ "$failures" -gt 0 ]; then echo "two-host test: $failures failure(s)"; exit 1; fi
