@@ -64,7 +64,8 @@ ProgramResult train(const Layout& layout, const std::string& out, const std::vec
                                      "--log-every", "1", "--out", out};
     for (const auto* part : {&model, &precision, &extra}) args.insert(args.end(), part->begin(), part->end());
     argv.insert(argv.end(), args.begin(), args.end());
-    return run_program(argv, {"OMP_NUM_THREADS=" + std::to_string(layout.threads)});
+    // Passive waits: ranks x threads may exceed the cores, and spinning OpenMP threads then starve each other.
+    return run_program(argv, {"OMP_NUM_THREADS=" + std::to_string(layout.threads), "OMP_WAIT_POLICY=PASSIVE"});
 }
 
 std::string train_ok(const Layout& layout, const std::string& dir, const std::vector<std::string>& model,
@@ -120,7 +121,7 @@ TEST_CASE("--deterministic, GPT fp32: the same bits at every world size, accumul
           "thread count, and after a resume at another world size" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
     const std::string dir = make_temp_dir("det_gpt_fp32");
     const std::string reference = train_ok({1, 0, 1}, dir, gpt(), fp32());
-    for (const Layout& layout : {Layout{1, 3, 2}, Layout{2, 0, 2}, Layout{2, 1, 1}, Layout{4, 3, 2}}) {   // ZeRO 2 on 4 ranks: the resumed run below
+    for (const Layout& layout : {Layout{1, 3, 2}, Layout{2, 0, 2}, Layout{2, 1, 1}, Layout{4, 3, 1}}) {   // ZeRO 2 on 4 ranks: the resumed run below
         CAPTURE(layout.name());
         check_identical(reference, train_ok(layout, dir, gpt(), fp32()));
     }
@@ -167,7 +168,7 @@ TEST_CASE("--deterministic, GPT bf16 autocast and fp16 with a skipped step: the 
           doctest::skip(!AMPGRAD_WITH_GLOO)) {
     const std::string dir = make_temp_dir("det_gpt_half");
     const std::string bf16_reference = train_ok({1, 0, 1}, dir + "/bf16", gpt(), bf16());
-    check_identical(bf16_reference, train_ok({2, 2, 2}, dir + "/bf16", gpt(), bf16()));
+    check_identical(bf16_reference, train_ok({2, 2, 1}, dir + "/bf16", gpt(), bf16()));
 
     const std::string fp16_reference = train_ok({1, 0, 1}, dir + "/fp16", gpt(), fp16());
     std::map<int64_t, nlohmann::json> records = train_records(fp16_reference);
@@ -180,5 +181,6 @@ TEST_CASE("--deterministic, GPT bf16 autocast and fp16 with a skipped step: the 
 TEST_CASE("--deterministic, Llama with GQA: the same bits across layouts" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
     const std::string dir = make_temp_dir("det_llama");
     const std::string reference = train_ok({1, 0, 1}, dir, llama(), fp32());
-    check_identical(reference, train_ok({2, 3, 2}, dir, llama(), fp32()));
+    check_identical(reference, train_ok({1, 2, 2}, dir, llama(), fp32()));
+    check_identical(reference, train_ok({2, 3, 1}, dir, llama(), fp32()));
 }
