@@ -150,7 +150,8 @@ nlohmann::json Trainer::state_json() const {
     return state;
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference,
+                                         const ResumeOverrides& layout) {
     const std::string dir = resolve_checkpoint(path);
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
@@ -160,6 +161,8 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
         throw ValueError(fmt::format("--zero {}: checkpoint {} was saved without ZeRO; resume it without --zero",
                                      *zero_stage, dir));
     else if (zero_stage) cfg.zero = *zero_stage;
+    if (layout.batch_size) cfg.batch_size = *layout.batch_size;   // --deterministic at another world size
+    if (layout.grad_accum) cfg.grad_accum = *layout.grad_accum;
     std::unique_ptr<Trainer> t(new Trainer(cfg, tokenizer_from_json(state.at("tokenizer")), !for_inference));
     if (t->model_->config_json() != state.at("model_config"))
         throw ValueError(fmt::format("checkpoint {}: its model config {} does not match the rebuilt model {}", dir,

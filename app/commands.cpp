@@ -186,7 +186,7 @@ int run_train(const TrainOptions& typed) {
         const nlohmann::json saved = read_checkpoint_state(dir).at("run_config");
         check_preset(o.preset_given, saved.at("preset").get<std::string>(), dir);
         const ResumeOverrides overrides = check_resume_flags(o.run, o.flags_given, saved, dir);
-        trainer = Trainer::resume(dir, o.zero_given);
+        trainer = Trainer::resume(dir, o.zero_given, /*for_inference=*/false, overrides);
         if (trainer->rank() == 0)
             std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));
         if (overrides.steps) change_schedule(*trainer, *overrides.steps);

@@ -111,6 +111,8 @@ void add_run_flags(CLI::App* cmd, RunConfig& r) {
         ->capture_default_str();
     cmd->add_option("--hysteresis", r.hysteresis, "fp16-master: overflows tolerated before the scale halves")
         ->capture_default_str();
+    cmd->add_flag("--deterministic", r.deterministic, "the same bits whatever the layout (world size, ZeRO stage, "
+                                                      "accumulation split, threads); needs --zero (docs/determinism.md)");
     cmd->add_option("--eval-every", r.eval_every, "evaluate every N steps (and at the end)")->capture_default_str();
     cmd->add_option("--eval-iters", r.eval_iters, "batches per evaluation")->capture_default_str();
 }

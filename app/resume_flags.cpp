@@ -21,6 +21,19 @@ std::string run_config_key(const std::string& flag) {
 // A value as it is typed on the command line: strings without quotes.
 std::string as_typed(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// --batch-size and --grad-accum on a --deterministic resume: the same sequences per optimiser step.
+void check_same_global_batch(ResumeOverrides& out, const nlohmann::json& saved, const std::string& dir) {
+    if (!out.batch_size && !out.grad_accum) return;
+    const int64_t saved_batch = saved.at("batch_size").get<int64_t>(), saved_accum = saved.at("grad_accum").get<int64_t>();
+    if (!out.batch_size) out.batch_size = saved_batch;
+    if (!out.grad_accum) out.grad_accum = saved_accum;
+    if (*out.batch_size * *out.grad_accum != saved_batch * saved_accum)
+        throw ValueError(fmt::format("--batch-size {} --grad-accum {}: the --deterministic run in {} was saved with "
+                                     "--batch-size {} --grad-accum {}; a resume may change the layout but not the "
+                                     "global batch of {} sequences per step", *out.batch_size, *out.grad_accum, dir,
+                                     saved_batch, saved_accum, saved_batch * saved_accum));
+}
+
 }  // namespace
 
 ResumeOverrides check_resume_flags(const RunConfig& typed, const std::vector<std::string>& flags_given,
@@ -36,11 +49,16 @@ ResumeOverrides check_resume_flags(const RunConfig& typed, const std::vector<std
             out.steps = typed.steps;
             continue;
         }
+        if ((key == "batch_size" || key == "grad_accum") && saved.value("deterministic", false)) {
+            (key == "batch_size" ? out.batch_size : out.grad_accum) = key == "batch_size" ? typed.batch_size : typed.grad_accum;
+            continue;
+        }
         throw ValueError(fmt::format(
             "{} {}: the run in {} was saved with {} {}, and a resumed run keeps its saved configuration (only --steps, "
             "--zero and the --hellaswag flags may change on --resume); drop {}, or start a new run without --resume",
             flag, as_typed(now.at(key)), dir, flag, as_typed(saved.at(key)), flag));
     }
+    check_same_global_batch(out, saved, dir);
     return out;
 }
 

@@ -118,7 +118,7 @@ nlohmann::json to_json(const RunConfig& c) {
             {"grad_accum", c.grad_accum}, {"total_batch_size", c.total_batch_size}, {"val_data", c.val_data},
             {"data_format", c.data_format},
             {"hellaswag", c.hellaswag}, {"hellaswag_every", c.hellaswag_every}, {"hellaswag_limit", c.hellaswag_limit},
-            {"lora", c.lora}, {"qlora", c.qlora}, {"fp8_recipe", c.fp8_recipe}};
+            {"lora", c.lora}, {"qlora", c.qlora}, {"fp8_recipe", c.fp8_recipe}, {"deterministic", c.deterministic}};
 }
 
 RunConfig run_config_from_json(const nlohmann::json& j) {
@@ -153,6 +153,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
     if (j.contains("pretrained_files")) c.pretrained_files = j.at("pretrained_files");   // since export keeps them
     if (j.contains("lora")) get("lora", c.lora);   // since issue 37 (--lora); earlier runs trained every weight
     if (j.contains("qlora")) get("qlora", c.qlora);   // since --qlora (an NF4 base)
+    if (j.contains("deterministic")) get("deterministic", c.deterministic);   // since issue 35
     if (j.contains("hellaswag")) {   // since --hellaswag; earlier runs had none
         get("hellaswag", c.hellaswag), get("hellaswag_every", c.hellaswag_every), get("hellaswag_limit", c.hellaswag_limit);
     }

@@ -75,6 +75,8 @@ struct RunConfig {
     // ZeRO (app/zero_training.hpp): -1 off (no engine: one process); 0, 1, 2 or 3 the stage, on every
     // process ampgrad-run starts (0: data parallel, nothing partitioned)
     int64_t zero = -1;
+    // --deterministic (app/deterministic_run.hpp, docs/determinism.md): the same bits in every layout
+    bool deterministic = false;
     // evaluation
     int64_t eval_every = 250, eval_iters = 20;
     // multiple-choice evaluation in HellaSwag's layout (app/hellaswag_eval.hpp): the jsonl file (empty:

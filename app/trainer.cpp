@@ -9,12 +9,14 @@
 #include <numbers>
 
 #include "ampgrad_config.h"
+#include "app/deterministic_run.hpp"
 #include "app/export_hf.hpp"
 #include "app/lora_run.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/allocator.hpp"
 #include "core/cuda_info.hpp"
+#include "core/determinism.hpp"
 #include "core/error.hpp"
 #include "core/philox.hpp"
 #include "data/text.hpp"
@@ -153,6 +155,8 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     const int64_t T = cfg_.context_length(vocab);
     cfg_.resolve_accumulation(addition_ ? std::max(T, addition_->sequence_length()) : T);
     layout_ = step_layout(cfg_, world_size_);   // this rank's share of each step (app/auto_restart.hpp)
+    if (training) check_deterministic_run(layout_config(), world_size_);
+    set_deterministic(training && cfg_.deterministic);   // read by the ZeRO engine it builds below
     if (uses_token_shards(cfg_)) {   // every token checked against the model's vocabulary, before training
         open_shards(T, cfg_.model_vocab_size(vocab), training);
     } else if (!addition_ && static_cast<int64_t>(std::min(corpus_.train->size(), corpus_.val->size())) <= T) {
@@ -230,6 +234,7 @@ void Trainer::set_steps(int64_t steps) {
 
 std::pair<Tensor, Tensor> Trainer::next_batch(int64_t micro) {
     const int64_t batch = layout_.micro;   // this rank's share (--zero, data parallel)
+    if (cfg_.deterministic) key_streams(rank_ * layout_.accum + micro);
     std::pair<Tensor, Tensor> xy;
     if (addition_) xy = addition_->batch(addition_state_, batch);
     else if (sampler_) xy = sampler_->next(batch, model_->block_size());
@@ -238,6 +243,15 @@ std::pair<Tensor, Tensor> Trainer::next_batch(int64_t micro) {
         xy = shards_->train->batch_at(data_position_ + static_cast<uint64_t>((rank_ * layout_.accum + micro) * batch), batch);
     if (device_.is_cuda()) return {xy.first.to(device_), xy.second.to(device_)};
     return xy;
+}
+
+// --deterministic: global micro-batch g of this step draws its windows and its dropout masks from
+// streams keyed on (seed, step, g), whatever rank draws it (token shards already index by g).
+void Trainer::key_streams(int64_t global_micro) {
+    const uint64_t batches = keyed_seed(cfg_.seed, step_, global_micro, KeyedStream::kBatches);
+    if (sampler_) sampler_->set_state({batches, 0});
+    if (addition_) addition_state_ = {batches, 0};
+    manual_seed(keyed_seed(cfg_.seed, step_, global_micro, KeyedStream::kDropout));
 }
 
 Tensor Trainer::loss_on(const Tensor& x, const Tensor& y) {
@@ -269,19 +283,25 @@ TrainStats Trainer::train_step() {
     else precision_->zero_grad();
     const int64_t accum = layout_.accum;
     Tensor loss_sum;   // () the micro-batches' mean losses, summed on the device (one read at the end)
+    std::vector<Tensor> micro_losses;   // --deterministic: each, for the tree mean
     for (int64_t k = 0; k < accum; ++k) {
         const auto fetch_start = std::chrono::steady_clock::now();
         auto [x, y] = next_batch(k);
         s.data_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - fetch_start).count();
         Tensor loss = loss_on(x, y);
         loss_sum = k == 0 ? loss.detach() : loss_sum + loss.detach();
+        if (cfg_.deterministic) micro_losses.push_back(loss.detach());
         backward_micro(loss, k + 1 == accum);
         s.tokens += x.numel() * world_size_;
     }
     StepOutcome o = zero_ ? zero_->step() : precision_->step();
     if (shards_) data_position_ += static_cast<uint64_t>(cfg_.batch_size * cfg_.grad_accum);   // the global batch
     s.loss = loss_sum.item<double>() / static_cast<double>(accum);
-    if (zero_ || ddp_) {   // the mean over the ranks' shares
+    if (cfg_.deterministic) {   // the tree mean over the global micro-batch index
+        std::vector<double> losses;
+        for (const Tensor& l : micro_losses) losses.push_back(l.item<double>());
+        s.loss = tree_mean_loss(losses, zero_ != nullptr);
+    } else if (zero_ || ddp_) {   // the mean over the ranks' shares
         Tensor l = full({1}, s.loss, TensorOptions().dtype(kFloat64));
         dist::all_reduce(l, dist::ReduceOp::kAvg);
         s.loss = l.item<double>();
@@ -335,7 +355,8 @@ EvalStats Trainer::evaluate(bool full_split) {
     NoGradGuard no_grad;
     model_->module()->eval();
     const GeneratorState rng = get_rng_state();   // evaluation must not move the training RNG
-    const int64_t B = cfg_.batch_size, iters = cfg_.eval_iters;
+    // --deterministic: batches of one rank's micro-batch, the same in every layout (the GEMM shapes too).
+    const int64_t B = cfg_.deterministic ? layout_.micro : cfg_.batch_size, iters = cfg_.eval_iters;
     if (addition_) {
         data::SamplerState train_state{0xE7A1, 0};
         std::vector<std::pair<Tensor, Tensor>> train;

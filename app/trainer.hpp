@@ -13,6 +13,7 @@
 #include "app/corpus.hpp"
 #include "app/language_model.hpp"
 #include "app/precision.hpp"
+#include "app/resume_flags.hpp"
 #include "app/run_config.hpp"
 #include "app/shard_data.hpp"
 #include "app/zero_training.hpp"
@@ -63,8 +64,9 @@ public:
     // checkpoint (--zero) is loaded by every rank at the current world size (resharded), at the
     // stage `zero_stage` names if given (0, 1, 2, 3), else the saved one. for_inference: one process,
     // no engine: a ZeRO checkpoint's parameters are read consolidated (sample, eval).
+    // layout: --batch-size and --grad-accum of a --deterministic run resumed at another world size.
     static std::unique_ptr<Trainer> resume(const std::string& dir, std::optional<int64_t> zero_stage = std::nullopt,
-                                           bool for_inference = false);
+                                           bool for_inference = false, const ResumeOverrides& layout = {});
     // `ampgrad sample/eval --hf DIR`: one process, no engine, the model and weights of the Hugging Face
     // folder cfg.init_from, the data and tokenizer cfg names (for eval's splits and the encoding).
     static std::unique_ptr<Trainer> pretrained_for_inference(const RunConfig& cfg);
@@ -115,7 +117,8 @@ private:
     void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
     void restore_rank_streams(const nlohmann::json& state);
     void restore_data_position(const nlohmann::json& state);
-    std::pair<Tensor, Tensor> next_batch(int64_t micro);   // micro-batch `micro` of this step, this rank's share
+    std::pair<Tensor, Tensor> next_batch(int64_t micro);
+    void key_streams(int64_t global_micro);   // --deterministic (app/deterministic_run.hpp)   // micro-batch `micro` of this step, this rank's share
     Tensor loss_on(const Tensor& x, const Tensor& y);
     void backward_micro(const Tensor& loss, bool last);
     void open_corpus(const std::optional<data::Tokenizer>& tokenizer, bool training);   // text tokens or shards

@@ -4,7 +4,8 @@
 // f32; one primitive per layout, created once and kept (oneDNN's creation costs far more than a
 // small product). oneDNN threads with OpenMP (libgomp, the runtime ampgrad's kernels use): it takes
 // omp_get_max_threads(), which set_num_threads sets; inside ampgrad's own parallel regions nesting
-// is off, so there each call runs on its calling thread.
+// is off, so there each call runs on its calling thread. In the deterministic mode, f32 products run
+// in row tiles fixed by the shape, one single-threaded call each (sgemm_fixed_tiles).
 #include <dnnl.h>
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/determinism.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
 #include "cpu/gemm.hpp"
@@ -48,12 +50,42 @@ void check_status(dnnl_status_t status, const char* what) {
     AMPGRAD_CHECK(status == dnnl_success, "gemm (onednn): {} failed with status {}", what, static_cast<int>(status));
 }
 
+// Rows of out per tile in the deterministic mode: a function of the shape alone (at most ~32 tiles,
+// at least 64 rows, so that re-packing op(b) per tile costs little).
+int64_t deterministic_tile_rows(int64_t m) { return std::max<int64_t>(64, (m + 31) / 32); }
+
+// The deterministic mode (core/determinism.hpp): dnnl_sgemm may split K across threads, so its sums
+// depend on the thread count. Instead, out's rows are cut into tiles fixed by the shape, and each
+// tile is one single-threaded dnnl_sgemm with the whole K (inside this parallel region nesting is
+// off, and oneDNN runs a call made in one on its calling thread): every element's sum is the same
+// whatever the number of threads. Returns the first failing status.
+dnnl_status_t sgemm_fixed_tiles(float* out, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixBatch<float>& a,
+                                bool trans_a, const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
+    const int64_t rows = deterministic_tile_rows(m), tiles = (m + rows - 1) / rows;
+    int failed = dnnl_success;
+#pragma omp parallel for schedule(static)
+    for (int64_t job = 0; job < batch * tiles; ++job) {
+        const int64_t i = job / tiles, r0 = (job % tiles) * rows, mt = std::min(rows, m - r0);
+        const RowMajorView<float> va = row_major_view(a, i, trans_a), vb = row_major_view(b, i, trans_b);
+        const float* a_rows = va.trans ? va.data + r0 : va.data + r0 * va.ld;   // rows r0.. of op(a)
+        const dnnl_status_t status = dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', mt, n, k, alpha, a_rows,
+                                                va.ld, vb.data, vb.ld, beta, out + i * m * n + r0 * n, n);
+        if (status != dnnl_success) {
+#pragma omp atomic write
+            failed = status;
+        }
+    }
+    return static_cast<dnnl_status_t>(failed);
+}
+
 }  // namespace
 
 void gemm_onednn_sgemm(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
                        const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
     const int64_t k = trans_a ? a.rows : a.cols;
     if (k == 0) return scale_only(out, batch * m * n, beta);
+    if (deterministic())
+        return check_status(sgemm_fixed_tiles(out, batch, m, n, k, a, trans_a, b, trans_b, alpha, beta), "dnnl_sgemm");
     auto one = [&](int64_t i) {
         const RowMajorView<float> va = row_major_view(a, i, trans_a), vb = row_major_view(b, i, trans_b);
         return dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', m, n, k, alpha, va.data, va.ld, vb.data, vb.ld,

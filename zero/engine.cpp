@@ -6,6 +6,7 @@
 #include "autograd/engine.hpp"
 #include "dist/flight_recorder.hpp"
 #include "autograd/grad_mode.hpp"
+#include "core/determinism.hpp"
 #include "autograd/ops/ops.hpp"
 #include "dist/ddp.hpp"
 #include "zero/stage3.hpp"
@@ -59,6 +60,8 @@ ZeroEngine::ZeroEngine(std::shared_ptr<nn::Module> module, ZeroConfig config, co
             "ZeroEngine: train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps {} * "
             "world size {}", config_.train_batch_size, config_.train_micro_batch_size_per_gpu,
             config_.gradient_accumulation_steps, W));
+    deterministic_ = ampgrad::deterministic();
+    if (deterministic_) dist::check_tree_layout(W, config_.gradient_accumulation_steps, "ZeroEngine");
     cast_module_for_precision();
     dist::broadcast_module_state(*module_, *group_, /*buffers=*/true);
     collect_parameters();
@@ -193,6 +196,7 @@ void ZeroEngine::on_grad(size_t i) {
     NoGradGuard no_grad;
     Tensor g = params_[i].grad().reshape({-1});
     params_[i].set_grad(Tensor());
+    if (deterministic_) return on_grad_in_tree(i, g);
     Tensor scaled = (g.dtype() == kFloat64 ? g : g.to(kFloat32)) * (1.0 / divisor_);
     if (config_.stage <= 1) {
         full_grads_.narrow(0, layout_.param_begin(i), layout_.param_numel(i)).add_(scaled.to(model_dtype_));
@@ -283,7 +287,9 @@ void ZeroEngine::all_reduce_full_grads() {
 
 // The epilogue: once per user backward, after every checkpoint phase (outermost-task callback).
 void ZeroEngine::end_backward() {
-    if (config_.stage >= 2) {
+    if (deterministic_) {
+        end_backward_in_tree();
+    } else if (config_.stage >= 2) {
         flush_bucket();
         complete_pending();
         if (stage3_) stage3_->end_backward();

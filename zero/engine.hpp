@@ -24,6 +24,7 @@
 #include "amp/loss_scaler.hpp"
 #include "autograd/backward_epilogue.hpp"
 #include "dist/process_group.hpp"
+#include "dist/tree_reduce.hpp"
 #include "nn/module.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "optim/optimizer.hpp"
@@ -132,6 +133,12 @@ private:
     void all_reduce_full_grads();
     void apply_step();
     void apply_weight_decay();
+    // The deterministic mode (ampgrad::deterministic() at construction; zero/engine_tree.cpp): each
+    // micro-batch's gradient whole, its leaves added in the tree of dist/tree_reduce.hpp.
+    void on_grad_in_tree(size_t i, const Tensor& g);
+    void end_backward_in_tree();
+    void reduce_in_tree();
+    double tree_grad_squared_norm();
 
     // set_weight_decay: the runs of master_ (offset, length) with their decay rate (0 runs left out).
     struct DecayRun {
@@ -169,6 +176,10 @@ private:
     std::unique_ptr<Stage3> stage3_;
     std::vector<DecayRun> decay_runs_;
     bool engine_decays_ = false;          // set_weight_decay was called
+    bool deterministic_ = false;          // the tree order (core/determinism.hpp), fixed at construction
+    Tensor micro_grad_;                   // deterministic: (padded) this micro-batch's gradient, master dtype
+    dist::PairwiseSum micro_sums_;        // deterministic: this rank's micro-batches, added pairwise
+    Tensor tree_grad_;                    // deterministic: (padded) the whole reduced gradient, until the step
 };
 
 }  // namespace ampgrad::zero

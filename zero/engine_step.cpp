@@ -41,13 +41,20 @@ void ZeroEngine::apply_step() {
         ++skipped_steps_;   // no optimizer step, no scheduler step, parameters untouched
         step_applied_ = false;
         grad_partition_.zero_();
+        tree_grad_ = Tensor();
         if (stage3_) stage3_->after_step(Tensor());
         return;
     }
     // 3. Global norm over every partition (padding is zero), unscaled.
-    Tensor sq = (grad_partition_.to(kFloat64) * grad_partition_.to(kFloat64)).sum().reshape({1});
-    if (config_.stage > 0) group_->all_reduce(sq, dist::ReduceOp::kSum, /*async_op=*/false);   // stage 0: whole here
-    grad_norm_ = std::sqrt(sq.item<double>()) / backward_scale;
+    double squared_norm = 0.0;
+    if (deterministic_) {   // parameter by parameter in a fixed order, whatever the partition
+        squared_norm = tree_grad_squared_norm();
+    } else {
+        Tensor sq = (grad_partition_.to(kFloat64) * grad_partition_.to(kFloat64)).sum().reshape({1});
+        if (config_.stage > 0) group_->all_reduce(sq, dist::ReduceOp::kSum, /*async_op=*/false);   // stage 0: whole here
+        squared_norm = sq.item<double>();
+    }
+    grad_norm_ = std::sqrt(squared_norm) / backward_scale;
     // 4. Unscale and clip in one multiply: g / (S * c), c = (norm + 1e-6) / clip when above 1.
     double combined = backward_scale;
     if (config_.gradient_clipping > 0.0) {

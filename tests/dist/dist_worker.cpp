@@ -9,6 +9,7 @@
 //   fr_signal    SIGUSR1 makes every rank dump its flight recorder and carry on; SIGTERM dumps, then kills
 //   ddp*         DistributedDataParallel against single-process training (tests/dist/ddp_scenarios.cpp)
 //   zero*        the ZeRO engine against single-process training (tests/zero/zero_scenarios.cpp)
+//   tree         dist::tree_all_reduce against one process's tree (tests/dist/tree_reduce_scenarios.cpp)
 //   zckpt*       ZeRO checkpoints: resume, resharding, corrupt files, a rank killed (tests/zero/checkpoint_scenarios.cpp)
 //   env, exit7, sleep   for ampgrad-run's tests: print the environment; rank 1 exits 7; sleep
 //   flaky        for ampgrad-run --max-restarts: rank 1 exits 9 in the restart rounds below
@@ -35,6 +36,7 @@ namespace dist = ampgrad::dist;
 int run_ddp(const std::string& scenario);   // tests/dist/ddp_scenarios.cpp
 int run_zero(const std::string& scenario);  // tests/zero/zero_scenarios.cpp
 int run_zero_checkpoint(const std::string& scenario);  // tests/zero/checkpoint_scenarios.cpp
+int run_tree_reduce();                                 // tests/dist/tree_reduce_scenarios.cpp
 
 namespace {
 
@@ -288,6 +290,7 @@ int main(int argc, char** argv) {
         else if (scenario.rfind("ddp", 0) == 0) rc = run_ddp(scenario);
         else if (scenario.rfind("zero", 0) == 0) rc = run_zero(scenario);
         else if (scenario.rfind("zckpt", 0) == 0) rc = run_zero_checkpoint(scenario);
+        else if (scenario == "tree") rc = run_tree_reduce();
         else { std::printf("unknown scenario %s\n", scenario.c_str()); rc = 2; }
     } catch (const ampgrad::Error& e) {   // DistError, or ValueError for a bad RANK/WORLD_SIZE
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);

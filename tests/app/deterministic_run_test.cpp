@@ -1,0 +1,186 @@
+// deterministic_run_test.cpp: `train --deterministic` (app/deterministic_run.hpp, zero/engine_tree.cpp;
+// issue 35 item 2). Two-layer models, 20 steps of AdamW, 8 micro-batches of 2 sequences x 16 tokens per
+// step: every layout below must hold the same bits as one process with 8 accumulation steps, checked
+// by `ampgrad verify` (every metric result and every tensor of the checkpoints both runs saved, under
+// layout-free names). The axes: world size {1, 2, 4} x accumulation {8, 4, 2} (the same global batch),
+// ZeRO stage {0, 1, 2, 3}, OpenMP threads {1, 2}, and a run stopped at step 7 and resumed at another
+// world size; in fp32, bf16 autocast and fp16 (f16 weights, DeepSpeed's dynamic loss scaler with a
+// first scale of 2^24, so that step 1 overflows and is skipped); a GPT and a Llama with GQA (4 query
+// heads, 2 KV heads). The full cross product is scripts/determinism_matrix.sh (not in the suite).
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ampgrad_config.h"
+#include "app/deterministic_run.hpp"
+#include "app/verify_runs.hpp"
+#include "core/error.hpp"
+#include "tests/app/run_program.hpp"
+
+using namespace ampgrad;
+using namespace ampgrad::testing;
+
+namespace {
+
+constexpr int kMicroBatches = 8;   // global micro-batches per step: ranks x accumulation steps
+
+struct Layout {
+    int ranks = 1;
+    int zero = 0;
+    int threads = 1;
+    std::string name() const { return fmt::format("{}r-accum{}-zero{}-t{}", ranks, kMicroBatches / ranks, zero, threads); }
+};
+
+std::vector<std::string> gpt() {   // dropout 0.1: masks keyed on the global micro-batch
+    return {"--n-layer", "2", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--dropout", "0.1"};
+}
+std::vector<std::string> llama() {   // llama-nano's 2 KV heads for 4 query heads (GQA); a Llama has no dropout
+    return {"--model", "llama", "--n-layer", "2", "--n-embd", "32", "--n-head", "4", "--block-size", "16"};
+}
+std::vector<std::string> fp32() { return {"--prec", "fp32"}; }
+std::vector<std::string> bf16() { return {"--prec", "bf16"}; }
+std::vector<std::string> fp16() {   // 2^24: step 1 overflows and is skipped
+    return {"--prec", "fp16-master", "--init-scale", "16777216", "--scale-window", "4", "--hysteresis", "1"};
+}
+
+// `ampgrad train --deterministic` in `layout` (ampgrad-run for more than one rank), 2 sequences per rank
+// per micro-step. Returns the output folder.
+ProgramResult train(const Layout& layout, const std::string& out, const std::vector<std::string>& model,
+                    const std::vector<std::string>& precision, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv;
+    if (layout.ranks > 1)
+        argv = {ampgrad_run_program(), "--nproc-per-node", std::to_string(layout.ranks), "--master-port",
+                std::to_string(free_port())};
+    std::vector<std::string> args = {ampgrad_program(), "train", "--deterministic", "--zero", std::to_string(layout.zero),
+                                     "--batch-size", std::to_string(2 * layout.ranks), "--grad-accum",
+                                     std::to_string(kMicroBatches / layout.ranks), "--steps", "20", "--warmup", "2",
+                                     "--lr", "3e-3", "--eval-every", "100", "--eval-iters", "1",
+                                     "--sample-tokens", "0", "--ckpt-every", "10", "--progress", "plain",
+                                     "--log-every", "1", "--out", out};
+    for (const auto* part : {&model, &precision, &extra}) args.insert(args.end(), part->begin(), part->end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    // Passive waits: ranks x threads may exceed the cores, and spinning OpenMP threads then starve each other.
+    return run_program(argv, {"OMP_NUM_THREADS=" + std::to_string(layout.threads), "OMP_WAIT_POLICY=PASSIVE"});
+}
+
+std::string train_ok(const Layout& layout, const std::string& dir, const std::vector<std::string>& model,
+                     const std::vector<std::string>& precision) {
+    const std::string out = dir + "/" + layout.name();
+    ProgramResult r = train(layout, out, model, precision);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return out;
+}
+
+void check_identical(const std::string& reference, const std::string& run) {
+    const app::VerifyReport report = app::verify_runs(reference, run);
+    CHECK_MESSAGE(report.identical(), app::format_verify_report(report, reference, run));
+    CHECK(report.metric_records_compared >= 20);
+    CHECK(report.checkpoints.size() == 2);   // steps 10 and 20
+}
+
+std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
+    std::map<int64_t, nlohmann::json> records;
+    std::ifstream in(out + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+        nlohmann::json j = nlohmann::json::parse(line);
+        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
+    }
+    return records;
+}
+
+}  // namespace
+
+TEST_CASE("keyed_seed depends on the seed, the step, the global micro-batch and the stream, nothing else") {
+    using app::KeyedStream;
+    const uint64_t k = app::keyed_seed(1337, 3, 5, KeyedStream::kBatches);
+    CHECK(k == app::keyed_seed(1337, 3, 5, KeyedStream::kBatches));
+    CHECK(k != app::keyed_seed(1338, 3, 5, KeyedStream::kBatches));
+    CHECK(k != app::keyed_seed(1337, 4, 5, KeyedStream::kBatches));
+    CHECK(k != app::keyed_seed(1337, 3, 6, KeyedStream::kBatches));
+    CHECK(k != app::keyed_seed(1337, 3, 5, KeyedStream::kDropout));
+}
+
+TEST_CASE("--deterministic refuses a layout it cannot make layout-free, naming the values") {
+    app::RunConfig c;
+    c.deterministic = true;
+    CHECK_THROWS_WITH_AS(app::check_deterministic_run(c, 1), doctest::Contains("add --zero 0"), ValueError);
+    c.zero = 1;
+    c.grad_accum = 3;
+    CHECK_THROWS_WITH_AS(app::check_deterministic_run(c, 2), doctest::Contains("accumulation steps 3"), ValueError);
+    c.grad_accum = 4;
+    CHECK_NOTHROW(app::check_deterministic_run(c, 2));
+    CHECK_THROWS_WITH_AS(app::check_deterministic_run(c, 6), doctest::Contains("world size 6"), ValueError);
+}
+
+TEST_CASE("--deterministic, GPT fp32: the same bits at every world size, accumulation split, ZeRO stage and "
+          "thread count, and after a resume at another world size" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string dir = make_temp_dir("det_gpt_fp32");
+    const std::string reference = train_ok({1, 0, 1}, dir, gpt(), fp32());
+    for (const Layout& layout : {Layout{1, 3, 2}, Layout{2, 0, 2}, Layout{2, 1, 1}, Layout{4, 3, 1}}) {   // ZeRO 2 on 4 ranks: the resumed run below
+        CAPTURE(layout.name());
+        check_identical(reference, train_ok(layout, dir, gpt(), fp32()));
+    }
+    // Stopped at step 7 on 2 ranks x 4 (ZeRO 1), resumed on 4 ranks x 2 (--batch-size 8 --grad-accum 2: the
+    // same global batch) at ZeRO 2.
+    const std::string out = dir + "/resumed";
+    ProgramResult first = train({2, 1, 1}, out, gpt(), fp32(), {"--until", "7"});
+    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+    ProgramResult second = run_program({ampgrad_run_program(), "--nproc-per-node", "4", "--master-port",
+                                        std::to_string(free_port()), ampgrad_program(), "train", "--resume", out,
+                                        "--zero", "2", "--batch-size", "8", "--grad-accum", "2", "--ckpt-every", "10",
+                                        "--sample-tokens", "0", "--out", out},
+                                       {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+    CHECK(second.output.find("resumed from") != std::string::npos);
+    check_identical(reference, out);
+}
+
+TEST_CASE("--deterministic without it differs: the default mode's reduction order follows the layout" *
+          doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    // Without the mode, 1 process x 8 and 2 ranks x 4 add the micro-batches in different orders (and draw
+    // different batches): the proof above is not vacuous.
+    const std::string dir = make_temp_dir("det_default");
+    const std::string a = dir + "/one", b = dir + "/two";
+    auto plain = [](int ranks, const std::string& out) {
+        std::vector<std::string> argv;
+        if (ranks > 1)
+            argv = {ampgrad_run_program(), "--nproc-per-node", std::to_string(ranks), "--master-port", std::to_string(free_port())};
+        std::vector<std::string> args = {ampgrad_program(), "train", "--zero", "0", "--batch-size", std::to_string(2 * ranks),
+                                         "--grad-accum", std::to_string(kMicroBatches / ranks), "--steps", "2",
+                                         "--eval-every", "100", "--eval-iters", "1", "--sample-tokens", "0",
+                                         "--progress", "plain", "--out", out};
+        argv.insert(argv.end(), args.begin(), args.end());
+        for (const std::string& s : gpt()) argv.push_back(s);
+        ProgramResult r = run_program(argv, {"OMP_NUM_THREADS=1"});
+        REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    };
+    plain(1, a);
+    plain(2, b);
+    CHECK_FALSE(app::verify_runs(a, b).identical());
+}
+
+TEST_CASE("--deterministic, GPT bf16 autocast and fp16 with a skipped step: the same bits across layouts" *
+          doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string dir = make_temp_dir("det_gpt_half");
+    const std::string bf16_reference = train_ok({1, 0, 1}, dir + "/bf16", gpt(), bf16());
+    check_identical(bf16_reference, train_ok({2, 2, 1}, dir + "/bf16", gpt(), bf16()));
+
+    const std::string fp16_reference = train_ok({1, 0, 1}, dir + "/fp16", gpt(), fp16());
+    std::map<int64_t, nlohmann::json> records = train_records(fp16_reference);
+    REQUIRE(records.size() == 20);
+    CHECK(records[1]["skipped"] == true);   // 2^24 overflowed: the step was skipped and the scale halved
+    CHECK(records[20]["skipped"] == false);
+    check_identical(fp16_reference, train_ok({2, 1, 1}, dir + "/fp16", gpt(), fp16()));
+}
+
+TEST_CASE("--deterministic, Llama with GQA: the same bits across layouts" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string dir = make_temp_dir("det_llama");
+    const std::string reference = train_ok({1, 0, 1}, dir, llama(), fp32());
+    check_identical(reference, train_ok({1, 2, 2}, dir, llama(), fp32()));
+    check_identical(reference, train_ok({2, 3, 1}, dir, llama(), fp32()));
+}
