@@ -52,14 +52,15 @@ std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.s
 
 // ---- metrics.jsonl ----
 
-// Timings and the layout itself (world size, stage, the accumulation split, memory per rank)
-// legitimately differ between layouts; every other field is a result of the training.
+// Timings, memory figures (`*_bytes`: the allocator's high-water mark) and the layout itself (world
+// size, stage, the accumulation split, memory per rank) legitimately differ between layouts; every
+// other field is a result of the training.
 bool is_result_field(const std::string& key) {
     auto ends_with = [&](const char* suffix) {
         const size_t n = std::strlen(suffix);
         return key.size() >= n && key.compare(key.size() - n, n, suffix) == 0;
     };
-    if (key == "kind" || key == "step" || ends_with("_ms") || ends_with("_s")) return false;
+    if (key == "kind" || key == "step" || ends_with("_ms") || ends_with("_s") || ends_with("_bytes")) return false;
     for (const char* layout : {"mfu", "world_size", "zero_stage", "model_state_bytes_per_rank", "grad_accum"})
         if (key == layout) return false;
     return true;
