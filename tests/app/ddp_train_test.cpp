@@ -34,7 +34,7 @@ ProgramResult launch(const std::string& out, const std::vector<std::string>& ext
     return run_program(argv, {"OMP_NUM_THREADS=1"});
 }
 
-std::vector<nlohmann::json> train_records(const std::string& out) {
+std::vector<nlohmann::json> train_record_list(const std::string& out) {
     std::vector<nlohmann::json> records;
     std::ifstream in(out + "/metrics.jsonl");
     for (std::string line; std::getline(in, line);) {
@@ -61,7 +61,7 @@ TEST_CASE("train on 2 processes without --zero is data parallel; rank 0 alone wr
     CHECK(b2.output.find("resumed from") != std::string::npos);
 
     // One record per step: two ranks appending to one file would leave twelve.
-    std::vector<nlohmann::json> ra = train_records(straight), rb = train_records(split);
+    std::vector<nlohmann::json> ra = train_record_list(straight), rb = train_record_list(split);
     REQUIRE(ra.size() == 6);
     REQUIRE(rb.size() == 6);
     for (size_t i = 0; i < 6; ++i) {

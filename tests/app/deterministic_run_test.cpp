@@ -83,15 +83,6 @@ void check_identical(const std::string& reference, const std::string& run) {
     CHECK(report.checkpoints.size() == 2);   // steps 10 and 20
 }
 
-std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
-    std::map<int64_t, nlohmann::json> records;
-    std::ifstream in(out + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-        nlohmann::json j = nlohmann::json::parse(line);
-        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
-    }
-    return records;
-}
 
 }  // namespace
 

@@ -37,15 +37,6 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
     return a;
 }
 
-std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
-    std::map<int64_t, nlohmann::json> records;
-    std::ifstream in(out + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-        nlohmann::json j = nlohmann::json::parse(line);
-        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
-    }
-    return records;
-}
 
 std::string latest_dir(const std::string& out) {
     std::string name = read_bytes(fs::path(out) / "checkpoints" / "latest");

@@ -36,16 +36,6 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
 }
 
 // step -> the JSON record of every "train" line.
-std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
-    std::map<int64_t, nlohmann::json> records;
-    std::ifstream in(out + "/metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-        nlohmann::json j = nlohmann::json::parse(line);
-        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
-    }
-    return records;
-}
 
 std::string latest_dir(const std::string& out) {
     std::string name = read_bytes(fs::path(out) / "checkpoints" / "latest");

@@ -127,4 +127,14 @@ std::string lower_case_text(const std::string& dir) {
     return path;
 }
 
+std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
+    std::map<int64_t, nlohmann::json> records;
+    std::ifstream in(out + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+        nlohmann::json j = nlohmann::json::parse(line);
+        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
+    }
+    return records;
+}
+
 }  // namespace ampgrad::testing

@@ -1,8 +1,12 @@
 // run_program.hpp: runs the `ampgrad` program as a child process for tests/app (posix_spawn), with
 // its output captured, optionally stopping it where it stops itself (SIGSTOP) and killing it there.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace ampgrad::testing {
 
@@ -36,5 +40,7 @@ std::string read_bytes(const std::string& path);
 // in lower case, letters, spaces and newlines only (28 characters), written to DIR/lower.txt, fit a
 // char tokenizer under them. Returns the file's path.
 std::string lower_case_text(const std::string& dir);
+// The "train" records of OUT/metrics.jsonl by step (empty when there is no such file).
+std::map<int64_t, nlohmann::json> train_records(const std::string& out);
 
 }  // namespace ampgrad::testing

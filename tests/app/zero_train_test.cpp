@@ -40,15 +40,6 @@ ProgramResult launch(int n, const std::string& out, const std::vector<std::strin
     return run_program(argv, {"OMP_NUM_THREADS=1"});
 }
 
-std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
-    std::map<int64_t, nlohmann::json> records;
-    std::ifstream in(out + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-        nlohmann::json j = nlohmann::json::parse(line);
-        if (j["kind"] == "train") records[j["step"].get<int64_t>()] = j;
-    }
-    return records;
-}
 
 }  // namespace
 
