@@ -29,11 +29,6 @@ std::vector<std::string> train_flags(const std::string& out) {
             "--ckpt-every", "4", "--out", out};
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 std::string latest_name(const std::string& out) {
     const std::string name = read_bytes(out + "/checkpoints/latest");
     return name.substr(0, name.find('\n'));

@@ -27,17 +27,6 @@ std::vector<std::string> small_run(const std::string& model, const std::string& 
             "--progress", "plain", "--log-every", "1", "--out", out};
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-
-std::string latest_dir(const std::string& out) {
-    std::string name = read_bytes(fs::path(out) / "checkpoints" / "latest");
-    return out + "/checkpoints/" + name.substr(0, name.find('\n'));
-}
-
 ProgramResult run_ok(const std::vector<std::string>& args) {
     ProgramResult r = run_ampgrad(args);
     CAPTURE(r.output);

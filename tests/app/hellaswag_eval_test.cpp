@@ -113,11 +113,6 @@ std::vector<std::string> tiny_run(const std::string& out, const std::string& hel
     return args;
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 // step -> the "hellaswag" records of OUT/metrics.jsonl.
 std::map<int64_t, nlohmann::json> hellaswag_records(const std::string& out) {
     std::map<int64_t, nlohmann::json> records;

@@ -32,17 +32,6 @@ std::vector<std::string> small_llama(const std::string& out, const std::string& 
             "--progress", "plain", "--log-every", "1", "--out", out};
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-
-std::string latest_dir(const std::string& out) {
-    std::string name = read_bytes(fs::path(out) / "checkpoints" / "latest");
-    return out + "/checkpoints/" + name.substr(0, name.find('\n'));
-}
-
 void check_same_losses(const std::string& a, const std::string& b, int64_t steps) {
     std::map<int64_t, nlohmann::json> ra = train_records(a), rb = train_records(b);
     REQUIRE(static_cast<int64_t>(ra.size()) == steps);

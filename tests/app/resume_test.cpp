@@ -30,17 +30,7 @@ std::vector<std::string> run_flags(const std::string& out, const std::string& pr
             "--out", out};
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 // step -> the JSON record of every "train" line.
-
-std::string latest_dir(const std::string& out) {
-    std::string name = read_bytes(fs::path(out) / "checkpoints" / "latest");
-    return out + "/checkpoints/" + name.substr(0, name.find('\n'));
-}
 
 void check_resume_is_bit_exact(const std::string& prec) {
     CAPTURE(prec);

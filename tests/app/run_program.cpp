@@ -137,4 +137,14 @@ std::map<int64_t, nlohmann::json> train_records(const std::string& out) {
     return records;
 }
 
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+std::string latest_dir(const std::string& out) {
+    std::string name = read_bytes((std::filesystem::path(out) / "checkpoints" / "latest").string());
+    return out + "/checkpoints/" + name.substr(0, name.find('\n'));
+}
+
 }  // namespace ampgrad::testing

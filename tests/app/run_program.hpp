@@ -42,5 +42,9 @@ std::string read_bytes(const std::string& path);
 std::string lower_case_text(const std::string& dir);
 // The "train" records of OUT/metrics.jsonl by step (empty when there is no such file).
 std::map<int64_t, nlohmann::json> train_records(const std::string& out);
+// a followed by b (argument lists).
+std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b);
+// OUT/checkpoints/<the folder `latest` names>.
+std::string latest_dir(const std::string& out);
 
 }  // namespace ampgrad::testing

@@ -48,11 +48,6 @@ ProgramResult run_two(std::vector<std::string> args, const std::vector<std::stri
     return run_program(args, {"OMP_NUM_THREADS=1"});
 }
 
-std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std::string>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
 std::map<int64_t, double> losses(const std::string& out) {
     std::map<int64_t, double> by_step;
     std::ifstream in(out + "/metrics.jsonl");
