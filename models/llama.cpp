@@ -18,7 +18,7 @@ namespace ampgrad::models {
 
 // ---- configuration ----
 
-std::vector<std::string> LlamaConfig::preset_names() { return {"llama-nano", "llama-tiny", "llama-124m"}; }
+std::vector<std::string> LlamaConfig::preset_names() { return {"llama-nano", "llama-tiny", "llama-small", "llama-124m"}; }
 
 LlamaConfig LlamaConfig::preset(const std::string& name) {
     LlamaConfig c;
@@ -30,6 +30,9 @@ LlamaConfig LlamaConfig::preset(const std::string& name) {
     } else if (name == "llama-tiny") {
         c.vocab_size = 256, c.hidden_size = 128, c.intermediate_size = 352, c.num_hidden_layers = 4;
         c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 64;
+    } else if (name == "llama-small") {   // GPT "small"'s width, depth and context (SwiGLU's 2/3 of 4x, to 32)
+        c.vocab_size = 256, c.hidden_size = 256, c.intermediate_size = 704, c.num_hidden_layers = 6;
+        c.num_attention_heads = 8, c.num_key_value_heads = 4, c.max_position_embeddings = 128;
     } else if (name == "llama-124m") {   // near GPT-2 124M: 121M parameters with GPT-2's vocabulary
         c.vocab_size = 50257, c.hidden_size = 768, c.intermediate_size = 2304, c.num_hidden_layers = 12;
         c.num_attention_heads = 12, c.num_key_value_heads = 4, c.max_position_embeddings = 1024;

@@ -49,7 +49,7 @@ struct LlamaConfig {
     double initializer_range = 0.02;             // every Linear and Embedding weight ~ N(0, this)
     bool checkpoint_blocks = false;              // recompute each layer's activations in backward
 
-    // "llama-nano" (the CPU demo, sized like GPT "nano"), "llama-tiny", "llama-124m" (a GPU race
+    // "llama-nano" (the CPU demo, sized like GPT "nano"), "llama-tiny", "llama-small" (GPT "small"'s sizes), "llama-124m" (a GPU race
     // size near GPT-2 124M); ValueError naming the known presets.
     static LlamaConfig preset(const std::string& name);
     static std::vector<std::string> preset_names();

@@ -137,6 +137,22 @@ TEST_CASE("fp8 recipes match the PyTorch oracle step by step (two-layer MLP, thr
     SUBCASE("current scaling, rowwise") { step_by_step("fp8_recipe_mlp_rowwise", amp::Fp8Recipe{Fp8Scaling::kRowwise}); }
 }
 
+// Step t of the GPT block starts from the oracle's weights, amax histories and scales at step t: one
+// fp8 code that rounds the other way in step 0 would otherwise move the weights apart, and later steps
+// would compare two different problems.
+void start_step_from_oracle(models::Block& block, amp::Fp8Training& fp8, const testing::Fixture& fx, int t) {
+    const std::string s = std::to_string(t);
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : block.named_parameters()) Tensor(p).copy_(fx.at("p" + s + "." + name));
+    nn::NamedTensors state;
+    const std::vector<std::string> names = fp8.layer_names();
+    for (size_t i = 0; i < names.size(); ++i) {
+        state.insert("fp8." + names[i] + ".amax_history", fx.at("history" + s).select(0, static_cast<int64_t>(i)).clone());
+        state.insert("fp8." + names[i] + ".scale", fx.at("scale" + s).select(0, static_cast<int64_t>(i)).clone());
+    }
+    fp8.load_state_tensors(state);
+}
+
 TEST_CASE("fp8 recipes match the PyTorch oracle step by step (one GPT block, three steps)") {
     for (auto [fixture, scaling] : {std::pair{"fp8_recipe_gpt_block_delayed", Fp8Scaling::kDelayed},
                                     std::pair{"fp8_recipe_gpt_block_tensorwise", Fp8Scaling::kTensorwise}}) {
@@ -145,10 +161,6 @@ TEST_CASE("fp8 recipes match the PyTorch oracle step by step (one GPT block, thr
         models::GPTConfig cfg;
         cfg.n_embd = 16, cfg.n_head = 2, cfg.block_size = 16, cfg.n_layer = 1, cfg.vocab_size = 64;
         auto block = std::make_shared<models::Block>(cfg);
-        {
-            NoGradGuard no_grad;
-            for (const auto& [name, p] : block->named_parameters()) Tensor(p).copy_(fx.at("p." + name));
-        }
         amp::Fp8Recipe recipe = every_layer_recipe(static_cast<int64_t>(fx.param("amax_history_len")));
         recipe.scaling = scaling;
         amp::Fp8Training fp8(*block, recipe);
@@ -156,11 +168,7 @@ TEST_CASE("fp8 recipes match the PyTorch oracle step by step (one GPT block, thr
         for (int t = 0; t < static_cast<int>(fx.param("steps")); ++t) {
             CAPTURE(t);
             const std::string s = std::to_string(t);
-            // Step 0 starts from the same weights: the forward matches to the bit-level tolerance of the
-            // MLP, the gradients within 1% (L2). Later steps start from weights that SGD moved by gradients
-            // 0.5% apart, and single fp8 code flips grow from there: 5% (scales, amaxes), 15% (the rest).
-            const double tensor_tol = t == 0 ? 0.01 : 0.15, scale_tol = t == 0 ? 1e-6 : 0.05;
-            CHECK(relative_l2(stacked_scales(fp8), fx.at("scale" + s)) < scale_tol);
+            start_step_from_oracle(*block, fp8, fx, t);
             Tensor x = fx.at("x").reshape({1, 16, 16}).clone().requires_grad_(true);   // (B,T,C) f32
             Tensor y;
             {
@@ -168,19 +176,24 @@ TEST_CASE("fp8 recipes match the PyTorch oracle step by step (one GPT block, thr
                 y = block->forward(x);                                                // (B,T,C) f32: the residual stream
             }
             sum(y * fx.at("r" + s).reshape({1, 16, 16})).backward();
-            CHECK(relative_l2(stacked_amaxes(fp8), fx.at("amax" + s)) < scale_tol);
-            if (t == 0) CHECK_CLOSE(y.reshape({16, 16}), fx.at("y0"), output_tol(fx.at("y0")));
-            CHECK(relative_l2(y.reshape({16, 16}), fx.at("y" + s)) < tensor_tol);
-            CHECK(relative_l2(x.grad().reshape({16, 16}), fx.at("dx" + s)) < tensor_tol);
-            CHECK(relative_l2(block->attn->c_attn->weight.grad(), fx.at("dw_c_attn" + s)) < tensor_tol);
+            // The same state in, so the amaxes agree to f32 rounding and the output to the MLP's bit-level
+            // tolerance; dx within 1% (L2): attention's f32 sums run in another order, so a few E5M2 codes
+            // of grad_output (two mantissa bits: 12-25% apart) round the other way. c_attn's wgrad sums
+            // 16 such products per element, so those flips weigh more there: 2.5% (seen: 1.2-1.7% at step 2).
+            CHECK(relative_l2(stacked_amaxes(fp8), fx.at("amax" + s)) < 1e-6);
+            CHECK_CLOSE(y.reshape({16, 16}), fx.at("y" + s), output_tol(fx.at("y" + s)));
+            CHECK(relative_l2(x.grad().reshape({16, 16}), fx.at("dx" + s)) < 0.01);
+            CHECK(relative_l2(block->attn->c_attn->weight.grad(), fx.at("dw_c_attn" + s)) < 0.025);
             {
                 NoGradGuard no_grad;
                 for (Tensor p : block->parameters()) p.copy_(p - p.grad() * fx.param("lr"));
             }
             block->zero_grad();
             fp8.update();
+            if (t + 1 < static_cast<int>(fx.param("steps")))   // the update from the same amaxes gives the oracle's next scales
+                CHECK(relative_l2(stacked_scales(fp8), fx.at("scale" + std::to_string(t + 1))) < 1e-6);
         }
-        CHECK(relative_l2(stacked_scales(fp8), fx.at("final_scale")) < 0.05);
+        CHECK(relative_l2(stacked_scales(fp8), fx.at("final_scale")) < 1e-6);
     }
 }
 
