@@ -109,13 +109,16 @@ std::string save_checkpoint(const Trainer& trainer, const std::string& root, int
 
 // ---- Trainer's side ----
 
+constexpr const char* kZeroFp8File = "fp8.safetensors";   // --zero --prec fp8 (save_zero, restore_zero_fp8)
+
 CheckpointContent Trainer::checkpoint_content() const {
     return {step_, model_->module()->state_dict(), precision_->state_tensors(), state_json()};
 }
 
 void Trainer::save(const std::string& dir) const { write_checkpoint_files(checkpoint_content(), dir); }
 
-// --zero: every rank writes its partition; rank 0 adds state.json before the manifest names the files.
+// --zero: every rank writes its partition; rank 0 adds state.json (and, with --prec fp8, fp8.safetensors:
+// the amax histories and scales, the same on every rank once reduced) before the manifest names the files.
 std::string Trainer::save_zero(const std::string& root, int keep, bool node_local) const {
     const data::SamplerState s = sampler_ ? sampler_->state() : addition_state_;
     zero::SaveOptions o;
@@ -123,8 +126,10 @@ std::string Trainer::save_zero(const std::string& root, int keep, bool node_loca
     o.keep = keep;
     o.node_local = node_local;   // then each host's first rank writes state.json too (its RNG and sampler are unused)
     const nlohmann::json state = rank_ == 0 || node_local ? state_json() : nlohmann::json();
-    o.write_extra = [&state](const std::string& dir) {
+    const nn::NamedTensors fp8_state = zero_->fp8() ? zero_->fp8()->state_tensors() : nn::NamedTensors{};
+    o.write_extra = [&state, &fp8_state](const std::string& dir) {
         write_file_atomic((fs::path(dir) / "state.json").string(), state.dump(2) + "\n");
+        if (!fp8_state.empty()) io::save_safetensors((fs::path(dir) / kZeroFp8File).string(), fp8_state);
     };
     return zero::save_checkpoint(zero_->engine(), root, fmt::format("step-{:08d}", step_), o);
 }
@@ -178,6 +183,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
         zero::ZeroEngine& engine = t->zero_->engine();
         if (engine.micro_steps() % t->layout_.accum != 0)   // saved at another accumulation (an elastic restart)
             engine.restore_counters(engine.global_steps(), engine.global_steps() * t->layout_.accum, engine.skipped_steps());
+        t->restore_zero_fp8(dir);
         const nlohmann::json& mine = r.client_state.is_null() ? r.all_client_states.at(0) : r.client_state;
         data::SamplerState s{mine.at("sampler").at("seed").get<uint64_t>(), mine.at("sampler").at("offset").get<uint64_t>()};
         if (r.client_state.is_null()) s.seed = cfg.seed + 1 + static_cast<uint64_t>(t->rank_);   // a rank the save did not have
@@ -192,6 +198,15 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     t->step_ = state.at("step").get<int64_t>();
     t->restore_rank_streams(state);
     return t;
+}
+
+// --zero --prec fp8: the amax histories and scales from fp8.safetensors. A ZeRO checkpoint saved before
+// the file existed has none: the histories then start again from zero, as the run did at step 1.
+void Trainer::restore_zero_fp8(const std::string& dir) {
+    Fp8Run* fp8 = zero_->fp8();
+    const fs::path file = fs::path(dir) / kZeroFp8File;
+    if (!fp8 || !fs::exists(file)) return;
+    fp8->load_state_tensors(io::load_safetensors(file.string()).tensors);
 }
 
 // Token shards: the saved place in the training stream, after checking that the shards are the

@@ -48,6 +48,7 @@ public:
     zero::ModelStateBytes state_bytes() const { return engine_->model_state_bytes(); }
     zero::ZeroEngine& engine() { return *engine_; }
     const Fp8Run* fp8() const { return fp8_.get(); }   // null unless --prec fp8
+    Fp8Run* fp8() { return fp8_.get(); }
 
 private:
     std::string mode_;

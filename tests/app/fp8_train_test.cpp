@@ -1,7 +1,7 @@
 // fp8_train_test.cpp: `ampgrad train --prec fp8` (app/fp8_run.hpp), run as a child process: a small
 // GPT learns with each --fp8-recipe and a Llama with delayed scaling, metrics.jsonl carries each
 // layer's amaxes and scales, a delayed-scaling run resumed from its checkpoint (with the amax histories in it) repeats the
-// straight run bit for bit, --zero 2 trains, and a bad recipe name is refused.
+// straight run bit for bit, alone and with --zero 2, and a bad recipe name is refused.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -92,13 +92,26 @@ TEST_CASE("train --prec fp8 --resume: the amax histories are in the checkpoint a
     fs::remove_all(split);
 }
 
-TEST_CASE("train --prec fp8 --zero 2 trains; a bad --fp8-recipe is refused by name") {
-    const std::string out = make_temp_dir("fp8_zero");
+TEST_CASE("train --prec fp8 --zero 2 trains, and resumes with its amax histories bit for bit; a bad --fp8-recipe is refused") {
+    const std::string out = make_temp_dir("fp8_zero"), split = make_temp_dir("fp8_zero_split");
     run_ok(plus(small_run("gpt", out, "delayed", "24"), {"--zero", "2"}));
     check_loss_falls(out, 24);
     CHECK(train_records(out)[24].contains("fp8"));
+    // The histories and scales go to fp8.safetensors beside the ZeRO partitions; without them the
+    // resumed steps would quantise with scales of 1 and the losses would differ.
+    run_ok(plus(small_run("gpt", split, "delayed", "24"), {"--zero", "2", "--until", "12"}));
+    CHECK(fs::exists(fs::path(latest_dir(split)) / "fp8.safetensors"));
+    run_ok(plus(small_run("gpt", split, "delayed", "24"), {"--zero", "2", "--resume", split}));
+    std::map<int64_t, nlohmann::json> a = train_records(out), b = train_records(split);
+    REQUIRE(b.size() == 24);
+    for (int64_t step = 13; step <= 24; ++step) {
+        CAPTURE(step);
+        CHECK(a[step]["loss"].get<double>() == b[step]["loss"].get<double>());
+        CHECK(a[step]["fp8"] == b[step]["fp8"]);
+    }
     const ProgramResult bad = run_ampgrad(small_run("gpt", out, "blockwise", "2"));
     CHECK(bad.exit_code != 0);
     CHECK(bad.output.find("--fp8-recipe") != std::string::npos);
     fs::remove_all(out);
+    fs::remove_all(split);
 }
