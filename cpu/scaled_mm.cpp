@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "kernels/kernels.hpp"
@@ -54,18 +55,15 @@ std::vector<float> decode_lines(const Tensor& t, int64_t rows, int64_t cols, int
     return values;
 }
 
-// One scale per row (rowwise, numel == count) or one for all (tensorwise).
-float scale_at(const float* scale, int64_t numel, int64_t index) { return numel == 1 ? scale[0] : scale[index]; }
-
 // acc (M,N) = a (M,K) row-major . b (K,N) column-major, both decoded to f32 and multiplied in f32.
-std::vector<float> decoded_product(const Tensor& a, const Tensor& b) {
+std::unique_ptr<float[]> decoded_product(const Tensor& a, const Tensor& b) {
     const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
     const std::vector<float> a_f32 = decode_lines(a, M, K, a.stride(0));   // (M,K) row-major
     const std::vector<float> b_f32 = decode_lines(b, N, K, b.stride(1));   // (N,K) row-major = (K,N) column-major
-    std::vector<float> acc(static_cast<size_t>(M * N));                    // (M,N)
+    std::unique_ptr<float[]> acc(new float[static_cast<size_t>(M * N)]);   // (M,N), written by the GEMM (beta 0)
     const MatrixBatch<float> a_rows{a_f32.data(), 0, M, K, K, 1};
     const MatrixBatch<float> b_columns{b_f32.data(), 0, K, N, 1, K};
-    gemm_f32(acc.data(), 1, M, N, a_rows, false, b_columns, false, 1.0f, 0.0f);
+    gemm_f32(acc.get(), 1, M, N, a_rows, false, b_columns, false, 1.0f, 0.0f);
     return acc;
 }
 
@@ -73,19 +71,21 @@ template <typename Out>
 void scaled_mm_typed(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                      const Tensor& bias, const Tensor& amax) {
     const int64_t M = a.size(0), N = b.size(1);
-    const std::vector<float> acc = decoded_product(a, b);                                   // (M,N)
+    const std::unique_ptr<float[]> acc = decoded_product(a, b);                                   // (M,N)
     const float* sa = scale_a.data_ptr<float>();
     const float* sb = scale_b.data_ptr<float>();
     const Out* bias_p = bias.defined() ? bias.data_ptr<Out>() : nullptr;
     Out* out_p = out.data_ptr<Out>();                                                        // (M,N)
     std::vector<float> row_max_abs(static_cast<size_t>(M), 0.0f);                           // (M): NaN if any is
+    const bool scale_per_row = scale_a.numel() != 1, scale_per_column = scale_b.numel() != 1;   // rowwise
     const int64_t grain_rows = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N, 1));
     parallel_for(M, grain_rows, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-            const float* acc_row = acc.data() + i * N;
+            const float* acc_row = acc.get() + i * N;
+            const float sa_i = scale_per_row ? sa[i] : sa[0];
             float max_abs = 0.0f;
             for (int64_t j = 0; j < N; ++j) {
-                float value = acc_row[j] * (scale_at(sa, scale_a.numel(), i) * scale_at(sb, scale_b.numel(), j));
+                float value = acc_row[j] * (sa_i * (scale_per_column ? sb[j] : sb[0]));
                 if (bias_p) value += static_cast<float>(bias_p[j]);
                 out_p[i * N + j] = static_cast<Out>(value);
                 const float magnitude = std::fabs(value);
