@@ -11,7 +11,10 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/context.h>
 #include <gloo/math.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include <cstring>
 
@@ -100,6 +103,31 @@ void barrier(const Comm& c, uint32_t tag) {
     opts.setTag(tag);
     opts.setTimeout(c.timeout);
     gloo::barrier(opts);
+}
+
+// Gloo's unbound buffers: the receive is posted before the send, so two ranks that exchange with
+// each other never wait on one another; the slot is built from the group's tag, as Gloo's own
+// collectives build theirs, under a prefix none of them uses.
+constexpr uint8_t kSendRecvSlotPrefix = 0x20;
+
+void send_recv(const Comm& c, const Tensor& send, int dst, Tensor& recv, int src, uint32_t tag) {
+    const uint64_t slot = gloo::Slot::build(kSendRecvSlotPrefix, tag);
+    const size_t send_bytes = static_cast<size_t>(send.numel()) * send.element_size();
+    const size_t recv_bytes = static_cast<size_t>(recv.numel()) * recv.element_size();
+    if (dst == c.rank) {   // with itself (check_send_recv_peers): a copy
+        std::memcpy(recv.raw_data(), send.raw_data(), send_bytes);
+        return;
+    }
+    auto inbox = c.ctx->createUnboundBuffer(recv.raw_data(), recv_bytes);
+    auto outbox = c.ctx->createUnboundBuffer(send.raw_data(), send_bytes);
+    if (recv_bytes > 0) inbox->recv(src, slot);
+    if (send_bytes > 0) outbox->send(dst, slot);
+    if (recv_bytes > 0 && !inbox->waitRecv(c.timeout))
+        throw std::runtime_error(fmt::format("Timed out waiting {} ms for recv operation to complete from rank {}",
+                                             c.timeout.count(), src));
+    if (send_bytes > 0 && !outbox->waitSend(c.timeout))
+        throw std::runtime_error(fmt::format("Timed out waiting {} ms for send operation to complete to rank {}",
+                                             c.timeout.count(), dst));
 }
 
 }  // namespace ampgrad::dist::gloo_impl

@@ -5,6 +5,7 @@
 // DistTimeoutError naming the op, the group and, when Gloo's message names the peer address it
 // lost, that peer's rank.
 #include "ampgrad_config.h"
+#include "dist/send_recv_rules.hpp"
 #include "dist/gloo_group.hpp"
 #include "dist/socket_address.hpp"
 #include "dist/startup_watch.hpp"
@@ -185,6 +186,15 @@ public:
     }
     WorkPtr barrier(bool async_op) override {
         return submit("barrier", async_op, [](const gloo_impl::Comm& c, uint32_t tag) { gloo_impl::barrier(c, tag); });
+    }
+    WorkPtr send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op) override {
+        check_tensor("send_recv", send);
+        check_tensor("send_recv", recv);
+        check_send_recv_peers(dst, src, comm_.rank, comm_.world_size, send, recv);
+        return submit(fmt::format("send_recv(dst={}, src={}, {})", dst, src, send.describe()), async_op,
+                      [send, dst, recv, src](const gloo_impl::Comm& c, uint32_t tag) mutable {
+                          gloo_impl::send_recv(c, send, dst, recv, src, tag);
+                      }, payload_bytes(send));
     }
 
 private:

@@ -24,5 +24,6 @@ void reduce_scatter(const Comm& c, Tensor& output, const Tensor& input, ReduceOp
 void all_gather(const Comm& c, Tensor& output, const Tensor& input, uint32_t tag);
 void broadcast(const Comm& c, Tensor& t, int src, uint32_t tag);
 void barrier(const Comm& c, uint32_t tag);
+void send_recv(const Comm& c, const Tensor& send, int dst, Tensor& recv, int src, uint32_t tag);
 
 }  // namespace ampgrad::dist::gloo_impl

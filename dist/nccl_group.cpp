@@ -16,6 +16,7 @@
 // after CUDA was first used (atexit runs hooks last-in first-out), that releases every live
 // communicator while CUDA still works.
 #include "ampgrad_config.h"
+#include "dist/send_recv_rules.hpp"
 #include "dist/process_group.hpp"
 
 #if AMPGRAD_WITH_NCCL
@@ -248,6 +249,26 @@ public:
             throw ValueError(fmt::format("broadcast: src={} is outside [0, world size {})", src, world_size_));
         return enqueue(fmt::format("broadcast(src={}, {})", src, t.describe()), async_op, {t}, [&] {
             return ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), src, comm_, stream_);
+        });
+    }
+    // ncclSend and ncclRecv in one group call, so that two ranks exchanging with each other do not
+    // wait on one another (NCCL's point-to-point, as torch.distributed.batch_isend_irecv).
+    WorkPtr send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op) override {
+        check("send_recv", send);
+        check("send_recv", recv);
+        if (send.dtype() != recv.dtype())
+            throw DTypeError(fmt::format("send_recv: dtypes differ: {} and {}", send.describe(), recv.describe()));
+        check_send_recv_peers(dst, src, rank_, world_size_, send, recv);
+        if (dst == rank_) {   // with itself: a copy on the current stream
+            recv.copy_(send);
+            return enqueue("send_recv(self)", async_op, {}, [] { return ncclSuccess; });
+        }
+        return enqueue(fmt::format("send_recv(dst={}, src={}, {})", dst, src, send.describe()), async_op, {send, recv}, [&] {
+            ncclResult_t r = ncclGroupStart();
+            if (r == ncclSuccess) r = ncclSend(send.raw_data(), send.numel(), nccl_dtype(send.dtype()), dst, comm_, stream_);
+            if (r == ncclSuccess) r = ncclRecv(recv.raw_data(), recv.numel(), nccl_dtype(recv.dtype()), src, comm_, stream_);
+            const ncclResult_t end = ncclGroupEnd();
+            return r == ncclSuccess ? end : r;
         });
     }
     // A one-element all-reduce on a scratch device buffer, as PyTorch's NCCL barrier does.

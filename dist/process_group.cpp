@@ -10,6 +10,7 @@
 
 #include "dist/flight_recorder.hpp"
 #include "dist/recording_group.hpp"
+#include "dist/send_recv_rules.hpp"
 #include "dist/socket_address.hpp"
 #include "dist/startup_watch.hpp"
 
@@ -208,6 +209,23 @@ ProcessGroup& default_group() {
 TCPStore& default_store() {
     default_group();
     return *state().store;
+}
+
+WorkPtr ProcessGroup::send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op) {
+    (void)send, (void)recv, (void)async_op;
+    throw DistError(fmt::format("send_recv(dst={}, src={}) on group '{}': the {} backend has no point-to-point "
+                                "transfers", dst, src, name(), backend()));
+}
+
+void check_send_recv_peers(int dst, int src, int rank, int world_size, const Tensor& send, const Tensor& recv) {
+    for (int peer : {dst, src})
+        if (peer < 0 || peer >= world_size)
+            throw ValueError(fmt::format("send_recv: peer rank {} is outside [0, world size {})", peer, world_size));
+    const bool same_shape = send.numel() == recv.numel() && send.dtype() == recv.dtype();
+    if ((dst == rank) != (src == rank) || (dst == rank && !same_shape))
+        throw ValueError(fmt::format("send_recv: rank {} may exchange with itself only as both dst and src, with "
+                                     "equal sizes; got dst={}, src={}, send {}, recv {}", rank, dst, src,
+                                     send.describe(), recv.describe()));
 }
 
 int rank() { return default_group().rank(); }

@@ -76,6 +76,11 @@ public:
     virtual WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op) = 0;
     virtual WorkPtr broadcast(Tensor& t, int src, bool async_op) = 0;
     virtual WorkPtr barrier(bool async_op) = 0;
+    // Point to point, both ways in one call (MPI_Sendrecv): sends `send` to rank `dst` and receives
+    // `recv` (its size: what `src` sends) from rank `src`. Every rank of the pair calls it, in the
+    // same order as its other collectives. The step of dist::tree_reduce_scatter. The default throws
+    // DistError naming the backend (a group without point to point, such as a user's own).
+    virtual WorkPtr send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op);
 
     // Frees every collective of this group that is blocked, after which the group is unusable
     // (NCCL: ncclCommAbort). The watchdog calls it when a collective runs past the timeout. The

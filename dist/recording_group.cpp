@@ -115,6 +115,11 @@ public:
     WorkPtr barrier(bool async_op) override {
         return run("barrier", "", std::nullopt, async_op, [&] { return inner_->barrier(async_op); });
     }
+    // No detail: the two ends of a pair name each other, and `ampgrad fr` compares the entries of one
+    // sequence number across ranks (the peers are in the backend's error message).
+    WorkPtr send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op) override {
+        return run("send_recv", "", send, async_op, [&] { return inner_->send_recv(send, dst, recv, src, async_op); });
+    }
 
     // The entry's end, seen by the caller (wait, is_completed) or the watchdog.
     void finished(int64_t record_id, const std::exception* error) {

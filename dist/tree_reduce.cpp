@@ -56,20 +56,47 @@ Tensor PairwiseSum::result() {
     return sum;
 }
 
+namespace {
+
+// (W, m): local's n elements, zero-padded to W chunks of m = ceil(n / W); a view when no padding is needed.
+Tensor as_chunks(const Tensor& local, int64_t W) {
+    const int64_t n = local.numel(), m = (n + W - 1) / W;
+    Tensor flat = local.reshape({-1});
+    if (m * W != n) flat = cat({flat, zeros({m * W - n}, TensorOptions().dtype(local.dtype()).device(local.device()))}, 0);
+    return flat.reshape({W, m});
+}
+
+}  // namespace
+
+Tensor tree_reduce_scatter(const Tensor& local, ProcessGroup& group) {
+    const int W = group.world_size(), r = group.rank();
+    check_tree_layout(W, 1, "tree_reduce_scatter");
+    if (!local.is_contiguous())
+        throw ValueError(fmt::format("tree_reduce_scatter: the tensor must be contiguous, got {}", local.describe()));
+    NoGradGuard no_grad;
+    // Row j of `held` is chunk (r mod d) + j*d: the chunks whose low bits (below d) are r's.
+    Tensor held = as_chunks(local, W);                                            // (W/d, m)
+    for (int d = 1; d < W; d *= 2) {
+        const int64_t rows = held.size(0), m = held.size(1);
+        const int64_t my_bit = (r & d) != 0 ? 1 : 0;                              // bit d of chunk (r mod d) + j*d is j's lowest
+        Tensor pairs = held.reshape({rows / 2, 2, m});
+        Tensor outgoing = pairs.select(1, 1 - my_bit).contiguous();               // (rows/2, m) the partner's half
+        Tensor incoming = empty_like(outgoing);
+        group.send_recv(outgoing, r ^ d, incoming, r ^ d, /*async_op=*/false);
+        held = pairs.select(1, my_bit) + incoming;                                // sibling blocks added: one tree level up
+    }
+    return held.reshape({-1});                                                    // (m) chunk r
+}
+
 Tensor tree_all_reduce(const Tensor& local, ProcessGroup& group) {
     const int W = group.world_size();
     check_tree_layout(W, 1, "tree_all_reduce");
     if (W == 1) return local;
-    if (!local.is_contiguous())
-        throw ValueError(fmt::format("tree_all_reduce: the tensor must be contiguous, got {}", local.describe()));
     NoGradGuard no_grad;
-    const int64_t n = local.numel();
-    Tensor gathered = empty({W * n}, TensorOptions().dtype(local.dtype()).device(local.device()));   // (W*n)
-    group.all_gather(gathered, local.reshape({-1}), /*async_op=*/false);
-    std::vector<Tensor> subtrees;   // rank r's sum, then the level above, ...
-    for (int r = 0; r < W; ++r) subtrees.push_back(gathered.narrow(0, static_cast<int64_t>(r) * n, n));
-    Tensor total = pairwise_levels(std::move(subtrees), [](const Tensor& a, const Tensor& b) { return a + b; });
-    return total.reshape(local.sizes());
+    Tensor mine = tree_reduce_scatter(local, group);                              // (m)
+    Tensor gathered = empty({W * mine.numel()}, TensorOptions().dtype(local.dtype()).device(local.device()));   // (W*m)
+    group.all_gather(gathered, mine, /*async_op=*/false);
+    return gathered.narrow(0, 0, local.numel()).reshape(local.sizes());
 }
 
 double tree_sum(const std::vector<double>& values) {

@@ -46,11 +46,19 @@ private:
     int64_t count_ = 0;
 };
 
-// The sum over the ranks of `group` of each rank's `local` (contiguous, same shape everywhere), in
-// the complete binary tree over the rank index: the same bits on every rank. The world size must be
-// a power of two. Gathers every rank's tensor (an all-gather of world x local.numel() elements) and
-// adds level by level; a reduce-scatter by recursive halving over point-to-point sends would move
-// less (docs/determinism.md says why this build does not).
+// The tree sum over the ranks of `group` of each rank's `local` (contiguous, n elements, the same
+// everywhere), scattered: rank r gets chunk r of it, elements [r*m, (r+1)*m) with m = ceil(n / W)
+// (the last chunks padded with zeros where W does not divide n). The world size W must be a power of
+// two. Recursive halving over point-to-point exchanges (ProcessGroup::send_recv), with the distance
+// doubling: at the step of distance d, rank r and rank r^d (whose blocks of d ranks are siblings in
+// the tree) each hold the sums of their blocks for the same chunks; each keeps the half of those
+// chunks whose bit d matches its own rank's, sends the other half to its partner, and adds what it
+// receives. After log2(W) steps every element is the tree's sum, from 1/W of the traffic and of the
+// additions of gathering everything. Returns (m).
+Tensor tree_reduce_scatter(const Tensor& local, ProcessGroup& group);
+
+// The same tree sum on every rank: tree_reduce_scatter, then an all-gather of the chunks (the
+// traffic of a ring all-reduce, whose bits depend on the world size; these do not).
 Tensor tree_all_reduce(const Tensor& local, ProcessGroup& group);
 
 // The sum of `values` in the complete binary tree over their index (a power-of-two count), or, for

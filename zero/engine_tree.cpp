@@ -6,12 +6,13 @@
 //      space, which does not depend on the world size where real elements are concerned);
 //   2. a rank adds its micro-batches pairwise (dist::PairwiseSum), the subtree of its leaves;
 //   3. at the boundary, dist::tree_all_reduce adds the ranks' subtrees in the upper levels of the
-//      same tree, and the result is divided by world x accumulation steps once;
+//      same tree (a recursive-halving reduce-scatter over point-to-point exchanges, then an
+//      all-gather), and the result is divided by world x accumulation steps once;
 //   4. every stage keeps its partition of that sum, and the gradient norm is summed parameter by
 //      parameter, in parameter order, from the whole sum (not from partition partials).
 // Elementwise sums make bucket boundaries irrelevant; the stages differ only in what they keep.
 // The price: a whole flat gradient per rank (plus log2(accum) partial sums) in every stage, and an
-// all-gather of it at the boundary instead of a reduce-scatter (docs/determinism.md, "cost").
+// all-gather after the reduce-scatter, for the norm (docs/determinism.md, "cost").
 #include "zero/engine.hpp"
 
 #include "autograd/grad_mode.hpp"

@@ -119,6 +119,11 @@ void check_dtype(DType dt, int64_t n, bool async_op) {
     Tensor b = make(R, n, dt);
     dist::broadcast(b, W - 1, async_op)->wait();
     expect_close("broadcast " + tag, read(b), read(make(W - 1, n, dt)), 0);
+    // send_recv around the ring: rank R sends its tensor to R+1 and receives R-1's (an odd size, and
+    // two ranks exchanging with each other when W is 2).
+    Tensor outgoing = make(R, n, dt), incoming = empty({n}, TensorOptions().dtype(dt));
+    dist::default_group().send_recv(outgoing, (R + 1) % W, incoming, (R + W - 1) % W, async_op)->wait();
+    expect_close("send_recv " + tag, read(incoming), read(make((R + W - 1) % W, n, dt)), 0);
 }
 
 int run_collectives() {

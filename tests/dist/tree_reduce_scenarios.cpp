@@ -2,11 +2,13 @@
 // rank holds ACCUM leaves (global index g = rank * ACCUM + k; ACCUM from the environment) whose values
 // make the association matter (1e8-sized terms that cancel, small ones that do not), adds them with
 // PairwiseSum and tree_all_reduce, and compares the bits with one PairwiseSum over all N leaves, which
-// every rank can compute alone. Exit 0 when they agree, 1 when not.
+// every rank can compute alone; tree_reduce_scatter must give this rank's chunk of the same bits (257
+// elements: the last chunk is padded with zeros). Exit 0 when they agree, 1 when not.
 #include "autograd/ops/ops.hpp"
 #include "dist/process_group.hpp"
 #include "dist/tree_reduce.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,11 +37,22 @@ int run_tree_reduce() {
     dist::PairwiseSum mine, everyone;
     for (int64_t k = 0; k < accum; ++k) mine.add(leaf(rank * accum + k));
     for (int64_t g = 0; g < world * accum; ++g) everyone.add(leaf(g));
-    Tensor got = dist::tree_all_reduce(mine.result(), dist::default_group());
+    Tensor subtree = mine.result();
+    Tensor got = dist::tree_all_reduce(subtree, dist::default_group());
+    Tensor chunk = dist::tree_reduce_scatter(subtree, dist::default_group());      // (m)
     Tensor want = everyone.result();
     if (std::memcmp(got.data_ptr<float>(), want.data_ptr<float>(), sizeof(float) * kElements) != 0) {
         std::printf("FAIL tree: rank %d of %d, accum %lld: the tree sum differs from the one-process tree\n", rank, world,
                     static_cast<long long>(accum));
+        return 1;
+    }
+    const int64_t m = (kElements + world - 1) / world, begin = rank * m;
+    const int64_t real = std::max<int64_t>(0, std::min<int64_t>(m, kElements - begin));
+    const bool padding_zero = real == m || chunk.narrow(0, real, m - real).abs().max().item<float>() == 0.0f;
+    if (chunk.numel() != m || !padding_zero ||
+        std::memcmp(chunk.data_ptr<float>(), want.data_ptr<float>() + begin, sizeof(float) * real) != 0) {
+        std::printf("FAIL tree: rank %d of %d, accum %lld: tree_reduce_scatter's chunk is not the tree sum's\n", rank,
+                    world, static_cast<long long>(accum));
         return 1;
     }
     return 0;

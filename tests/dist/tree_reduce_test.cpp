@@ -1,7 +1,8 @@
 // tree_reduce_test.cpp: dist/tree_reduce.hpp. PairwiseSum builds the complete binary tree over its
 // leaves (checked against the sum written out by hand, and shown to differ from the running sum on
-// values where the order matters); tree_all_reduce over 2 and 4 ranks of dist_worker gives the bits of
-// one process's tree over all the leaves, for every split of 8 leaves (tests/dist/tree_reduce_scenarios.cpp).
+// values where the order matters); tree_all_reduce and tree_reduce_scatter (recursive halving over
+// send_recv) over 2, 4 and 8 ranks of dist_worker give the bits of one process's tree over all the
+// leaves, for every split of 8 leaves (tests/dist/tree_reduce_scenarios.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -47,8 +48,8 @@ TEST_CASE("check_tree_layout: powers of two only, naming the values") {
     CHECK_THROWS_WITH_AS(dist::check_tree_layout(2, 6, "t"), doctest::Contains("accumulation steps 6"), ValueError);
 }
 
-TEST_CASE("tree_all_reduce: 2 ranks x 4 leaves and 4 ranks x 2 give one process's tree over 8 leaves") {
-    for (auto [world, accum] : {std::pair{2, 4}, std::pair{4, 2}, std::pair{2, 1}}) {
+TEST_CASE("tree_all_reduce and tree_reduce_scatter: 2 x 4, 4 x 2 and 8 x 1 give one process's tree over 8 leaves") {
+    for (auto [world, accum] : {std::pair{2, 4}, std::pair{4, 2}, std::pair{8, 1}, std::pair{2, 1}}) {
         CAPTURE(world);
         auto results = run_workers("tree", world, free_port(), all_ranks(world, {{"ACCUM", std::to_string(accum)}}),
                                    std::chrono::seconds(60));
