@@ -72,7 +72,8 @@ ActivationDtypes activation_dtypes(const std::string& prec, bool zero) {
     // Autocast runs the norms and the loss in f32 (their inputs cast up: amp/autocast_policy.cpp), so
     // what they save is f32 even over f16 weights. One process autocasts fp16-master's forward too
     // (app/precision.cpp); the ZeRO engine does not (app/zero_training.cpp): everything stays f16.
-    if (prec == "bf16" || prec == "fp16" || (prec == "fp16-master" && !zero))
+    // fp8 saves what bf16 autocast does: the fp8 Linears keep their bf16 input (nn/linear.cpp).
+    if (prec == "bf16" || prec == "fp16" || prec == "fp8" || (prec == "fp16-master" && !zero))
         return {.residual = 4, .compute = 2, .loss = 4, .autocast = true};
     if (prec == "fp16-master") return {.residual = 2, .compute = 2, .loss = 2, .autocast = false};
     return {};   // fp32

@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "amp/fp8_recipe.hpp"
 #include "app/activation_plan.hpp"
+#include "app/fp8_run.hpp"
 #include "core/error.hpp"
 #include "models/gpt.hpp"
 #include "models/llama.hpp"
@@ -82,7 +84,7 @@ ModelStates zero_states(const ModelShape& model, int64_t stage, int W, const std
     // are gathered whole; the other blocks were released after their forward. Autocast holds their
     // 2-byte casts too.
     const int64_t gathered = *std::max_element(numels.begin(), numels.end()) + model.layer_numel;
-    if (stage == 3) s.gathered_params = gathered * m + (prec == "bf16" ? 2 * gathered : 0);
+    if (stage == 3) s.gathered_params = gathered * m + (prec == "bf16" || prec == "fp8" ? 2 * gathered : 0);
     return s;
 }
 
@@ -92,9 +94,20 @@ void add(MemoryPlan& p, std::string name, int64_t bytes, std::string formula) {
 
 // Autocast keeps a low-precision copy of every GEMM weight (the cast cache, then the Linear's saved
 // weight) from the forward until that Linear's backward: all of them at backward's start.
-// fp16-master's weights are f16 already: autocast has nothing to copy.
+// fp16-master's weights are f16 already: autocast has nothing to copy. Under fp8 the fp8 Linears
+// quantise their f32 weight on each use and save the weight itself (nn/linear.cpp): only the bf16
+// layers' weights are copied.
 int64_t autocast_weight_copies(const ModelShape& m, const std::string& prec) {
+    if (prec == "fp8") return 2 * (m.matmul_weight_numel - m.fp8_weight_numel);
     return prec == "bf16" || prec == "fp16" ? 2 * m.matmul_weight_numel : 0;
+}
+
+// --prec fp8: which Linears the recipe puts in fp8 (the same amp::Fp8Training a run attaches), their
+// weights' elements and the histories and scales it keeps.
+void add_fp8_layers(ModelShape& s, nn::Module& module, const RunConfig& run) {
+    const amp::Fp8Training fp8(module, fp8_recipe_of(run));
+    for (const amp::Fp8Training::Layer& layer : fp8.layers()) s.fp8_weight_numel += layer.linear->weight.numel();
+    for (const auto& [name, t] : fp8.state_tensors()) s.fp8_state_bytes += t.numel() * static_cast<int64_t>(t.element_size());
 }
 
 }  // namespace
@@ -137,6 +150,7 @@ ModelShape model_shape(const RunConfig& run, int64_t vocab_size) {
         if (p.dim() == 2 && !lookup_only) s.matmul_weight_numel += p.numel();
     }
     for (const auto& [name, b] : module->named_buffers()) s.buffer_bytes += b.numel() * static_cast<int64_t>(b.element_size());
+    if (run.prec == "fp8") add_fp8_layers(s, *module, run);
     return s;
 }
 
@@ -153,15 +167,15 @@ void check_request(const PlanRequest& r) {
     if (run.batch_size < 1 || run.batch_size % r.world_size != 0)
         throw ValueError(fmt::format("plan: --batch-size {} must be a positive multiple of --world-size {}",
                                      run.batch_size, r.world_size));
-    const std::vector<std::string> precs = {"fp32", "bf16", "fp16", "fp16-master"};
+    const std::vector<std::string> precs = {"fp32", "bf16", "fp16", "fp16-master", "fp8"};
     if (std::find(precs.begin(), precs.end(), run.prec) == precs.end())
-        throw ValueError(fmt::format("plan: --prec {} is not one of fp32, bf16, fp16, fp16-master", run.prec));
+        throw ValueError(fmt::format("plan: --prec {} is not one of fp32, bf16, fp16, fp16-master, fp8", run.prec));
 }
 
 // The terms at the largest of three moments: backward's start (every activation saved), backward's
 // end in stages 2-3 (the last gradient bucket packed and reduce-scattered) and the optimizer step.
 void choose_peak(MemoryPlan& p, const ModelStates& s, const ActivationBytes& acts, int64_t weight_copies) {
-    const int64_t held = s.params + s.grads + s.optimizer + s.master + p.model.buffer_bytes;
+    const int64_t held = s.params + s.grads + s.optimizer + s.master + p.model.buffer_bytes + p.model.fp8_state_bytes;
     const int64_t backward_start = held + s.gathered_params + weight_copies + acts.total();
     const int64_t backward_end = held + s.buckets;
     const int64_t step = held + s.grads_at_step + s.step_work;
@@ -174,6 +188,7 @@ void choose_peak(MemoryPlan& p, const ModelStates& s, const ActivationBytes& act
     add(p, "gradients", s.grads + (at_backward || at_buckets ? 0 : s.grads_at_step), "flat buffers and .grad");
     add(p, "optimizer state", s.optimizer, "AdamW exp_avg + exp_avg_sq, f32");
     add(p, "master weights", s.master, "f32 copy of the parameters");
+    add(p, "fp8 scaling state", p.model.fp8_state_bytes, "amax histories and scales of the fp8 Linears (--prec fp8)");
     if (at_backward) {
         add(p, "autocast weight copies", weight_copies, "2 bytes x GEMM weights (cast cache)");
         add(p, "activations: norms + residual", acts.norms, "norm inputs and statistics");

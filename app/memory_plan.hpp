@@ -44,6 +44,10 @@ struct ModelShape {
     int64_t buffer_bytes = 0;       // non-trainable state (rotary tables)
     std::vector<int64_t> param_numels;  // each trainable parameter's elements, in order (ZeRO's flat layout)
     int64_t layer_numel = 0;            // the trainable elements of one block (the first)
+    // --prec fp8: the weights of the Linears that run in fp8 (amp::Fp8Training's choice: all but the
+    // first and the last), which autocast does not copy to bf16, and the fp8 recipe's state.
+    int64_t fp8_weight_numel = 0;
+    int64_t fp8_state_bytes = 0;
 };
 
 struct MemoryPlan {

@@ -113,24 +113,25 @@ TEST_CASE("plan: flag combinations train refuses are ValueErrors naming the flag
     CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp32", -1, 2, 8)), doctest::Contains("--zero"), ValueError);
     CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp16", 2, 2, 8)), doctest::Contains("fp16-master"), ValueError);
     CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp32", 1, 3, 8)), doctest::Contains("--batch-size 8"), ValueError);
-    CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp8", -1, 1, 8)), doctest::Contains("--prec fp8"), ValueError);
+    CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp4", -1, 1, 8)), doctest::Contains("--prec fp4"), ValueError);
     CHECK_THROWS_WITH_AS(plan_memory(request("nano", "fp32", 4, 2, 8)), doctest::Contains("--zero 4"), ValueError);
 }
 
 TEST_CASE("plan: within 10% of the measured peak, one process, every precision (GPT nano, llama-nano)") {
     for (const std::string preset : {"nano", "llama-nano"})
-        for (const std::string prec : {"fp32", "bf16", "fp16", "fp16-master"}) check_within_10_percent(preset, prec, -1, 1);
+        for (const std::string prec : {"fp32", "bf16", "fp16", "fp16-master", "fp8"}) check_within_10_percent(preset, prec, -1, 1);
 }
 
 // GPT nano in every precision ZeRO takes at every stage; llama-nano at every stage, the precisions in
 // turn (the full Llama matrix passes too, but would double this case's minute; docs/profiling.md).
-TEST_CASE("plan: within 10% of the measured peak, ZeRO 0-3 on two ranks (fp32, bf16, fp16-master)" *
+TEST_CASE("plan: within 10% of the measured peak, ZeRO 0-3 on two ranks (fp32, bf16, fp16-master; fp8 at stage 2)" *
           doctest::skip(!AMPGRAD_WITH_GLOO)) {
     const std::vector<std::string> precs = {"fp32", "bf16", "fp16-master"};
     for (int64_t stage = 0; stage <= 3; ++stage) {
         for (const std::string& prec : precs) check_within_10_percent("nano", prec, stage, 2);
         check_within_10_percent("llama-nano", precs[static_cast<size_t>(stage) % precs.size()], stage, 2);
     }
+    check_within_10_percent("nano", "fp8", 2, 2);   // --prec fp8 with ZeRO, as the fp8 proof runs it
 }
 
 TEST_CASE("plan: the command prints the terms, the largest and the advice; --json is one object") {
