@@ -237,15 +237,30 @@ Tensor select(const Tensor& x, int64_t dim_in, int64_t index) {
     return squeeze(narrow(x, dim, index, 1), dim);
 }
 
+// One node for all the pieces, as PyTorch's SplitBackward0: the backward joins the pieces' gradients
+// with one cat (a piece that got none contributes zeros), where a narrow per piece would pad each
+// gradient to the whole input with zeros and then add the padded copies (for GPT's q/k/v split, three
+// fills, three copies and two adds of the (B,T,3C) gradient instead of one copy). Each piece is a view
+// of x, as narrow's are: an in-place write through one rewrites x's history (autograd/view_history.hpp).
 tensor_list split(const Tensor& x, int64_t split_size, int64_t dim_in) {
     ops::check_defined("split", x, "input");
     if (x.dim() == 0) throw IndexError("split: expected at least a 1-dimensional tensor but got a 0-dim tensor");
     int64_t dim = ops::wrap_dim("split", dim_in, x.dim());
     if (split_size <= 0) throw ValueError(fmt::format("split: split_size must be positive, got {}", split_size));
-    if (x.sizes()[dim] == 0) return {narrow(x, dim, 0, 0)};  // one empty piece, as PyTorch
+    const int64_t size = x.sizes()[dim];
+    if (size <= split_size) return {narrow(x, dim, 0, size)};   // one piece (or one empty piece, as PyTorch)
     tensor_list parts;
-    for (int64_t start = 0; start < x.sizes()[dim]; start += split_size)
-        parts.push_back(narrow(x, dim, start, std::min(split_size, x.sizes()[dim] - start)));
+    for (int64_t start = 0; start < size; start += split_size) {
+        Shape sizes = x.sizes();
+        sizes[dim] = std::min(split_size, size - start);
+        parts.push_back(make_view(x, sizes, x.strides(), x.storage_offset() + start * x.strides()[dim]));
+    }
+    parts = autograd::record_multi("split", std::move(parts), std::span<const Tensor>(&x, 1), {},
+                                   [dim](BackwardContext&, const tensor_list& g) { return tensor_list{cat(g, dim)}; });
+    for (Tensor& piece : parts) {
+        if (piece.requires_grad()) autograd::meta_of(piece).is_differentiable_view = true;
+        autograd::mark_view(piece, x);
+    }
     return parts;
 }
 

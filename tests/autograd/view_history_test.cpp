@@ -74,6 +74,37 @@ TEST_CASE("mul_ through a narrow view: the base's gradient flows through the mul
     CHECK_CLOSE(gw, w.grad(), tol_for(kFloat64));
 }
 
+TEST_CASE("split: one node for the pieces; a write through a piece rewrites the base's history") {
+    manual_seed(9);
+    Tensor x = randn({5, 3}, f64_grad()), w = randn({2, 3}, f64_grad());
+    Tensor b = x * 1.5;
+    tensor_list pieces = b.split(2, 0);                          // rows 0-1, 2-3, 4
+    REQUIRE(pieces.size() == 3);
+    CHECK(pieces[0].grad_fn() == pieces[2].grad_fn());          // one "split" node, as PyTorch's SplitBackward0
+    CHECK(pieces[1].grad_fn()->op() == "split");
+    Tensor first = pieces[0] * 2.0;                              // a piece used before the write
+    pieces[1].mul_(w);                                           // rows 2..3 of b *= w
+    CHECK(b.grad_fn()->op() == "copy_slices");
+    ((b * b).sum() + first.sum() + (pieces[2] * 3.0).sum()).backward();
+    Tensor gx = x.grad().clone(), gw = w.grad().clone();
+
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    Tensor b0 = x * 1.5;
+    Tensor expected = replace_rows(b0, 2, b0.narrow(0, 2, 2) * w);
+    ((expected * expected).sum() + (b0.narrow(0, 0, 2) * 2.0).sum() + (b0.narrow(0, 4, 1) * 3.0).sum()).backward();
+    CHECK(equal(b.detach(), expected.detach()));
+    CHECK_CLOSE(gx, x.grad(), tol_for(kFloat64));
+    CHECK_CLOSE(gw, w.grad(), tol_for(kFloat64));
+    // A piece no gradient reaches contributes zeros to the cat; first and second order by gradcheck.
+    auto f = [](const tensor_list& in) {
+        tensor_list p = (in[0] * 2.0).split(2, 1);               // (5,2), (5,1)
+        return tensor_list{p[0].tanh() * p[0]};
+    };
+    CHECK(autograd::gradcheck(f, {x}));
+    CHECK(autograd::gradgradcheck(f, {x}));
+}
+
 TEST_CASE("writes through views pass f64 gradcheck (narrow, select, transpose)") {
     manual_seed(8);
     Tensor x = randn({4, 3}, f64_grad()), w = randn({3}, f64_grad()), s = randn({2, 2}, f64_grad());
