@@ -6,9 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
-
 #include <thread>
+#include <vector>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
+#include "core/stream.hpp"
 
 namespace ampgrad::app {
 
@@ -73,6 +73,18 @@ nn::NamedTensors copy_forward_written(const nn::NamedTensors& live) {
     nn::NamedTensors out;
     for (const auto& [name, t] : live) out.insert(name, written_by_forward(name) ? host_tensor(t, nullptr) : t);
     return out;
+}
+
+// On a GPU the copier copies on its own thread's stream: the training thread's stream must have
+// finished the writes of the step (the optimizer's) first. Usually it has (the step reads the loss),
+// so this costs nothing; CPU work is done when issued.
+void finish_device_writes(const CheckpointContent& c) {
+    std::vector<Device> devices;
+    for (const nn::NamedTensors* part : {&c.model, &c.optimizer})
+        for (const auto& [name, t] : *part)
+            if (t.device().type != DeviceType::kCPU && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+                devices.push_back(t.device());
+    for (const Device& d : devices) current_stream(d).synchronize();
 }
 
 // The version counter of every tensor of `c` (model first, then optimizer), in order.
@@ -221,6 +233,7 @@ double AsyncCheckpointer::save(const CheckpointContent& live, const std::string&
     Job job;
     job.live = {live.step, live.model, copy_forward_written(live.optimizer), live.state};
     job.versions = versions_of(job.live);
+    finish_device_writes(job.live);
     job.root = root;
     job.keep = keep;
     {

@@ -4,7 +4,8 @@
 //  1. save(), at the step boundary (training thread): waits for the previous save if it is still in
 //     flight (at most one is), copies the small state the forward pass writes (the fp8 amax
 //     histories and scales, "fp8.*") and records every other tensor's version; state.json's JSON
-//     (step, RNG, sampler, LR, loss scaler) is already a value. Then it hands the live tensors over.
+//     (step, RNG, sampler, LR, loss scaler) is already a value. Then (on a GPU, once the training
+//     stream has finished the step's writes) it hands the live tensors over.
 //  2. The copier thread copies the parameters and optimizer states to host memory (page-locked
 //     where they live on a GPU) while the next forward and backward run: those only read them. The
 //     first write to them in a step is the optimizer step, so Trainer::train_step calls the fence,
