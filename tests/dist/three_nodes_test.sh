@@ -8,7 +8,7 @@
 #     3 ranks of 2 sequences, in both runs; --zero 0, see restart_args);
 #   - --nnodes 2:3 with the third host gone for good (its launcher killed too, not restarted): the
 #     first two hosts finish at world size 2 with the same global batch (96 tokens per step).
-# About 15 s in a release build. Skipped (exit 77) where namespaces cannot be made.
+# About 10 s in a release build (2 cores, loaded). Skipped (exit 77) where namespaces cannot be made.
 set -uo pipefail
 build="$(cd "$1" && pwd)"
 run="$build/tools/ampgrad-run" ampgrad="$build/app/ampgrad"
