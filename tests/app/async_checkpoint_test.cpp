@@ -2,7 +2,8 @@
 //  - the AsyncCheckpointer writes the state as it was at save(), not as training changed it after
 //    the fence (wait_for_copy), and a write before the fence is an InternalError naming the tensor;
 //  - a failed background save surfaces as an IOError naming the step, at the next wait();
-//  - the program's async checkpoints hold the same bytes as synchronous ones (all three files), with
+//  - the program's async checkpoints hold the same bytes as synchronous ones (all three files; fp32,
+//    and fp8, whose amax histories the forward writes), with
 //    the background copy held back past the next forward and backward (so only the fence before
 //    the optimizer step keeps them equal), and it reports the time the step was blocked;
 //  - SIGKILL in the middle of a background save leaves the previous checkpoint as `latest`, whole
@@ -106,13 +107,17 @@ TEST_CASE("--ckpt-async: a background save that fails is an IOError naming the s
     fs::remove_all(dir);
 }
 
-TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, and the blocked time reported") {
+namespace {
+
+// Runs `train` with `extra` synchronously and with --ckpt-async, the async copier started 200 ms
+// late (after the next step's forward and backward: only the fence before the optimizer step keeps
+// the bytes equal), and compares the three files of step 8's checkpoint byte for byte. Returns the
+// async run's folder (the caller removes it).
+std::string check_async_bytes_equal_sync(const std::vector<std::string>& extra) {
     const std::string sync_out = make_temp_dir("ckpt_sync"), async_out = make_temp_dir("ckpt_async");
-    // The async copier starts 200 ms late, after the next step's forward and backward: only the
-    // fence before the optimizer step keeps the bytes equal.
-    ProgramResult sync_run = run_ampgrad(train_flags(sync_out));
+    ProgramResult sync_run = run_ampgrad(plus(train_flags(sync_out), extra));
     REQUIRE_MESSAGE(sync_run.exit_code == 0, sync_run.output);
-    ProgramResult async_run = run_ampgrad(plus(train_flags(async_out), {"--ckpt-async"}),
+    ProgramResult async_run = run_ampgrad(plus(plus(train_flags(async_out), extra), {"--ckpt-async"}),
                                           {"AMPGRAD_TEST_DELAY_ASYNC_COPY_MS=200"});
     REQUIRE_MESSAGE(async_run.exit_code == 0, async_run.output);
     CHECK(sync_run.output.find("2 checkpoint save(s) blocked the step") != std::string::npos);
@@ -127,6 +132,21 @@ TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, 
         CHECK(a == read_bytes(sync_out + "/checkpoints/step-00000008/" + file));
     }
     fs::remove_all(sync_out);
+    return async_out;
+}
+
+}  // namespace
+
+TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, and the blocked time reported") {
+    fs::remove_all(check_async_bytes_equal_sync({}));
+}
+
+TEST_CASE("train --ckpt-async --prec fp8: the amax histories the forward writes are saved as at the step boundary") {
+    const std::string async_out = check_async_bytes_equal_sync({"--prec", "fp8"});
+    const io::SafetensorsFile opt = io::load_safetensors(async_out + "/checkpoints/step-00000008/optimizer.safetensors");
+    int fp8_entries = 0;   // copied at the boundary (written_by_forward in app/async_checkpoint.cpp)
+    for (const auto& [name, t] : opt.tensors) fp8_entries += name.rfind("fp8.", 0) == 0 ? 1 : 0;
+    CHECK(fp8_entries > 0);
     fs::remove_all(async_out);
 }
 
