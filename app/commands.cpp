@@ -229,6 +229,10 @@ int run_train(const TrainOptions& typed) {
     std::optional<std::string> zero_line;
     std::unique_ptr<AsyncCheckpointer> async_ckpt = o.ckpt_async ? std::make_unique<AsyncCheckpointer>() : nullptr;
     SaveBlockTimes save_blocked;
+    if (async_ckpt)   // the fence: the background copy of the last save must be done before the optimizer writes
+        trainer->set_before_optimizer_step([&] {
+            if (const double ms = async_ckpt->wait_for_copy(); ms > 0.0) save_blocked.add_fence(ms);
+        });
     std::unique_ptr<HellaswagDuringTraining> hellaswag = HellaswagDuringTraining::make(*trainer);   // --hellaswag
     if (hellaswag) std::printf("%s\n", hellaswag->describe(cfg).c_str());
     while (trainer->step() < last) {

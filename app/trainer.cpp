@@ -294,6 +294,7 @@ TrainStats Trainer::train_step() {
         backward_micro(loss, k + 1 == accum);
         s.tokens += x.numel() * world_size_;
     }
+    if (before_optimizer_step_) before_optimizer_step_();   // --ckpt-async's fence
     StepOutcome o = zero_ ? zero_->step() : precision_->step();
     if (shards_) data_position_ += static_cast<uint64_t>(cfg_.batch_size * cfg_.grad_accum);   // the global batch
     s.loss = loss_sum.item<double>() / static_cast<double>(accum);

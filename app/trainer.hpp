@@ -72,6 +72,10 @@ public:
     static std::unique_ptr<Trainer> pretrained_for_inference(const RunConfig& cfg);
 
     TrainStats train_step();   // one optimiser step; step() counts them
+    // `hook` runs in each train_step right before the optimizer step, the step's first write of the
+    // parameters and optimizer states (the forward and backward only read them): --ckpt-async's
+    // fence (AsyncCheckpointer::wait_for_copy, app/async_checkpoint.hpp).
+    void set_before_optimizer_step(std::function<void()> hook) { before_optimizer_step_ = std::move(hook); }
     // Mean loss over eval_iters fixed batches of each split (eval mode); full_split: the validation
     // loss over every non-overlapping window of the validation split (the train loss stays an estimate).
     EvalStats evaluate(bool full_split = false);
@@ -138,6 +142,7 @@ private:
     std::string data_unavailable_;                  // sample/eval: why the shards could not be opened
     data::SamplerState addition_state_;             // addition task
     std::shared_ptr<LanguageModel> model_;
+    std::function<void()> before_optimizer_step_;   // set_before_optimizer_step
     std::unique_ptr<Precision> precision_;          // without --zero
     std::unique_ptr<ZeroTraining> zero_;            // with --zero
     std::unique_ptr<dist::DistributedDataParallel> ddp_;   // data parallel (launched, no --zero)

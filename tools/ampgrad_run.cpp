@@ -24,9 +24,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -242,6 +244,20 @@ struct StepDir {
     }
 };
 
+// A rank that exited with a code while other hosts take part is usually a survivor that failed on
+// a lost peer (a SIGKILLed rank elsewhere), whose launcher reports the real cause within its next
+// look at its ranks: wait up to a second for such a report before reporting this one as the round's
+// cause. A rank killed by a signal, or a lone host, reports at once.
+void report_local_failure(ampgrad_run::RestartRounds& rounds, int round, const ampgrad_run::Failure& failure,
+                          size_t hosts) {
+    constexpr auto kSurvivorGrace = std::chrono::milliseconds(1000);
+    const auto deadline = std::chrono::steady_clock::now() + kSurvivorGrace;
+    if (failure.exited && hosts > 1)
+        while (!rounds.failed_elsewhere(round) && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    rounds.report_failure(round, failure);
+}
+
 // --max-restarts or --nnodes MIN:MAX: rounds of ranks, each after a rendezvous of the hosts, until
 // one succeeds, the restarts run out, or the ranks fail at the same step twice in a row.
 int run_with_restarts(const Options& o) {
@@ -266,7 +282,7 @@ int run_with_restarts(const Options& o) {
             return 0;
         }
         if (r.end == RoundResult::End::kSignal || r.end == RoundResult::End::kStoreLost) return r.code;
-        if (r.end == RoundResult::End::kLocalFailure) rounds.report_failure(round, r.failure);
+        if (r.end == RoundResult::End::kLocalFailure) report_local_failure(rounds, round, r.failure, m.nodes.size());
         const ampgrad_run::Failure f = rounds.failure_of(round);
         if (round - first_round >= o.max_restarts) {
             std::fprintf(stderr, "ampgrad-run: %s; no restarts left (--max-restarts %d)\n", f.cause.c_str(), o.max_restarts);

@@ -193,6 +193,7 @@ private:
         std::fprintf(stderr, "ampgrad-run: rank %d %s; stopping the other ranks\n", r.rank, how.c_str());
         Failure& f = result_.failure;
         f.step = step_dir_.empty() ? -1 : step_in_progress(step_file_of(step_dir_, r.rank));
+        f.exited = WIFEXITED(status);
         f.cause = "rank " + std::to_string(r.rank) + " (host " + std::to_string(o_.node_rank) + ") " + how;
         if (f.step >= 0) f.cause += " at step " + std::to_string(f.step);
         stop(RoundResult::End::kLocalFailure, r.code, SIGTERM);

@@ -43,6 +43,7 @@ struct Membership {
 struct Failure {
     std::string cause;     // "rank 1 (host 1) was killed by signal 9 at step 5"
     int64_t step = -1;     // the step in progress when it failed, -1 when unknown
+    bool exited = false;   // the rank exited with a code (often a survivor of a lost peer), not by a signal
 };
 
 class RestartRounds {

@@ -1,13 +1,17 @@
 // async_checkpoint_test.cpp: `train --ckpt-async` (app/async_checkpoint.hpp):
-//  - the AsyncCheckpointer writes the state as it was at save(), not as training changed it after;
+//  - the AsyncCheckpointer writes the state as it was at save(), not as training changed it after
+//    the fence (wait_for_copy), and a write before the fence is an InternalError naming the tensor;
 //  - a failed background save surfaces as an IOError naming the step, at the next wait();
-//  - the program's async checkpoints hold the same bytes as synchronous ones, and it reports the
-//    time the step was blocked;
+//  - the program's async checkpoints hold the same bytes as synchronous ones (all three files; fp32,
+//    and fp8, whose amax histories the forward writes), with
+//    the background copy held back past the next forward and backward (so only the fence before
+//    the optimizer step keeps them equal), and it reports the time the step was blocked;
 //  - SIGKILL in the middle of a background save leaves the previous checkpoint as `latest`, whole
 //    and resumable (the injected fault of issue 36).
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -43,14 +47,23 @@ app::CheckpointContent content_at(int64_t step, const Tensor& weight, const Tens
     return c;
 }
 
+// AMPGRAD_TEST_DELAY_ASYNC_COPY_MS for the life of the object: the copier starts that much late.
+struct DelayedCopy {
+    explicit DelayedCopy(const char* ms) { ::setenv("AMPGRAD_TEST_DELAY_ASYNC_COPY_MS", ms, 1); }
+    ~DelayedCopy() { ::unsetenv("AMPGRAD_TEST_DELAY_ASYNC_COPY_MS"); }
+};
+
 }  // namespace
 
 TEST_CASE("--ckpt-async: the background save writes the state as it was at save(), then latest") {
     const std::string root = make_temp_dir("async_unit") + "/checkpoints";
     Tensor w = full({64, 64}, 1.0), m = full({64}, 2.0);
+    const DelayedCopy delayed("50");   // the fence must wait for the copy
     app::AsyncCheckpointer saver;
     const double blocked = saver.save(content_at(3, w, m), root);
     CHECK(blocked >= 0.0);
+    CHECK(saver.wait_for_copy() > 0.0);
+    CHECK(saver.wait_for_copy() == 0.0);   // copied: the fence is open
     w.fill_(5.0);   // training goes on while the write runs
     m.fill_(6.0);
     saver.wait();
@@ -70,6 +83,19 @@ TEST_CASE("--ckpt-async: the background save writes the state as it was at save(
     fs::remove_all(fs::path(root).parent_path());
 }
 
+TEST_CASE("--ckpt-async: a write to the live state before the fence is an InternalError naming the tensor") {
+    const std::string root = make_temp_dir("async_unfenced") + "/checkpoints";
+    Tensor w = full({8, 8}, 1.0), m = full({8}, 2.0);
+    const DelayedCopy delayed("100");
+    app::AsyncCheckpointer saver;
+    saver.save(content_at(3, w, m), root);
+    w.fill_(5.0);   // no wait_for_copy() first: the copier has not copied yet
+    CHECK_THROWS_WITH_AS(saver.wait(), doctest::Contains("\"w\" was written during the background copy of step 3"),
+                         InternalError);
+    CHECK_FALSE(fs::exists(root + "/step-00000003"));
+    fs::remove_all(fs::path(root).parent_path());
+}
+
 TEST_CASE("--ckpt-async: a background save that fails is an IOError naming the step at the next wait") {
     const std::string dir = make_temp_dir("async_fail");
     const std::string root = dir + "/not_a_folder";
@@ -81,24 +107,46 @@ TEST_CASE("--ckpt-async: a background save that fails is an IOError naming the s
     fs::remove_all(dir);
 }
 
-TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, and the blocked time reported") {
+namespace {
+
+// Runs `train` with `extra` synchronously and with --ckpt-async, the async copier started 200 ms
+// late (after the next step's forward and backward: only the fence before the optimizer step keeps
+// the bytes equal), and compares the three files of step 8's checkpoint byte for byte. Returns the
+// async run's folder (the caller removes it).
+std::string check_async_bytes_equal_sync(const std::vector<std::string>& extra) {
     const std::string sync_out = make_temp_dir("ckpt_sync"), async_out = make_temp_dir("ckpt_async");
-    ProgramResult sync_run = run_ampgrad(train_flags(sync_out));
+    ProgramResult sync_run = run_ampgrad(plus(train_flags(sync_out), extra));
     REQUIRE_MESSAGE(sync_run.exit_code == 0, sync_run.output);
-    ProgramResult async_run = run_ampgrad(plus(train_flags(async_out), {"--ckpt-async"}));
+    ProgramResult async_run = run_ampgrad(plus(plus(train_flags(async_out), extra), {"--ckpt-async"}),
+                                          {"AMPGRAD_TEST_DELAY_ASYNC_COPY_MS=200"});
     REQUIRE_MESSAGE(async_run.exit_code == 0, async_run.output);
     CHECK(sync_run.output.find("2 checkpoint save(s) blocked the step") != std::string::npos);
     CHECK(sync_run.output.find("synchronous: the whole write") != std::string::npos);
     CHECK(async_run.output.find("2 checkpoint save(s) blocked the step") != std::string::npos);
-    CHECK(async_run.output.find("--ckpt-async: the copy to host memory") != std::string::npos);
+    CHECK(async_run.output.find("ms in all at the fence before the next optimizer step") != std::string::npos);
     CHECK(latest_name(async_out) == "step-00000012");
-    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    for (const char* file : {"model.safetensors", "optimizer.safetensors", "state.json"}) {   // step 4's was pruned (keep 2)
         CAPTURE(file);
         const std::string a = read_bytes(async_out + "/checkpoints/step-00000008/" + file);
         CHECK(!a.empty());
         CHECK(a == read_bytes(sync_out + "/checkpoints/step-00000008/" + file));
     }
     fs::remove_all(sync_out);
+    return async_out;
+}
+
+}  // namespace
+
+TEST_CASE("train --ckpt-async: the same checkpoint bytes as a synchronous save, and the blocked time reported") {
+    fs::remove_all(check_async_bytes_equal_sync({}));
+}
+
+TEST_CASE("train --ckpt-async --prec fp8: the amax histories the forward writes are saved as at the step boundary") {
+    const std::string async_out = check_async_bytes_equal_sync({"--prec", "fp8"});
+    const io::SafetensorsFile opt = io::load_safetensors(async_out + "/checkpoints/step-00000008/optimizer.safetensors");
+    int fp8_entries = 0;   // copied at the boundary (written_by_forward in app/async_checkpoint.cpp)
+    for (const auto& [name, t] : opt.tensors) fp8_entries += name.rfind("fp8.", 0) == 0 ? 1 : 0;
+    CHECK(fp8_entries > 0);
     fs::remove_all(async_out);
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # two_nodes_test.sh BUILD_DIR: ampgrad across two "hosts" made on this machine: two network
-# namespaces joined by a veth pair, on a private /24 this script picks (one not in use here). Each
+# namespaces on one bridge (netns_hosts.sh, shared with three_nodes_test.sh). Each
 # host runs its own ampgrad-run (--nnodes 2, --master-addr the first host), with no
 # GLOO_SOCKET_IFNAME: each rank finds its address by itself (dist/socket_address.hpp). It checks
 #   - every collective in every dtype (dist_worker collectives, 2 ranks per host);
@@ -30,61 +30,9 @@
 set -uo pipefail
 build="$(cd "$1" && pwd)"
 run="$build/tools/ampgrad-run" ampgrad="$build/app/ampgrad" worker="$build/tests/dist_worker"
-unset GLOO_SOCKET_IFNAME AMPGRAD_SOCKET_IFNAME MASTER_ADDR MASTER_PORT WORLD_SIZE RANK
-tag="ag$$"
-ns_a="${tag}a" ns_b="${tag}b" if_a="${tag}va" if_b="${tag}vb"
-work="$(mktemp -d "${TMPDIR:-/tmp}/ampgrad_two_nodes.XXXXXX")"
-failures=0
-cleanup() {
-    ip netns del "$ns_a" 2>/dev/null
-    ip netns del "$ns_b" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-# A private /24 that no interface or route on this machine uses.
-pick_net() {
-    local used
-    used="$(ip -4 addr show; ip -4 route show)"
-    for i in $(seq 0 40); do
-        local net="10.$(( 200 + (i + $$) % 50 )).$(( ($$ / 7 + i) % 250 ))"
-        if ! grep -q "$net\." <<< "$used"; then echo "$net"; return; fi
-    done
-    echo "10.254.254"
-}
-net="$(pick_net)"
-
-if ! ip netns add "$ns_a" 2>/dev/null; then
-    echo "two-node test skipped: cannot create a network namespace (needs root / CAP_SYS_ADMIN)"
-    exit 77
-fi
-set -e
-ip netns add "$ns_b"
-ip link add "$if_a" type veth peer name "$if_b"
-ip link set "$if_a" netns "$ns_a"
-ip link set "$if_b" netns "$ns_b"
-ip -n "$ns_a" addr add "$net.1/24" dev "$if_a"
-ip -n "$ns_b" addr add "$net.2/24" dev "$if_b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_a" link set "$if_a" up
-ip -n "$ns_b" link set "$if_b" up
-set +e
-echo "hosts: $ns_a ($net.1) and $ns_b ($net.2); work in $work"
-
-port=$(( 21000 + $$ % 20000 ))
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-show() { for f in "$@"; do echo "---- $f"; tail -n 30 "$f"; done; }
-
-# node NS NODE_RANK NPROC LOG [ENV=VALUE...] -- PROG ARGS...: one launcher on host NS, as node NODE_RANK of 2.
-node() {
-    local ns=$1 rank=$2 nproc=$3 log=$4
-    shift 4
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    timeout 60 ip netns exec "$ns" env OMP_NUM_THREADS=1 "${envs[@]}" "$run" --nnodes 2 --node-rank "$rank" \
-        --nproc-per-node "$nproc" --master-addr "$net.1" --master-port "$port" "$@" > "$log" 2>&1
-}
+source "$(dirname "$0")/netns_hosts.sh"   # make_hosts, node, fail, show, restart_flags, wait_for_checkpoint
+make_hosts 2 "two-node test"
+ns_a="${hosts[0]}" ns_b="${hosts[1]}"
 
 # two_hosts NAME NPROC [ENV...] -- PROG ARGS...: node 0 on the first host, node 1 on the second; rc_a, rc_b.
 two_hosts() {
@@ -290,20 +238,8 @@ else
     echo "SIGKILL during an async save: latest = $(cat "$work/async/checkpoints/latest"), loads"
 fi
 
-# ---- issue 36: self-restart and elastic size. wait_for_checkpoint DIR STEP: until DIR's latest names
-# step STEP or a later one.
-wait_for_checkpoint() {
-    local name
-    for _ in $(seq 1 1500); do
-        name="$(cat "$1/checkpoints/latest" 2>/dev/null)"
-        [ -n "$name" ] && [ $((10#${name#step-})) -ge "$2" ] && return 0
-        sleep 0.02
-    done
-    return 1
-}
+# ---- issue 36: self-restart and elastic size (wait_for_checkpoint and restart_flags: netns_hosts.sh).
 restart_args=("${train_args[@]}" --steps 40 --ckpt-every 4 --resume auto)
-# restart_flags: the launcher's flags for a self-restarting run (its store beside the master port).
-restart_flags() { echo --max-restarts 2 --monitor-interval 0.2 --rdzv-timeout 3 --rdzv-port $((port + 10000)); }
 
 # A rank SIGKILLed on the second host under --max-restarts 2: both launchers stop their ranks, meet
 # again, and `train --resume auto` continues from the newest checkpoint; the final weights equal an
@@ -353,4 +289,4 @@ else
 fi
 
 if [ "$failures" -gt 0 ]; then echo "two-host test: $failures failure(s)"; exit 1; fi
-echo "two-host test over a veth pair: OK"
+echo "two-host test over a bridge: OK"
