@@ -151,7 +151,11 @@ nlohmann::json Trainer::state_json() const {
     state["sampler"] = {{"seed", s.seed}, {"offset", s.offset}};
     if (shards_)   // the place in the shards: windows consumed (all ranks), and what the shards were
         state["data"] = {{"kind", "token_shards"}, {"position", data_position_}, {"train", shards_->train->describe()}};
-    if (ddp_) state["data_parallel"] = {{"world_size", world_size_}, {"saved_by_rank", rank_}};
+    if (ddp_) {
+        state["data_parallel"] = {{"world_size", world_size_}, {"saved_by_rank", rank_}};
+        if (const auto learned = ddp_->learned_buckets())   // the first step after a resume uses these buckets
+            state["data_parallel"]["buckets"] = {{"ready_order", learned->ready_order}, {"hook_counts", learned->hook_counts}};
+    }
     return state;
 }
 
@@ -197,7 +201,18 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
     t->precision_->load_state(opt.tensors, state.at("precision"));
     t->step_ = state.at("step").get<int64_t>();
     t->restore_rank_streams(state);
+    t->restore_ddp_buckets(state);
     return t;
+}
+
+// Data parallel: the buckets the saving run had learned, so that the first step after the resume
+// reduces in the same layout (dist/reducer.hpp, LearnedBuckets). A checkpoint without them (saved
+// before the first step, or by an older build) leaves DDP to learn them again.
+void Trainer::restore_ddp_buckets(const nlohmann::json& state) {
+    if (!ddp_ || !state.contains("data_parallel") || !state.at("data_parallel").contains("buckets")) return;
+    const nlohmann::json& b = state.at("data_parallel").at("buckets");
+    ddp_->restore_learned_buckets({b.at("ready_order").get<std::vector<int64_t>>(),
+                                   b.at("hook_counts").get<std::vector<int64_t>>()});
 }
 
 // --zero --prec fp8: the amax histories and scales from fp8.safetensors. A ZeRO checkpoint saved before

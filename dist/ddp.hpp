@@ -69,6 +69,9 @@ public:
     // rank; rebuilt from rank 0's gradient-ready order after the first synchronized backward.
     std::vector<std::vector<std::string>> bucket_names() const { return reducer_->bucket_names(); }
     bool buckets_rebuilt() const { return reducer_->buckets_rebuilt(); }
+    // The learned buckets (dist/reducer.hpp), for a checkpoint, and back on resume.
+    std::optional<LearnedBuckets> learned_buckets() const { return reducer_->learned(); }
+    void restore_learned_buckets(const LearnedBuckets& learned) { reducer_->restore_learned(learned); }
     // How many buckets the last backward launched from hooks, before its end (overlap with backward).
     int64_t buckets_launched_early() const { return reducer_->buckets_launched_early(); }
 

@@ -229,11 +229,40 @@ void Reducer::rebuild_buckets() {
     Tensor shared = tensor(order, {static_cast<int64_t>(n)}).to(params_[0].tensor.device());
     group_.broadcast(shared, 0, /*async_op=*/false);
     std::vector<int64_t> rank0 = shared.to(kCPU).to_vector<int64_t>();
-    std::vector<size_t> ready_order(rank0.begin(), rank0.end());
+    ready_order_.assign(rank0.begin(), rank0.end());
     std::vector<Tensor> tensors;
     for (const Param& p : params_) tensors.push_back(p.tensor);
-    build(assign_buckets(tensors, ready_order, cap_bytes_));
+    build(assign_buckets(tensors, ready_order_, cap_bytes_));
     fire_order_.clear();
+}
+
+std::optional<LearnedBuckets> Reducer::learned() const {
+    if (!counts_known_) return std::nullopt;
+    LearnedBuckets l;
+    l.ready_order.assign(ready_order_.begin(), ready_order_.end());
+    for (const Param& p : params_) l.hook_counts.push_back(p.expected);
+    return l;
+}
+
+void Reducer::restore_learned(const LearnedBuckets& learned) {
+    const size_t n = params_.size();
+    std::vector<bool> seen(n, false);
+    bool valid = learned.ready_order.size() == n && learned.hook_counts.size() == n;
+    for (size_t k = 0; valid && k < n; ++k) {
+        const int64_t i = learned.ready_order[k];
+        valid = i >= 0 && static_cast<size_t>(i) < n && !seen[static_cast<size_t>(i)] && learned.hook_counts[k] >= 0;
+        if (valid) seen[static_cast<size_t>(i)] = true;
+    }
+    if (!valid)
+        throw ValueError(fmt::format("DistributedDataParallel: the saved bucket order ({} entries) and hook counts ({}) "
+                                     "are not a permutation and counts of this model's {} parameters",
+                                     learned.ready_order.size(), learned.hook_counts.size(), n));
+    ready_order_.assign(learned.ready_order.begin(), learned.ready_order.end());
+    for (size_t i = 0; i < n; ++i) params_[i].expected = learned.hook_counts[i];
+    std::vector<Tensor> tensors;
+    for (const Param& p : params_) tensors.push_back(p.tensor);
+    build(assign_buckets(tensors, ready_order_, cap_bytes_));
+    counts_known_ = true;
 }
 
 }  // namespace ampgrad::dist

@@ -23,6 +23,7 @@
 #include "dist/process_group.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct UnusedParametersError : DistError { using DistError::DistError; };
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& params, const std::vector<size_t>& order,
                                                 int64_t cap_bytes);
 
+// What the first synchronized backward teaches a Reducer: rank 0's gradient-ready order (the bucket
+// assignment is made from it) and how often each parameter's hook fires in a backward. A checkpoint
+// keeps it, so that a resumed run reduces its first step in the same buckets as the run it continues:
+// from three ranks on, the collectives' summation order for an element depends on where the bucket
+// layout puts it, so other buckets would change the last bits.
+struct LearnedBuckets {
+    std::vector<int64_t> ready_order;   // parameter indices, the order the buckets were assigned in
+    std::vector<int64_t> hook_counts;   // per parameter, in registration order
+};
+
 class Reducer {
 public:
     Reducer(std::vector<std::string> names, std::vector<Tensor> params, ProcessGroup& group, int64_t bucket_cap_bytes,
@@ -50,6 +61,10 @@ public:
     // Current buckets, as lists of parameter names (bucket 0 is reduced first).
     std::vector<std::vector<std::string>> bucket_names() const;
     bool buckets_rebuilt() const { return counts_known_; }
+    // After the first synchronized backward (empty before); restore_learned() builds those buckets
+    // and counts at once (ValueError naming the mismatch if they are not this model's).
+    std::optional<LearnedBuckets> learned() const;
+    void restore_learned(const LearnedBuckets& learned);
     int64_t buckets_launched_early() const { return launched_early_; }   // by hooks, in the last backward
 
 private:
@@ -93,6 +108,7 @@ private:
     size_t next_bucket_ = 0;              // buckets [0, next_bucket_) are launched
     int64_t launched_early_ = 0;
     std::vector<size_t> fire_order_;      // parameter index per hook firing, this backward
+    std::vector<size_t> ready_order_;     // rank 0's order the current buckets were assigned from
     std::vector<autograd::ScopedHook> hooks_;
 };
 
