@@ -9,6 +9,7 @@
 
 #include "ampgrad_config.h"
 #include "core/error.hpp"
+#include "core/determinism.hpp"
 #include "cpu/gemm.hpp"
 
 namespace ampgrad::cpu {
@@ -46,9 +47,20 @@ GemmPath cpu_gemm_path(DType dtype) {
     return choose_gemm_path(dtype, cpu_gemm_library());
 }
 
+// oneDNN's sgemm with a transposed first operand and a plain second ("TN": the weight gradient
+// x^T . g of a Linear) ran at 38-72% of the FMA peak on an AVX2 Zen 3 (bench/gemm_kernels.cpp, GPT
+// `small`'s shapes: 79 GFLOP/s for fc's dW where Eigen made 159), while Eigen made 73-86%: on a CPU
+// without AVX-512, where it was measured, that layout goes to Eigen. Not in the deterministic mode:
+// Eigen's sums over K change with the thread count there (tests/cpu/deterministic_kernels_test.cpp),
+// and oneDNN's fixed row tiles (cpu/gemm_onednn.cpp) do not.
+bool prefer_eigen_for(bool trans_a, bool trans_b) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    return trans_a && !trans_b && !avx512 && !deterministic();
+}
+
 void gemm_f32(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
               const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
-    if (cpu_gemm_path(kFloat32) == GemmPath::kOneDnnSgemm)
+    if (cpu_gemm_path(kFloat32) == GemmPath::kOneDnnSgemm && !prefer_eigen_for(trans_a, trans_b))
         gemm_onednn_sgemm(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
     else
         gemm_eigen<float>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
