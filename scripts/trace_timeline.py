@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """trace_timeline.py: draws a Chrome trace (ampgrad train --profile; merged ranks from ampgrad trace merge)
 as a PNG timeline with gnuplot: one band per (process, thread) track, spans nested downwards by depth,
-coloured by category. A stand-in for a Perfetto screenshot where no browser UI is available; the
-picture says so in its title.
+coloured by category, for a machine with no browser; the picture says so in its title.
+scripts/trace_screenshot.py takes a screenshot of a trace viewer instead (docs/profiling.md).
 
-    python3 scripts/trace_timeline.py runs/z2/merged.json docs/images/zero2_fp16_two_ranks.png
+    python3 scripts/trace_timeline.py runs/z2/merged.json runs/z2/timeline.png
 """
 import json
 import subprocess
