@@ -16,6 +16,7 @@
 #include "models/model_family.hpp"
 #include "models/qwen2.hpp"
 #include "nn/init.hpp"
+#include "zero/config.hpp"
 #include "zero/layout.hpp"
 
 namespace ampgrad::app {
@@ -80,11 +81,13 @@ ModelStates zero_states(const ModelShape& model, int64_t stage, int W, const std
     // apply_step (zero/engine_step.cpp): the partition's squared norm in f64 (two casts and their
     // product, 3 x 8 bytes per element), the largest of the step's temporaries.
     s.step_work = 24 * part;
-    // Stage 3 at backward's start (measured): the head's table (the largest parameter) and one block
-    // are gathered whole; the other blocks were released after their forward. Autocast holds their
-    // 2-byte casts too.
-    const int64_t gathered = *std::max_element(numels.begin(), numels.end()) + model.layer_numel;
-    if (stage == 3) s.gathered_params = gathered * m + (prec == "bf16" || prec == "fp8" ? 2 * gathered : 0);
+    // Stage 3 at backward's start (zero/stage3.cpp, gather_for_backward): the first module's backward
+    // gathers its parameters and, in the same all-gather, those of the modules before it up to the
+    // prefetch bucket (stage3_prefetch_bucket_size): the whole model, where it fits. While the gather
+    // reassembles them, its receive buffer (W chunks, about as large) and the send chunk live too.
+    const int64_t largest = *std::max_element(numels.begin(), numels.end());
+    const int64_t gathered = std::min(P, zero::ZeroConfig().stage3_prefetch_bucket_size + largest);
+    if (stage == 3) s.gathered_params = (2 * gathered + gathered / W) * m;
     return s;
 }
 

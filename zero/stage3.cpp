@@ -127,6 +127,7 @@ void Stage3::before_forward(size_t m) {
     const bool in_backward = autograd::current_graph_task_depth() > 0;   // a checkpoint's recompute
     if (!in_backward) {
         modules_[m].seen = true;
+        backward_next_ = trace_.size();   // this forward's backward has prefetched nothing yet
         if (recording_ && !finalized_) {
             trace_.push_back(m);
         } else if (finalized_ && !trace_.empty()) {
@@ -140,27 +141,68 @@ void Stage3::before_forward(size_t m) {
             } else {
                 following_ = false;
             }
-            if (following_) prefetch_after(trace_pos_);
         }
     }
-    std::vector<size_t> missing;
-    for (size_t id : modules_[m].params)
-        if (!params_[id].gathered) missing.push_back(id);
-    if (!missing.empty()) gather(missing, /*async=*/false);
+    const auto& own = modules_[m].params;
+    if (std::any_of(own.begin(), own.end(), [&](size_t id) { return params_[id].in_flight; })) complete_pending();
+    std::vector<size_t> ids;
+    const int64_t own_numel = add_missing(own, ids);
+    const bool needed_now = !ids.empty();
+    if (!in_backward && following_) prefetch_after(trace_pos_, own_numel, ids);
+    if (!ids.empty()) gather(ids, /*async=*/!needed_now);   // one all-gather: m's own and the prefetch
 }
 
-// Launch the gathers of the modules after position `pos` of the trace, up to the prefetch budget.
-void Stage3::prefetch_after(size_t pos) {
+// Adds to `ids` the parameters of the modules after position `pos` of the trace, up to the prefetch
+// budget: DeepSpeed's prefetch bucket, gathered in the same all-gather as the current module's own.
+// One collective per bucket rather than per module matters where a collective's latency, not its
+// bytes, is the cost (many ranks, small modules).
+void Stage3::prefetch_after(size_t pos, int64_t numel, std::vector<size_t>& ids) {
     prefetch_next_ = std::max(prefetch_next_, pos);
-    while (prefetch_next_ < trace_.size() && in_flight_numel_ < prefetch_numel_) {
-        std::vector<size_t> ids;
-        for (size_t id : modules_[trace_[prefetch_next_]].params)
-            if (!params_[id].gathered && !params_[id].in_flight) ids.push_back(id);
+    const size_t before = ids.size();
+    numel += in_flight_numel_;
+    while (prefetch_next_ < trace_.size() && numel < prefetch_numel_) {
+        numel += add_missing(modules_[trace_[prefetch_next_]].params, ids);
         ++prefetch_next_;
-        if (ids.empty()) continue;
-        prefetched_ += static_cast<int64_t>(ids.size());
-        gather(ids, /*async=*/true);
     }
+    prefetched_ += static_cast<int64_t>(ids.size() - before);
+}
+
+// The backward of module m is next: gather its parameters, and in the same collective those of the
+// modules before it in the recorded order (their backward comes next), up to the prefetch budget.
+void Stage3::gather_for_backward(size_t m) {
+    std::vector<size_t> ids;
+    int64_t numel = add_missing(modules_[m].params, ids);
+    if (finalized_ && prefetch_numel_ > 0 && !trace_.empty()) {
+        const size_t own = ids.size();
+        size_t pos = std::min(backward_next_, last_in_trace(m));
+        while (pos > 0 && numel < prefetch_numel_) {
+            --pos;
+            numel += add_missing(modules_[trace_[pos]].params, ids);
+        }
+        backward_next_ = pos;
+        prefetched_ += static_cast<int64_t>(ids.size() - own);
+    }
+    if (!ids.empty()) gather(ids, /*async=*/false);
+}
+
+// Appends to `ids` the parameters among `candidates` that are neither gathered, in flight nor already
+// listed; returns their elements.
+int64_t Stage3::add_missing(const std::vector<size_t>& candidates, std::vector<size_t>& ids) const {
+    int64_t numel = 0;
+    for (size_t id : candidates) {
+        const Param& p = params_[id];
+        if (p.gathered || p.in_flight || std::find(ids.begin(), ids.end(), id) != ids.end()) continue;
+        ids.push_back(id);
+        numel += shape_numel(p.shape);
+    }
+    return numel;
+}
+
+// Where module m last ran in the recorded forward (trace_.size() if it did not).
+size_t Stage3::last_in_trace(size_t m) const {
+    for (size_t pos = trace_.size(); pos > 0; --pos)
+        if (trace_[pos - 1] == m) return pos - 1;
+    return trace_.size();
 }
 
 void Stage3::after_forward(size_t m, const Tensor& output) {
@@ -173,10 +215,7 @@ void Stage3::after_forward(size_t m, const Tensor& output) {
         // The module's backward needs them again: gather when the output's gradient arrives,
         // just before the node that made the output runs.
         output.register_hook([this, m](const Tensor&) {
-            std::vector<size_t> missing;
-            for (size_t id : modules_[m].params)
-                if (!params_[id].gathered) missing.push_back(id);
-            if (!missing.empty()) gather(missing, /*async=*/false);
+            gather_for_backward(m);
             return Tensor();
         });
     }

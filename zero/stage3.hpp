@@ -6,7 +6,9 @@
 //
 //   forward pre-hook of module m    gather m's parameters (prefetched by the recorded order);
 //   forward post-hook of m          release them, and hook m's output: when its gradient arrives,
-//                                   gather them again for m's backward;
+//                                   gather them again for m's backward (with those of the modules
+//                                   before m in the recorded order, up to the prefetch budget, in
+//                                   the same all-gather);
 //   a parameter's gradient arrives  (post-accumulate-grad hook, outermost task) release it;
 //   end of the user's backward      release whatever is still gathered (frozen parameters, ...).
 //
@@ -95,7 +97,10 @@ private:
 
     void before_forward(size_t m);
     void after_forward(size_t m, const Tensor& output);
-    void prefetch_after(size_t trace_pos);
+    void prefetch_after(size_t trace_pos, int64_t numel, std::vector<size_t>& ids);
+    void gather_for_backward(size_t m);
+    int64_t add_missing(const std::vector<size_t>& candidates, std::vector<size_t>& ids) const;
+    size_t last_in_trace(size_t m) const;
     void gather(const std::vector<size_t>& ids, bool async);
     void complete_pending();
     void release(size_t id);
@@ -115,6 +120,7 @@ private:
     bool recording_ = true, finalized_ = false;
     size_t trace_pos_ = 0, prefetch_next_ = 0;
     bool following_ = false;              // the current forward has matched the trace so far
+    size_t backward_next_ = 0;            // the backward has prefetched the trace's modules from here on
     int64_t gathers_ = 0, prefetched_ = 0;
 };
 

@@ -1,12 +1,13 @@
 // deterministic_run_test.cpp: `train --deterministic` (app/deterministic_run.hpp, zero/engine_tree.cpp;
 // issue 35 item 2). Two-layer models, 20 steps of AdamW, 8 micro-batches of 2 sequences x 16 tokens per
-// step: every layout below must hold the same bits as one process with 8 accumulation steps, checked
-// by `ampgrad verify` (every metric result and every tensor of the checkpoints both runs saved, under
-// layout-free names). The axes: world size {1, 2, 4} x accumulation {8, 4, 2} (the same global batch),
-// ZeRO stage {0, 1, 2, 3}, OpenMP threads {1, 2}, and a run stopped at step 7 and resumed at another
-// world size; in fp32, bf16 autocast and fp16 (f16 weights, DeepSpeed's dynamic loss scaler with a
-// first scale of 2^24, so that step 1 overflows and is skipped); a GPT and a Llama with GQA (4 query
-// heads, 2 KV heads). The full cross product is scripts/determinism_matrix.sh (not in the suite).
+// step: every layout must hold the same bits as one process with 8 accumulation steps, checked by
+// `verify_runs` (every metric result and every tensor of the checkpoints both runs saved, under
+// layout-free names). The whole matrix (the "determinism matrix" cases, the suite's `determinism_matrix`
+// test; the `app` test leaves them out): world size {1, 2, 4, 8} x accumulation 8 / world (the same
+// global batch) x ZeRO stage {0, 1, 2, 3} x OpenMP threads {1, 2}, and per stage a run stopped at step 7
+// and resumed at another world size; in fp32, bf16 autocast and fp16 (f16 weights, DeepSpeed's dynamic
+// loss scaler with a first scale of 2^24, so that step 1 overflows and is skipped); a GPT and a Llama
+// with GQA (4 query heads, 2 KV heads).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -108,29 +109,6 @@ TEST_CASE("--deterministic refuses a layout it cannot make layout-free, naming t
     CHECK_THROWS_WITH_AS(app::check_deterministic_run(c, 6), doctest::Contains("world size 6"), ValueError);
 }
 
-TEST_CASE("--deterministic, GPT fp32: the same bits at every world size, accumulation split, ZeRO stage and "
-          "thread count, and after a resume at another world size" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
-    const std::string dir = make_temp_dir("det_gpt_fp32");
-    const std::string reference = train_ok({1, 0, 1}, dir, gpt(), fp32());
-    for (const Layout& layout : {Layout{1, 3, 2}, Layout{2, 0, 2}, Layout{2, 1, 1}, Layout{4, 3, 1}}) {   // ZeRO 2 on 4 ranks: the resumed run below
-        CAPTURE(layout.name());
-        check_identical(reference, train_ok(layout, dir, gpt(), fp32()));
-    }
-    // Stopped at step 7 on 2 ranks x 4 (ZeRO 1), resumed on 4 ranks x 2 (--batch-size 8 --grad-accum 2: the
-    // same global batch) at ZeRO 2.
-    const std::string out = dir + "/resumed";
-    ProgramResult first = train({2, 1, 1}, out, gpt(), fp32(), {"--until", "7"});
-    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
-    ProgramResult second = run_program({ampgrad_run_program(), "--nproc-per-node", "4", "--master-port",
-                                        std::to_string(free_port()), ampgrad_program(), "train", "--resume", out,
-                                        "--zero", "2", "--batch-size", "8", "--grad-accum", "2", "--ckpt-every", "10",
-                                        "--sample-tokens", "0", "--out", out},
-                                       {"OMP_NUM_THREADS=1"});
-    REQUIRE_MESSAGE(second.exit_code == 0, second.output);
-    CHECK(second.output.find("resumed from") != std::string::npos);
-    check_identical(reference, out);
-}
-
 TEST_CASE("--deterministic without it differs: the default mode's reduction order follows the layout" *
           doctest::skip(!AMPGRAD_WITH_GLOO)) {
     // Without the mode, 1 process x 8 and 2 ranks x 4 add the micro-batches in different orders (and draw
@@ -155,23 +133,64 @@ TEST_CASE("--deterministic without it differs: the default mode's reduction orde
     CHECK_FALSE(app::verify_runs(a, b).identical());
 }
 
-TEST_CASE("--deterministic, GPT bf16 autocast and fp16 with a skipped step: the same bits across layouts" *
-          doctest::skip(!AMPGRAD_WITH_GLOO)) {
-    const std::string dir = make_temp_dir("det_gpt_half");
-    const std::string bf16_reference = train_ok({1, 0, 1}, dir + "/bf16", gpt(), bf16());
-    check_identical(bf16_reference, train_ok({2, 2, 1}, dir + "/bf16", gpt(), bf16()));
+// The whole matrix of issue 35 item 2 for one model and precision: against one process x 8 at one
+// thread, every world size {1, 2, 4, 8} (accumulation 8 / world) x ZeRO {0, 1, 2, 3} x threads {1, 2}
+// (the reference's own layout again: a run repeats itself), and per stage a run stopped at step 7 on
+// 2 ranks x 4 and resumed on 4 ranks x 2 (--batch-size 8 --grad-accum 2: the same global batch).
+// 37 runs of 20 steps; the six matrices are the `determinism_matrix` test of the suite (tests/meson.build).
+// Returns the reference run's folder.
+std::string check_whole_matrix(const std::string& tag, const std::vector<std::string>& model, const std::vector<std::string>& precision) {
+    const std::string dir = make_temp_dir("det_matrix_" + tag);
+    const std::string reference = train_ok({1, 0, 1}, dir + "/reference", model, precision);
+    for (int ranks : {1, 2, 4, 8})
+        for (int zero : {0, 1, 2, 3})
+            for (int threads : {1, 2}) {
+                const Layout layout{ranks, zero, threads};
+                CAPTURE(layout.name());
+                check_identical(reference, train_ok(layout, dir, model, precision));
+            }
+    for (int zero : {0, 1, 2, 3}) {
+        CAPTURE(zero);
+        const std::string out = fmt::format("{}/resumed-zero{}", dir, zero);
+        ProgramResult first = train({2, zero, 1}, out, model, precision, {"--until", "7"});
+        REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+        ProgramResult second = run_program({ampgrad_run_program(), "--nproc-per-node", "4", "--master-port",
+                                            std::to_string(free_port()), ampgrad_program(), "train", "--resume", out,
+                                            "--zero", std::to_string(zero), "--batch-size", "8", "--grad-accum", "2",
+                                            "--ckpt-every", "10", "--sample-tokens", "0", "--out", out},
+                                           {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
+        REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+        CHECK(second.output.find("resumed from") != std::string::npos);
+        check_identical(reference, out);
+    }
+    return reference;
+}
 
-    const std::string fp16_reference = train_ok({1, 0, 1}, dir + "/fp16", gpt(), fp16());
-    std::map<int64_t, nlohmann::json> records = train_records(fp16_reference);
+TEST_CASE("determinism matrix: GPT fp32" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    check_whole_matrix("gpt_fp32", gpt(), fp32());
+}
+
+TEST_CASE("determinism matrix: GPT bf16 autocast" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    check_whole_matrix("gpt_bf16", gpt(), bf16());
+}
+
+TEST_CASE("determinism matrix: GPT fp16 with the loss scaler, step 1 skipped" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    const std::string reference = check_whole_matrix("gpt_fp16", gpt(), fp16());
+    std::map<int64_t, nlohmann::json> records = train_records(reference);
     REQUIRE(records.size() == 20);
     CHECK(records[1]["skipped"] == true);   // 2^24 overflowed: the step was skipped and the scale halved
     CHECK(records[20]["skipped"] == false);
-    check_identical(fp16_reference, train_ok({2, 1, 1}, dir + "/fp16", gpt(), fp16()));
+    CHECK(records[1]["scale"].get<double>() > records[20]["scale"].get<double>());
 }
 
-TEST_CASE("--deterministic, Llama with GQA: the same bits across layouts" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
-    const std::string dir = make_temp_dir("det_llama");
-    const std::string reference = train_ok({1, 0, 1}, dir, llama(), fp32());
-    check_identical(reference, train_ok({1, 2, 2}, dir, llama(), fp32()));
-    check_identical(reference, train_ok({2, 3, 1}, dir, llama(), fp32()));
+TEST_CASE("determinism matrix: Llama with GQA fp32" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    check_whole_matrix("llama_fp32", llama(), fp32());
+}
+
+TEST_CASE("determinism matrix: Llama with GQA bf16 autocast" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    check_whole_matrix("llama_bf16", llama(), bf16());
+}
+
+TEST_CASE("determinism matrix: Llama with GQA fp16 with the loss scaler" * doctest::skip(!AMPGRAD_WITH_GLOO)) {
+    check_whole_matrix("llama_fp16", llama(), fp16());
 }
