@@ -136,6 +136,7 @@ struct CommandLine {
     DataPrepareOptions prep;
     std::string trace_file;       // trace summary FILE
     int64_t trace_top = 30;
+    bool trace_by_shape = false;  // trace summary --group-by-input-shape
     std::vector<std::string> trace_inputs;   // trace merge FILE|DIR... --out FILE
     std::string trace_out = "trace.merged.json";
     CLI::App* trace_merge_cmd = nullptr;
@@ -338,7 +339,7 @@ int run_command(CommandLine& c, const std::string& command) {
     if (command == "tokenizer") return run_tokenizer_train(c.tok_train);
     if (command == "data") return run_data_prepare(c.prep);
     if (command == "trace" && c.trace_merge_cmd->parsed()) return run_trace_merge(c.trace_inputs, c.trace_out);
-    if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top);
+    if (command == "trace") return run_trace_summary(c.trace_file, c.trace_top, c.trace_by_shape);
     if (command == "verify") return run_verify(c.verify_a, c.verify_b);
     if (command == "fr") return run_flight_report(c.fr_dir);
     return run_info();
@@ -351,6 +352,8 @@ void add_inspection_commands(CLI::App& app, CommandLine& c) {
     CLI::App* summary_cmd = trace_cmd->add_subcommand("summary", "the spans of a trace by self time (torch's key_averages)");
     summary_cmd->add_option("file", c.trace_file, "trace.json")->required();
     summary_cmd->add_option("--top", c.trace_top, "rows to print")->capture_default_str()->check(CLI::PositiveNumber);
+    summary_cmd->add_flag("--group-by-input-shape", c.trace_by_shape,
+                          "a row per kernel and operand shapes, with its GFLOP/s (torch's key_averages(group_by_input_shape=True))");
     c.trace_merge_cmd = trace_cmd->add_subcommand("merge", "join the ranks' traces (OUT/trace.json, OUT/trace.rank<R>.json) "
                                                            "into one file: one process track per rank");
     c.trace_merge_cmd->add_option("inputs", c.trace_inputs, "trace files, or a run's output folder")->required()

@@ -41,20 +41,23 @@ private:
     std::optional<std::string> written_;
 };
 
-// One row of the summary: every span of one name.
+// One row of the summary: every span of one name (and, grouped by input shape, of one operand list).
 struct SpanSummary {
     std::string name, category;
+    std::string input_shapes;             // grouped by input shape: the kernel's operands, "(M,K) f32 cpu, ..."
     int64_t count = 0;
     double total_us = 0.0, self_us = 0.0;
+    double flops = 0.0;                   // the spans' "flops" args, summed (kernels whose FLOPs are known)
 };
 
 // The spans of a Chrome trace (its "X" events), per name, by self time (largest first). FormatError
 // naming the file when it is not a trace; IOError when it cannot be read.
-std::vector<SpanSummary> summarize_trace(const std::string& path);
+// group_by_input_shape: a row per (name, operands), as torch.profiler's key_averages(group_by_input_shape=True).
+std::vector<SpanSummary> summarize_trace(const std::string& path, bool group_by_input_shape = false);
 // A Chrome trace file's JSON; `command` ("trace summary", "trace merge") opens the error messages:
 // IOError when it cannot be read, FormatError when it is not JSON or has no "traceEvents" list.
 nlohmann::json read_chrome_trace(const std::string& path, const std::string& command);
 std::string format_summary(const std::vector<SpanSummary>& rows, size_t top);
-int run_trace_summary(const std::string& path, int64_t top);
+int run_trace_summary(const std::string& path, int64_t top, bool group_by_input_shape = false);
 
 }  // namespace ampgrad::app

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ampgrad_config.h"
+#include "app/profile_run.hpp"
 #include "tests/app/run_program.hpp"
 
 using namespace ampgrad::testing;
@@ -83,7 +84,32 @@ TEST_CASE("train --profile 2: trace.json holds steps 2 and 3, nested spans of ev
     ProgramResult summary = run_program({ampgrad_program(), "trace", "summary", file.string(), "--top", "50"});
     CAPTURE(summary.output);
     CHECK(summary.exit_code == 0);
-    for (const char* s : {"self ms", "total ms", "gemm", "step 2", "span names"}) CHECK(summary.output.find(s) != std::string::npos);
+    for (const char* s : {"self ms", "total ms", "gemm", "step 2", "span names", "GFLOP/s"})
+        CHECK(summary.output.find(s) != std::string::npos);
+
+    // Grouped by input shape: a gemm row per operand list, each with its rate; the same spans in all.
+    const std::vector<ampgrad::app::SpanSummary> by_name = ampgrad::app::summarize_trace(file.string());
+    const std::vector<ampgrad::app::SpanSummary> by_shape = ampgrad::app::summarize_trace(file.string(), /*group_by_input_shape=*/true);
+    auto count_of = [](const std::vector<ampgrad::app::SpanSummary>& rows, const std::string& name, size_t* row_count) {
+        int64_t calls = 0;
+        for (const ampgrad::app::SpanSummary& r : rows)
+            if (r.name == name) calls += r.count, ++*row_count;
+        return calls;
+    };
+    size_t name_rows = 0, shape_rows = 0;
+    CHECK(count_of(by_name, "gemm", &name_rows) == count_of(by_shape, "gemm", &shape_rows));
+    CHECK(name_rows == 1);
+    CHECK(shape_rows > 1);   // the model's Linears and attention products have several shapes
+    for (const ampgrad::app::SpanSummary& r : by_shape)
+        if (r.name == "gemm") {
+            CAPTURE(r.input_shapes);
+            CHECK(r.flops > 0.0);
+            CHECK(r.input_shapes.find("f32 cpu") != std::string::npos);
+        }
+    ProgramResult grouped = run_program({ampgrad_program(), "trace", "summary", file.string(), "--group-by-input-shape"});
+    CAPTURE(grouped.output);
+    CHECK(grouped.exit_code == 0);
+    CHECK(grouped.output.find("f32 cpu") != std::string::npos);
     fs::remove_all(out);
 }
 
