@@ -24,6 +24,7 @@
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/cuda_info.hpp"
+#include "core/device_properties.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "kernels/capabilities.hpp"
@@ -395,12 +396,30 @@ int run_bench(const BenchOptions& o) {
     return 0;
 }
 
+namespace {
+
+// The instruction sets the CPU kernels choose between at run time (docs/benchmarks.md names them beside
+// every figure).
+std::string cpu_isa_flags() {
+    std::string out;
+#if defined(__x86_64__) || defined(__i386__)
+    const std::pair<const char*, bool> flags[] = {{"avx2", __builtin_cpu_supports("avx2")}, {"fma", __builtin_cpu_supports("fma")},
+                                                  {"avx512f", __builtin_cpu_supports("avx512f")},
+                                                  {"avx512_bf16", __builtin_cpu_supports("avx512bf16")}};
+    for (const auto& [name, present] : flags) out += fmt::format(" {} {}", name, present ? "yes" : "no");
+#endif
+    return out;
+}
+
+}  // namespace
+
 int run_info() {
     std::printf("ampgrad %s\nbuild: CUDA %s, NCCL %s, Gloo %s\n", "0.1.0", AMPGRAD_WITH_CUDA ? "yes" : "no",
                 AMPGRAD_WITH_NCCL ? "yes" : "no", AMPGRAD_WITH_GLOO ? "yes" : "no");
     std::printf("devices: cpu (%d OpenMP threads; set OMP_NUM_THREADS to change)", omp_get_max_threads());
     if (AMPGRAD_WITH_CUDA) std::printf(", cuda: %d GPU(s)%s", cuda::device_count(), cuda::is_available() ? "" : " (unavailable)");
-    std::printf("\ncpu gemm (oneDNN %s):", AMPGRAD_WITH_ONEDNN ? "built in" : "not built");
+    std::printf("\ncpu: %s;%s\ncpu gemm (oneDNN %s):", device_properties(Device(kCPU)).name.c_str(), cpu_isa_flags().c_str(),
+                AMPGRAD_WITH_ONEDNN ? "built in" : "not built");
     for (DType dt : {kFloat32, kBFloat16, kFloat16, kFloat64})
         std::printf(" %s: %s;", std::string(dtype_name(dt)).c_str(), gemm_route(kCPU, dt).c_str());
     std::printf("\nHugging Face architectures (--init-from, --hf): %s\n",

@@ -12,7 +12,15 @@ namespace {
 
 constexpr int64_t kGemmAttentionMinScores = 256;
 
-std::string gemm_route(DType dtype) { return gemm_path_name(cpu_gemm_path(dtype)); }
+// The route's name; where oneDNN's sgemm would take the weight gradients and this CPU sends them to
+// Eigen instead (prefer_eigen_for), it says so.
+std::string gemm_route(DType dtype) {
+    const GemmPath path = cpu_gemm_path(dtype);
+    std::string route = gemm_path_name(path);
+    const bool sgemm = path == GemmPath::kOneDnnSgemm || path == GemmPath::kWidenedOneDnnSgemm;
+    if (sgemm && prefer_eigen_for(/*trans_a=*/true, /*trans_b=*/false)) route += " (x^T g, the weight gradients: eigen)";
+    return route;
+}
 
 bool attention_prefers_gemm(DType dtype, int64_t scores_per_head) {
     return dtype == kFloat32 && scores_per_head >= kGemmAttentionMinScores;

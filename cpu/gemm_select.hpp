@@ -23,4 +23,9 @@ const char* gemm_path_name(GemmPath path);
 // Throws DTypeError for other dtypes.
 GemmPath cpu_gemm_path(DType dtype);
 
+// Whether an f32 product of this layout leaves the oneDNN sgemm path for Eigen: a transposed first
+// operand and a plain second (a Linear's weight gradient) on a CPU without AVX-512, outside the
+// deterministic mode (cpu/gemm_select.cpp says why).
+bool prefer_eigen_for(bool trans_a, bool trans_b);
+
 }  // namespace ampgrad::cpu

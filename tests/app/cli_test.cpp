@@ -35,7 +35,7 @@ TEST_CASE("info: build, devices, threads, presets with parameters and FLOPs, the
     ProgramResult r = run_ampgrad({"info"});
     CAPTURE(r.output);
     CHECK(r.exit_code == 0);
-    for (const char* s : {"build: CUDA", "OpenMP threads", "gpt2", "124475904", "FLOPs/token", "lower_precision", "linear",
+    for (const char* s : {"build: CUDA", "OpenMP threads", "cpu: ", "avx512_bf16", "cpu gemm", "gpt2", "124475904", "FLOPs/token", "lower_precision", "linear",
                           "Llama presets", "llama-124m", "121191936"})
         CHECK(r.output.find(s) != std::string::npos);
 }

@@ -8,7 +8,9 @@
 #include <limits>
 
 #include "ampgrad_config.h"
+#include "core/determinism.hpp"
 #include "cpu/gemm_select.hpp"
+#include "kernels/capabilities.hpp"
 #include "tests/support/check_close.hpp"
 
 using namespace ampgrad;
@@ -68,6 +70,23 @@ TEST_CASE("cpu gemm paths: the library per dtype follows the build and the CPU")
     CHECK(cpu_gemm_path(kBFloat16) == GemmPath::kWidenedEigen);
     CHECK(cpu_gemm_path(kFloat16) == GemmPath::kWidenedEigen);
     CHECK(std::string(gemm_path_name(GemmPath::kOneDnnMatmul)).find("onednn") != std::string::npos);
+}
+
+TEST_CASE("cpu gemm paths: the weight gradient's layout leaves oneDNN only without AVX-512 and outside the "
+          "deterministic mode, and the route that `ampgrad info` prints says so") {
+    LibraryGuard guard(GemmLibrary::kBest);
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    CHECK(prefer_eigen_for(true, false) == !avx512);
+    CHECK_FALSE(prefer_eigen_for(false, false));
+    CHECK_FALSE(prefer_eigen_for(false, true));
+    CHECK_FALSE(prefer_eigen_for(true, true));
+    const std::string route = backend_capabilities(kCPU).gemm_route(kFloat32);
+    CAPTURE(route);
+    CHECK((route.find("weight gradients: eigen") != std::string::npos) == (AMPGRAD_WITH_ONEDNN && !avx512));
+    {
+        DeterministicGuard deterministic(true);
+        CHECK_FALSE(prefer_eigen_for(true, false));
+    }
 }
 
 TEST_CASE("cpu gemm paths: every path agrees with f64 on odd shapes, transposes and broadcast batches") {
