@@ -111,24 +111,32 @@ void for_each_run(const RunLayout<N>& L, RunFn&& run) {
     std::array<int64_t, N> inner_stride;
     for (int k = 0; k < N; ++k) inner_stride[k] = L.strides[k][inner];
 
-    // Split the flat element range [0, outer*run_len) into per-thread chunks.
+    // Split the flat element range [0, outer*run_len) into per-thread chunks. A chunk finds its first
+    // run's multi-index with divisions once, then steps from run to run like an odometer: the
+    // divisions per run cost more than a short run itself (a (B,H,T,32) head transpose: 128-byte runs).
     const int64_t total = outer * run_len;
     auto do_range = [&](int64_t begin, int64_t end) {
-        int64_t row = begin / run_len, col = begin % run_len;
+        int64_t col = begin % run_len, rem = begin / run_len;
+        std::array<int64_t, kMaxDims> idx{};
+        std::array<char*, N> row_start = L.base;   // the operands at the current run's column 0
+        for (int d = inner - 1; d >= 0; --d) {
+            idx[d] = rem % L.sizes[d];
+            rem /= L.sizes[d];
+            for (int k = 0; k < N; ++k) row_start[k] += idx[d] * L.strides[k][d];
+        }
         while (begin < end) {
-            std::array<char*, N> p = L.base;
-            int64_t rem = row;
-            for (int d = inner - 1; d >= 0; --d) {
-                int64_t idx = rem % L.sizes[d];
-                rem /= L.sizes[d];
-                for (int k = 0; k < N; ++k) p[k] += idx * L.strides[k][d];
-            }
-            int64_t n = std::min(run_len - col, end - begin);
+            const int64_t n = std::min(run_len - col, end - begin);
+            std::array<char*, N> p = row_start;
             for (int k = 0; k < N; ++k) p[k] += col * inner_stride[k];
             run(p, inner_stride, n);
             begin += n;
-            ++row;
             col = 0;
+            for (int d = inner - 1; d >= 0; --d) {   // the next run: carry through the outer dims
+                for (int k = 0; k < N; ++k) row_start[k] += L.strides[k][d];
+                if (++idx[d] < L.sizes[d]) break;
+                for (int k = 0; k < N; ++k) row_start[k] -= L.strides[k][d] * L.sizes[d];
+                idx[d] = 0;
+            }
         }
     };
     if (total < kGrainSize) { do_range(0, total); return; }
