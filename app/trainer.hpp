@@ -121,10 +121,10 @@ private:
     void adopt_pretrained_sizes();                   // --init-from: cfg_ takes config.json's model and sizes
     void restore_rank_streams(const nlohmann::json& state);
     void restore_data_position(const nlohmann::json& state);
-    void restore_zero_fp8(const std::string& dir);
-    void restore_ddp_buckets(const nlohmann::json& state);   // data parallel: the saved run's learned buckets   // --zero --prec fp8: fp8.safetensors, when the save has it
-    std::pair<Tensor, Tensor> next_batch(int64_t micro);
-    void key_streams(int64_t global_micro);   // --deterministic (app/deterministic_run.hpp)   // micro-batch `micro` of this step, this rank's share
+    void restore_zero_fp8(const std::string& dir);           // --zero --prec fp8: fp8.safetensors, when the save has it
+    void restore_ddp_buckets(const nlohmann::json& state);   // data parallel: the saved run's learned buckets
+    std::pair<Tensor, Tensor> next_batch(int64_t micro);     // micro-batch `micro` of this step, this rank's share
+    void key_streams(int64_t global_micro);                  // --deterministic (app/deterministic_run.hpp)
     Tensor loss_on(const Tensor& x, const Tensor& y);
     void backward_micro(const Tensor& loss, bool last);
     void open_corpus(const std::optional<data::Tokenizer>& tokenizer, bool training);   // text tokens or shards

@@ -131,6 +131,7 @@ void for_each_run(const RunLayout<N>& L, RunFn&& run) {
             run(p, inner_stride, n);
             begin += n;
             col = 0;
+            if (begin >= end) break;                 // no step past the chunk's last run
             for (int d = inner - 1; d >= 0; --d) {   // the next run: carry through the outer dims
                 for (int k = 0; k < N; ++k) row_start[k] += L.strides[k][d];
                 if (++idx[d] < L.sizes[d]) break;
