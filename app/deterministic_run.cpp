@@ -22,8 +22,6 @@ void check_deterministic_run(const RunConfig& cfg, int world_size) {
     if (cfg.zero < 0)
         throw ValueError("--deterministic: the deterministic mode runs in the ZeRO engine; add --zero 0 (plain data "
                          "parallelism, in one process too), or --zero 1, 2 or 3");
-    if (cfg.device != "cpu")
-        throw ValueError("--deterministic: this build's ZeRO command runs on the CPU; use --device cpu");
     dist::check_tree_layout(world_size, cfg.grad_accum, "--deterministic");
 }
 

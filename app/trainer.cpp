@@ -113,9 +113,10 @@ void Trainer::adopt_pretrained_sizes() {
 // (seed + 1 + rank) and dropout masks, and takes its share of each step (layout_, set once the
 // accumulation is known: batch_size / world_size sequences per micro-step when that divides).
 void Trainer::join_process_group() {
-    init_zero_process_group();
+    init_zero_process_group(cfg_.device);
     rank_ = dist::rank();
     world_size_ = dist::world_size();
+    device_ = rank_device(cfg_.device);   // GPU LOCAL_RANK % the node's GPUs
 }
 
 // The optimiser and the ZeRO engine see the step as this world size runs it: batch_size / world
@@ -179,9 +180,6 @@ Trainer::Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tok
     if (cfg_.zero < 0) {
         precision_ = std::make_unique<Precision>(layout_config(), *model_->module());   // fp16-master may turn the weights to f16
         if (!data_parallel) return;
-        if (device_.is_cuda())
-            throw ValueError("data parallel training (ampgrad-run without --zero) runs on the CPU over Gloo in this "
-                             "build; use --device cpu");
         ddp_ = std::make_unique<dist::DistributedDataParallel>(model_->module());   // broadcasts rank 0's weights
         // Each rank's dropout stream starts here, so that every rank's RNG offset is the same at
         // every step and a checkpoint's offset serves them all (restore_rank_streams).

@@ -1,13 +1,11 @@
 // zero_training.cpp: the run's model under the ZeRO engine (app/zero_training.hpp).
 #include "app/zero_training.hpp"
 
-#include <arpa/inet.h>
 #include <cmath>
 #include <cstdlib>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "ampgrad_config.h"
+#include "core/cuda_info.hpp"
 #include "core/error.hpp"
 #include "dist/process_group.hpp"
 #include "optim/adamw.hpp"
@@ -15,22 +13,6 @@
 namespace ampgrad::app {
 
 namespace {
-
-// A loopback port the kernel says is free now (for a group of one, started without ampgrad-run).
-int free_loopback_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-        if (fd >= 0) ::close(fd);
-        throw IOError("--zero: cannot find a free loopback port for a one-process group");
-    }
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
 
 zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
     if (cfg.prec == "fp16")
@@ -59,7 +41,28 @@ zero::ZeroConfig engine_config(const RunConfig& cfg, int world_size) {
 
 }  // namespace
 
-void init_zero_process_group() {
+std::string dist_backend_for(const std::string& device) {
+    if (const char* chosen = std::getenv("AMPGRAD_DIST_BACKEND"); chosen && *chosen) {
+        const std::string backend = chosen;
+        if (backend != "gloo" && backend != "nccl")
+            throw ValueError(fmt::format("AMPGRAD_DIST_BACKEND='{}' must be gloo or nccl", backend));
+        if (backend == "nccl" && device != "cuda")
+            throw ValueError("AMPGRAD_DIST_BACKEND=nccl: NCCL moves GPU tensors; this run is on the CPU (--device cpu)");
+        return backend;
+    }
+    if (device != "cuda" || !AMPGRAD_WITH_NCCL) return "gloo";
+    const int ranks_here = dist::rendezvous_info_from_env().local_world_size;
+    return ranks_here <= cuda::device_count() ? "nccl" : "gloo";
+}
+
+Device rank_device(const std::string& device) {
+    if (device != "cuda") return Device(kCPU);
+    const int gpus = cuda::device_count();
+    if (gpus < 1) throw DeviceError("--device cuda: no usable CUDA GPU on this machine (no driver or no device)");
+    return Device(kCUDA, dist::is_initialized() ? dist::local_rank() % gpus : 0);
+}
+
+void init_zero_process_group(const std::string& device) {
     if (dist::is_initialized()) return;
     dist::InitOptions o;
     // ampgrad-run --collective-timeout S: the limit of every collective (the watchdog's too).
@@ -74,15 +77,14 @@ void init_zero_process_group() {
         o.rank = 0;
         o.world_size = 1;
         o.master_addr = "127.0.0.1";
-        o.master_port = free_loopback_port();
+        o.master_port = 0;   // the store binds any free port: no other run can take it between pick and bind
     }
-    dist::init_process_group("gloo", o);
+    dist::init_process_group(dist_backend_for(device), o);
 }
 
-ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model) : mode_(cfg.prec) {
-    if (cfg.device != "cpu")
-        throw ValueError("--zero: this build's ZeRO command runs on the CPU over Gloo; use --device cpu");
-    init_zero_process_group();
+ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Module>& model)
+    : mode_(cfg.prec), device_type_(cfg.device == "cuda" ? kCUDA : kCPU) {
+    init_zero_process_group(cfg.device);
     zero::ZeroConfig c = engine_config(cfg, dist::world_size());
     if (c.fp16) model->to(kFloat16);
     optim::AdamOptions options = optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).weight_decay(cfg.weight_decay);
@@ -101,7 +103,7 @@ ZeroTraining::ZeroTraining(const RunConfig& cfg, const std::shared_ptr<nn::Modul
 std::unique_ptr<amp::AutocastGuard> ZeroTraining::autocast() const {
     if (fp8_) return fp8_->autocast();
     if (mode_ != "bf16") return nullptr;
-    return std::make_unique<amp::AutocastGuard>(kCPU, kBFloat16);
+    return std::make_unique<amp::AutocastGuard>(device_type_, kBFloat16);
 }
 
 void ZeroTraining::set_lr(double lr) {

@@ -26,9 +26,20 @@
 
 namespace ampgrad::app {
 
+// The process group's backend for a run on `device` ("cpu" or "cuda"): Gloo on the CPU. On GPUs,
+// NCCL with one rank per GPU; where this node's ranks outnumber its GPUs (NCCL refuses two ranks on
+// one device) or the build has no NCCL, Gloo through host copies (dist/host_staged_group.hpp).
+// AMPGRAD_DIST_BACKEND=gloo|nccl overrides the choice.
+std::string dist_backend_for(const std::string& device);
+
 // Joins the process group ampgrad-run describes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or
-// a group of one when WORLD_SIZE is not set. Does nothing when a group exists already.
-void init_zero_process_group();
+// a group of one when WORLD_SIZE is not set, with dist_backend_for(device). Does nothing when a
+// group exists already.
+void init_zero_process_group(const std::string& device);
+
+// This rank's device: the CPU, or GPU LOCAL_RANK % the GPUs on this node (so the ranks of a node
+// spread over its GPUs, and share them when they outnumber them).
+Device rank_device(const std::string& device);
 
 class ZeroTraining {
 public:
@@ -52,6 +63,7 @@ public:
 
 private:
     std::string mode_;
+    DeviceType device_type_;   // autocast's
     std::unique_ptr<zero::ZeroEngine> engine_;
     std::unique_ptr<Fp8Run> fp8_;   // --prec fp8
     double step_scale_ = 1.0;   // the loss scale this step's backward used

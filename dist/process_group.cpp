@@ -8,7 +8,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/device_registry.hpp"
 #include "dist/flight_recorder.hpp"
+#include "dist/staged_group.hpp"
 #include "dist/recording_group.hpp"
 #include "dist/send_recv_rules.hpp"
 #include "dist/socket_address.hpp"
@@ -17,6 +19,12 @@
 namespace ampgrad::dist {
 
 namespace {
+
+// The GPU an NCCL rank uses, as dist/nccl_group.cpp picks it: LOCAL_RANK % the GPUs on the node.
+Device nccl_device(const RendezvousInfo& info) {
+    const int gpus = device_count(kCUDA);
+    return Device(kCUDA, gpus > 0 ? info.local_rank % gpus : 0);
+}
 
 struct DefaultGroup {
     std::shared_ptr<TCPStore> store;
@@ -149,6 +157,9 @@ RendezvousInfo rendezvous_info_from_env(const InitOptions& opt) {
                                      info.world_size));
     if (info.master_port < 0 || info.master_port > 65535)
         throw ValueError(fmt::format("init_process_group: MASTER_PORT={} is not a TCP port", info.master_port));
+    if (info.master_port == 0 && info.world_size > 1)   // only the store's own process learns the port
+        throw ValueError(fmt::format("init_process_group: MASTER_PORT=0 (any free port) needs WORLD_SIZE=1, but it is {}",
+                                     info.world_size));
     return info;
 }
 
@@ -166,6 +177,7 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
                         "(Debian: apt-get install libgloo-dev cmake, then reconfigure)");
     RendezvousInfo info = rendezvous_info_from_env(options);
     auto store = std::make_shared<TCPStore>(info.master_addr, info.master_port, info.rank == 0, options.timeout);
+    info.master_port = store->port();   // the kernel's pick where the port was 0 (a group of one)
     claim_rank(*store, info, options);
     // If this process dies, the store marks it gone: the others stop at once (during start-up) or
     // name it in their errors (in a collective).
@@ -177,7 +189,8 @@ void init_process_group(const std::string& backend, const InitOptions& options) 
                      host_description(route_source_address(info.master_addr, info.master_port)));
         if (backend == "gloo") choose_socket(info.master_addr, info.master_port);   // a bad interface fails before joining
         wait_for_members(*store, info, options);
-        group = backend == "nccl" ? make_nccl_group(store, info, options) : make_gloo_group(store, info, options);
+        group = backend == "nccl" ? make_staged_group(make_nccl_group(store, info, options), nccl_device(info))
+                                   : make_staged_group(make_gloo_group(store, info, options), Device(kCPU));
     } catch (const PeerFailedError&) {
         linger_for_peers(*store, info, options.group_name);   // the failed peer published its own abort
         throw;

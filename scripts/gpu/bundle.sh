@@ -49,7 +49,7 @@ strip --strip-unneeded "$O/libampgrad.so" "$O"/tests/* "$O"/app/* "$O"/tools/* "
 # The libraries travel compressed (oneDNN's alone is about 40 MB, 8 MB packed): a lent GPU takes at most
 # 64 MiB of carried files. run.sh unpacks them on its first run.
 tar -C "$O" -czf "$O/deps.tar.gz" deps && rm -rf "$O/deps"
-cp "$HERE/run.sh" "$O/run.sh"
+cp "$HERE/run.sh" "$HERE/determinism.sh" "$O/"
 { echo "built: $(date -u +%FT%TZ)"; echo "commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)$(git -C "$SRC" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')";
   echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"; } > "$O/BUILD_INFO"
 du -sh "$O" | awk '{print "bundle: " $1 " in '"$O"'"}'

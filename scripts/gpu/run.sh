@@ -13,6 +13,9 @@
 #   memcheck  compute-sanitizer --tool memcheck over test_cuda, every kernel case but the GPT trainings
 #             (tens of steps each: minutes under the sanitizer); MEMCHECK_ARGS replaces that filter
 #   dist      tests/test_dist (process groups; NCCL where built)
+#   det       determinism.sh: `train --device cuda --deterministic` across world sizes {1, 2, 4} and ZeRO
+#             0-3, each run compared bit for bit by `ampgrad verify`, then the mode's cost (issue 35;
+#             DET_PRECS, default "fp32 bf16 fp16-master")
 #   cmd       bash -c "$RUN_CMD" inside the bundle, for anything else
 # Each step has a time limit (STEP_TIMEOUT, default 240 s) so that one hang cannot eat the scarce GPU time.
 set -uo pipefail
@@ -75,6 +78,9 @@ for s in "${steps[@]}"; do case $s in
   dist)
     (cd "$H/tests" && step dist "$H/tests/test_dist")
     grep -E "^\[doctest\] test cases" "$L/dist.log" | tee -a "$L/summary.txt" ;;
+  det)
+    (cd "$H" && step det bash "$H/determinism.sh" "$H")
+    grep -E "^det:|^cost|DIFFERS|FAILED" "$L/det.log" | head -12 | cut -c1-220 | tee -a "$L/summary.txt" ;;
   cmd)
     (cd "$H" && step cmd bash -c "${RUN_CMD:?set RUN_CMD}") ;;
   *) say "unknown step $s"; status=1 ;;

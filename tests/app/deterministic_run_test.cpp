@@ -10,6 +10,7 @@
 // with GQA (4 query heads, 2 KV heads).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <string>
@@ -67,14 +68,6 @@ ProgramResult train(const Layout& layout, const std::string& out, const std::vec
     argv.insert(argv.end(), args.begin(), args.end());
     // Passive waits: ranks x threads may exceed the cores, and spinning OpenMP threads then starve each other.
     return run_program(argv, {"OMP_NUM_THREADS=" + std::to_string(layout.threads), "OMP_WAIT_POLICY=PASSIVE"});
-}
-
-std::string train_ok(const Layout& layout, const std::string& dir, const std::vector<std::string>& model,
-                     const std::vector<std::string>& precision) {
-    const std::string out = dir + "/" + layout.name();
-    ProgramResult r = train(layout, out, model, precision);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-    return out;
 }
 
 void check_identical(const std::string& reference, const std::string& run) {
@@ -137,31 +130,64 @@ TEST_CASE("--deterministic without it differs: the default mode's reduction orde
 // thread, every world size {1, 2, 4, 8} (accumulation 8 / world) x ZeRO {0, 1, 2, 3} x threads {1, 2}
 // (the reference's own layout again: a run repeats itself), and per stage a run stopped at step 7 on
 // 2 ranks x 4 and resumed on 4 ranks x 2 (--batch-size 8 --grad-accum 2: the same global batch).
-// 37 runs of 20 steps; the six matrices are the `determinism_matrix` test of the suite (tests/meson.build).
-// Returns the reference run's folder.
+// 37 runs of 20 steps, three at a time (kParallelRuns: the ranks of a run wait on sockets and on each
+// other often enough that other runs fill the cores; quiet, in release, one family took 39 s one run at
+// a time, 25 s two at a time, 21-22 s three or four at a time), and no more processes at once than
+// max_processes() allows; the six matrices are the `determinism_matrix` test of the suite
+// (tests/meson.build). Returns the reference run's folder.
+constexpr int kParallelRuns = 3;
+
+// Under AddressSanitizer a rank holds about 1 GB (an 8-rank run peaked at 8.3 GB in all: shadow memory
+// and the quarantine of freed blocks), so the processes at once are what the memory available now
+// allows, at 1.5 GB each (at least 8: one 8-rank run); in release, 24.
+int max_processes() {
+#if defined(__SANITIZE_ADDRESS__)
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    while (meminfo >> key >> kib)
+        if (key == "MemAvailable:") break;
+    return std::max(8, static_cast<int>(static_cast<double>(kib) / (1.5 * 1024 * 1024)));
+#else
+    return 24;
+#endif
+}
+
+// The run stopped at step 7 on 2 ranks, then resumed on 4 into the same folder; the second result
+// (or the first, if it failed).
+ProgramResult stopped_and_resumed(int zero, const std::string& out, const std::vector<std::string>& model,
+                                  const std::vector<std::string>& precision) {
+    ProgramResult first = train({2, zero, 1}, out, model, precision, {"--until", "7"});
+    if (first.exit_code != 0) return first;
+    return run_program({ampgrad_run_program(), "--nproc-per-node", "4", "--master-port", std::to_string(free_port()),
+                        ampgrad_program(), "train", "--resume", out, "--zero", std::to_string(zero), "--batch-size", "8",
+                        "--grad-accum", "2", "--ckpt-every", "10", "--sample-tokens", "0", "--out", out},
+                       {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
+}
+
 std::string check_whole_matrix(const std::string& tag, const std::vector<std::string>& model, const std::vector<std::string>& precision) {
     const std::string dir = make_temp_dir("det_matrix_" + tag);
-    const std::string reference = train_ok({1, 0, 1}, dir + "/reference", model, precision);
+    const std::string reference = dir + "/reference";
+    std::vector<std::string> outs = {reference};
+    std::vector<Job> jobs = {{[=] { return train({1, 0, 1}, reference, model, precision); }, 1}};
     for (int ranks : {1, 2, 4, 8})
         for (int zero : {0, 1, 2, 3})
             for (int threads : {1, 2}) {
                 const Layout layout{ranks, zero, threads};
-                CAPTURE(layout.name());
-                check_identical(reference, train_ok(layout, dir, model, precision));
+                outs.push_back(dir + "/" + layout.name());
+                jobs.push_back({[=, out = outs.back()] { return train(layout, out, model, precision); }, ranks});
             }
     for (int zero : {0, 1, 2, 3}) {
-        CAPTURE(zero);
-        const std::string out = fmt::format("{}/resumed-zero{}", dir, zero);
-        ProgramResult first = train({2, zero, 1}, out, model, precision, {"--until", "7"});
-        REQUIRE_MESSAGE(first.exit_code == 0, first.output);
-        ProgramResult second = run_program({ampgrad_run_program(), "--nproc-per-node", "4", "--master-port",
-                                            std::to_string(free_port()), ampgrad_program(), "train", "--resume", out,
-                                            "--zero", std::to_string(zero), "--batch-size", "8", "--grad-accum", "2",
-                                            "--ckpt-every", "10", "--sample-tokens", "0", "--out", out},
-                                           {"OMP_NUM_THREADS=1", "OMP_WAIT_POLICY=PASSIVE"});
-        REQUIRE_MESSAGE(second.exit_code == 0, second.output);
-        CHECK(second.output.find("resumed from") != std::string::npos);
-        check_identical(reference, out);
+        outs.push_back(fmt::format("{}/resumed-zero{}", dir, zero));
+        jobs.push_back({[=, out = outs.back()] { return stopped_and_resumed(zero, out, model, precision); }, 4});
+    }
+    const std::vector<ProgramResult> results = run_jobs(jobs, kParallelRuns, max_processes());
+    REQUIRE_MESSAGE(results[0].exit_code == 0, results[0].output);
+    for (size_t i = 1; i < jobs.size(); ++i) {
+        CAPTURE(outs[i]);
+        REQUIRE_MESSAGE(results[i].exit_code == 0, results[i].output);
+        if (outs[i].find("resumed-") != std::string::npos) CHECK(results[i].output.find("resumed from") != std::string::npos);
+        check_identical(reference, outs[i]);
     }
     return reference;
 }

@@ -10,11 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -36,7 +41,29 @@ std::string build_root() {
 std::string ampgrad_program() { return build_root() + "/app/ampgrad"; }
 std::string ampgrad_run_program() { return build_root() + "/tools/ampgrad-run"; }
 
-int free_port() {
+namespace {
+
+// The low end of the kernel's ephemeral range (bind to port 0, outgoing connections, Gloo's pair
+// sockets): ports below it are never handed out behind a test's back.
+int ephemeral_low() {
+    std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 32768, high = 60999;
+    in >> low >> high;
+    return low;
+}
+
+bool can_bind(int port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    return ok;
+}
+
+int kernel_pick() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -48,8 +75,58 @@ int free_port() {
     return ntohs(a.sin_port);
 }
 
+}  // namespace
+
+int free_port() {
+    // Ports in [10000, ephemeral low), walked from a start that depends on the process id, never
+    // twice in one test process: runs started at the same time (run_jobs) cannot be handed the same
+    // port, and no Gloo pair socket or outgoing connection can take one before its store binds it.
+    static std::mutex mutex;
+    static int next = -1;
+    std::lock_guard<std::mutex> lock(mutex);
+    const int first = 10000, span = ephemeral_low() - first;
+    if (span < 1000) return kernel_pick();
+    if (next < 0) next = first + static_cast<int>((static_cast<int64_t>(::getpid()) * 7919) % span);
+    for (int tries = 0; tries < span; ++tries) {
+        const int port = next;
+        next = first + (next - first + 1) % span;
+        if (can_bind(port)) return port;
+    }
+    return kernel_pick();
+}
+
+std::vector<ProgramResult> run_jobs(const std::vector<Job>& jobs, int parallel, int max_processes) {
+    std::vector<ProgramResult> results(jobs.size());
+    std::mutex m;
+    std::condition_variable changed;
+    size_t next = 0;
+    int processes = 0;   // of the jobs running now
+    auto worker = [&] {
+        std::unique_lock lock(m);
+        for (;;) {
+            // In order: the next job starts when its processes fit, or when nothing runs.
+            changed.wait(lock, [&] {
+                return next == jobs.size() || processes == 0 || processes + jobs[next].processes <= max_processes;
+            });
+            if (next == jobs.size()) return;
+            const size_t i = next++;
+            processes += jobs[i].processes;
+            lock.unlock();
+            ProgramResult r = jobs[i].run();
+            lock.lock();
+            results[i] = std::move(r);
+            processes -= jobs[i].processes;
+            changed.notify_all();
+        }
+    };
+    std::vector<std::thread> workers;
+    for (int w = 0; w < std::max(1, parallel); ++w) workers.emplace_back(worker);
+    for (std::thread& t : workers) t.join();
+    return results;
+}
+
 std::string make_temp_dir(const std::string& tag) {
-    static int counter = 0;
+    static std::atomic<int> counter{0};   // run_jobs calls it from several threads
     fs::path p = fs::temp_directory_path() / fmt::format("ampgrad_app_test_{}_{}_{}", ::getpid(), tag, counter++);
     fs::remove_all(p);
     fs::create_directories(p);

@@ -2,6 +2,7 @@
 // its output captured, optionally stopping it where it stops itself (SIGSTOP) and killing it there.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,12 +21,22 @@ struct ProgramResult {
 // build/app/ampgrad and build/tools/ampgrad-run (from AMPGRAD_BUILD_ROOT).
 std::string ampgrad_program();
 std::string ampgrad_run_program();
-// A loopback TCP port that was free a moment ago (the kernel's pick for port 0), for --master-port.
+// A loopback TCP port that was free a moment ago, for --master-port: below the kernel's ephemeral
+// range and never the same twice in one test process (run_program.cpp says why).
 int free_port();
 // Runs `argv` (argv[0] is the program path) with extra "KEY=VALUE" environment entries. With
 // kill_when_stopped, a child that stops itself is killed with SIGKILL at that point.
 ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                           bool kill_when_stopped = false);
+// A child run for run_jobs, and how many processes it starts (its ranks).
+struct Job {
+    std::function<ProgramResult()> run;
+    int processes = 1;
+};
+// Runs the jobs in order, up to `parallel` at once and, unless one runs alone, up to `max_processes`
+// processes at once (a sanitizer's process holds hundreds of MB). The results are in the jobs'
+// order. Jobs must not use doctest's assertions (the caller checks the results).
+std::vector<ProgramResult> run_jobs(const std::vector<Job>& jobs, int parallel, int max_processes);
 // `ampgrad ARGS...` through `sh -c` with a file-size limit of `kib` KiB (ulimit -f): writes past
 // it fail with EFBIG, as on a full disk.
 ProgramResult run_ampgrad_with_file_limit(const std::vector<std::string>& args, int64_t kib);

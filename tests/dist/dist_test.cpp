@@ -117,6 +117,15 @@ TEST_CASE("dist: rendezvous errors are clear") {
         CHECK(contains(results[0].output, "cannot listen on 127.0.0.1:"));
         CHECK(contains(results[0].output, "Address already in use"));
     }
+    SUBCASE("MASTER_PORT=0: a group of one lets the kernel pick its store's port; a larger group cannot") {
+        auto one = run_workers("init", 1, 0, all_ranks(1), std::chrono::seconds(20));
+        CAPTURE(one[0].output);
+        CHECK(one[0].exit_code == 0);
+        auto two = run_workers("init", 2, 0, {{0, {}}}, std::chrono::seconds(20));
+        CAPTURE(two[0].output);
+        CHECK(two[0].exit_code == 3);
+        CHECK(contains(two[0].output, "MASTER_PORT=0 (any free port) needs WORLD_SIZE=1, but it is 2"));
+    }
     SUBCASE("no master at MASTER_ADDR:MASTER_PORT") {
         auto results = run_workers("init", 2, free_port(), {{1, {{"AMPGRAD_TEST_TIMEOUT_MS", "1000"}}}},
                                    std::chrono::seconds(20));
@@ -124,6 +133,15 @@ TEST_CASE("dist: rendezvous errors are clear") {
         CHECK(results[0].exit_code == 3);
         CHECK(contains(results[0].output, "cannot reach the master at 127.0.0.1:"));
         CHECK(contains(results[0].output, "within 1000 ms"));
+    }
+}
+
+TEST_CASE("dist: CUDA tensors through the Gloo group, as ranks sharing a GPU send them (skipped without a GPU)") {
+    auto results = run_workers("staged", 2, free_port(), all_ranks(2), std::chrono::seconds(60));
+    for (const auto& r : results) {
+        CAPTURE(r.output);
+        CHECK(r.exit_code == 0);
+        CHECK((contains(r.output, "STAGED OK") || contains(r.output, "STAGED SKIPPED: no CUDA device")));
     }
 }
 

@@ -3,7 +3,8 @@
 //   collectives  every collective in f32/f64/f16/bf16/i64, sync and async, against a local computation
 //   kill         the last rank SIGKILLs itself during an all_reduce; the others must raise in time
 //   init         rendezvous then a barrier (used with a wrong WORLD_SIZE, a busy port, no master)
-//   nccl         the NCCL group on a CUDA tensor (a clear DistError without a GPU)
+//   nccl         the NCCL group on a CUDA tensor, and a host tensor through it (a clear DistError without a GPU)
+//   staged       CUDA tensors through the Gloo group, as ranks sharing a GPU send them (skipped without one)
 //   skip_all_reduce  rank 1 skips one all_reduce: a hang with every process alive, which the
 //                flight recorder must name (tests/dist/recording_group_test.cpp)
 //   fr_signal    SIGUSR1 makes every rank dump its flight recorder and carry on; SIGTERM dumps, then kills
@@ -19,6 +20,7 @@
 // AMPGRAD_TEST_TIMEOUT_MS sets the group's timeout. Exit codes: 0 passed, 1 a wrong value, 3 a
 // ampgrad::Error (its text printed as "ERROR <what>" on stdout, with the elapsed milliseconds).
 #include "autograd/ops/ops.hpp"
+#include "core/device_registry.hpp"
 #include "dist/flight_recorder.hpp"
 #include "dist/process_group.hpp"
 
@@ -221,7 +223,38 @@ int run_nccl() {
     dist::all_gather(gathered, product);
     expect_close("nccl all_gather after a GEMM: min", read(amin(gathered, {0}).to(kCPU)), {4096.0}, 0);
     expect_close("nccl all_gather after a GEMM: max", read(amax(gathered, {0}).to(kCPU)), {4096.0}, 0);
+    // A host tensor through the NCCL group: copied to the rank's GPU and back (dist/staged_group.hpp).
+    Tensor on_host = full({10}, 1.0);
+    dist::all_reduce(on_host, dist::ReduceOp::kSum);
+    expect_close("nccl all_reduce of a host tensor", read(on_host), std::vector<double>(10, dist::world_size()), 0);
     if (!g_failures) std::printf("NCCL OK\n");
+    return g_failures ? 1 : 0;
+}
+
+// "staged": CUDA tensors through the Gloo group, as ranks that share a GPU send them
+// (dist/staged_group.hpp): sync and async collectives and a send_recv ring, every result back on the GPU.
+int run_staged() {
+    if (device_count(kCUDA) == 0) {
+        std::printf("STAGED SKIPPED: no CUDA device\n");
+        return 0;
+    }
+    const int w = dist::world_size(), r = dist::rank();
+    const TensorOptions gpu = TensorOptions().device(kCUDA);
+    Tensor t = full({1000}, 1.0 + r, gpu);
+    dist::all_reduce(t, dist::ReduceOp::kSum);                                  // 1 + 2 + ... + w
+    Tensor all = empty({1000 * w}, gpu);
+    dist::all_gather(all, t, /*async_op=*/true)->wait();
+    Tensor send = full({4}, static_cast<double>(r), gpu), recv = empty({4}, gpu);
+    dist::default_group().send_recv(send, (r + 1) % w, recv, (r + w - 1) % w, /*async_op=*/false);
+    const double sum = w * (w + 1) / 2.0;
+    expect_close("staged all_reduce", read(t.to(kCPU)), std::vector<double>(1000, sum), 0);
+    expect_close("staged async all_gather", read(all.to(kCPU)), std::vector<double>(static_cast<size_t>(1000 * w), sum), 0);
+    expect_close("staged send_recv", read(recv.to(kCPU)), std::vector<double>(4, (r + w - 1) % w), 0);
+    if (!all.device().is_cuda() || !recv.device().is_cuda()) {
+        std::printf("FAIL: a result left the GPU\n");
+        ++g_failures;
+    }
+    if (!g_failures) std::printf("STAGED OK\n");
     return g_failures ? 1 : 0;
 }
 
@@ -289,6 +322,7 @@ int main(int argc, char** argv) {
         }
         else if (scenario == "kill") rc = run_kill();
         else if (scenario == "nccl") rc = run_nccl();
+        else if (scenario == "staged") rc = run_staged();
         else if (scenario == "skip_all_reduce") rc = run_skip_all_reduce();
         else if (scenario == "fr_signal") rc = run_fr_signal();
         else if (scenario == "init") dist::barrier();

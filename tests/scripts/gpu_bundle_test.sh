@@ -19,7 +19,8 @@ echo 'int ampgrad_stand_in(void) { return 0; }' > "$WORK/stub.c"
 gcc -shared -fPIC -o "$BUILD/libampgrad.so" "$WORK/stub.c" -Wl,--no-as-needed -L"$CUDA_LIB" -lcudart
 bash "$SRC/scripts/gpu/bundle.sh" "$BUILD" "$WORK/bundle" > "$WORK/log" 2>&1 || { cat "$WORK/log"; exit 1; }
 [ -d "$WORK/bundle/tests/fixtures/bpe" ] || { echo "FAIL: the bundle has no tests/fixtures"; cat "$WORK/log"; exit 1; }
-[ -f "$WORK/bundle/run.sh" ] && [ -f "$WORK/bundle/BUILD_INFO" ] || { echo "FAIL: run.sh or BUILD_INFO missing"; exit 1; }
+[ -f "$WORK/bundle/run.sh" ] && [ -f "$WORK/bundle/determinism.sh" ] && [ -f "$WORK/bundle/BUILD_INFO" ] ||
+    { echo "FAIL: run.sh, determinism.sh or BUILD_INFO missing"; exit 1; }
 # A build folder whose meson-info.json is unreadable is refused with a message, not bundled half.
 echo '{' > "$BUILD/meson-info/meson-info.json"
 if bash "$SRC/scripts/gpu/bundle.sh" "$BUILD" "$WORK/bundle2" > "$WORK/log2" 2>&1; then

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# determinism.sh BUNDLE_DIR: issue 35's matrix on a GPU (scripts/gpu/run.sh's `det` step; docs/determinism.md).
+# The suite's check (tests/app/deterministic_run_test.cpp) with --device cuda: a two-layer GPT (dropout 0.1),
+# 20 steps of AdamW, 8 micro-batches of 2 sequences x 16 tokens per step, `train --deterministic`, in every
+# precision of DET_PRECS (default "fp32 bf16 fp16-master") x world size {1, 2, 4} (accumulation 8 / world)
+# x ZeRO {0, 1, 2, 3}. Every run is compared with world 1 ZeRO 0 of its precision by `ampgrad verify`
+# (every metric and every checkpointed tensor, bit for bit). On a machine with fewer GPUs than ranks the
+# ranks share them and talk over Gloo through host copies (dist/staged_group.hpp); on one with enough,
+# over NCCL. Then the cost: GPT `small` at the default and in the deterministic mode, one rank, COST_STEPS
+# steps each (default 30), the median step time of each from its metrics.jsonl.
+# Prints one line per run and "det: N identical, M different"; exits 1 if any run differs or fails.
+# DET_DEVICE=cpu rehearses it on the CPU, with a build folder for BUNDLE_DIR (the same app/ and tools/).
+set -uo pipefail
+H=$(cd "${1:?usage: determinism.sh BUNDLE_DIR}" && pwd)
+W=${TMPDIR:-/tmp}/ampgrad-det-$$
+mkdir -p "$W"
+identical=0 different=0
+common=(train --device "${DET_DEVICE:-cuda}" --deterministic --steps 20 --warmup 2 --lr 3e-3 --eval-every 100 --eval-iters 1
+        --sample-tokens 0 --ckpt-every 10 --progress plain --log-every 1
+        --n-layer 2 --n-embd 32 --n-head 2 --block-size 16 --dropout 0.1)
+run() {   # run PREC RANKS ZERO: one layout into $W/PREC-RANKSr-zeroZERO
+    local prec=$1 ranks=$2 zero=$3 out="$W/$1-$2r-zero$3" extra=()
+    [ "$prec" = fp16-master ] && extra=(--init-scale 16777216 --scale-window 4 --hysteresis 1)
+    local launch=("$H/app/ampgrad")
+    [ "$ranks" -gt 1 ] && launch=("$H/tools/ampgrad-run" --nproc-per-node "$ranks" --master-port $((20000 + RANDOM % 10000)) "$H/app/ampgrad")
+    "${launch[@]}" "${common[@]}" --prec "$prec" "${extra[@]}" --zero "$zero" --batch-size $((2 * ranks)) \
+        --grad-accum $((8 / ranks)) --out "$out" > "$out.log" 2>&1 || { echo "$out: FAILED (exit $?): $(tail -3 "$out.log" | tr '\n' ' ')"; return 1; }
+    echo "$out"
+}
+for prec in ${DET_PRECS:-fp32 bf16 fp16-master}; do
+    reference=$(run "$prec" 1 0) || { different=$((different + 1)); continue; }
+    for ranks in 1 2 4; do
+        for zero in 0 1 2 3; do
+            [ "$ranks" -eq 1 ] && [ "$zero" -eq 0 ] && continue
+            out=$(run "$prec" "$ranks" "$zero") || { echo "$out"; different=$((different + 1)); continue; }
+            if "$H/app/ampgrad" verify "$reference" "$out" > "$out.verify" 2>&1; then
+                identical=$((identical + 1)); echo "$prec ${ranks}r zero$zero: identical to 1r zero0"
+            else
+                different=$((different + 1)); echo "$prec ${ranks}r zero$zero: DIFFERS: $(head -3 "$out.verify" | tr '\n' ' ')"
+            fi
+        done
+    done
+done
+echo "det: $identical identical, $different different or failed"
+# The cost of the mode on the GPU: the median step time of a default and a deterministic run.
+median_ms() { python3 -c 'import json,statistics,sys
+t=[1e3 * r["tokens_per_step"] / r["tokens_per_s"] for r in map(json.loads, open(sys.argv[1]))
+   if r.get("kind") == "train" and r.get("tokens_per_s")][3:]
+print(f"{statistics.median(t):.2f}" if t else "n/a")' "$1/metrics.jsonl" 2>/dev/null || echo "n/a"; }
+for mode in default deterministic; do
+    flags=(--zero 0); [ "$mode" = deterministic ] && flags+=(--deterministic)
+    "$H/app/ampgrad" train --device "${DET_DEVICE:-cuda}" --preset small --prec bf16 --batch-size 16 --steps "${COST_STEPS:-30}" \
+        --eval-every 100000 --sample-tokens 0 --progress plain --log-every 1 "${flags[@]}" --out "$W/cost-$mode" \
+        > "$W/cost-$mode.log" 2>&1 || echo "cost $mode: FAILED: $(tail -2 "$W/cost-$mode.log" | tr '\n' ' ')"
+    echo "cost $mode: median step $(median_ms "$W/cost-$mode") ms (GPT small, bf16, batch 16, one rank)"
+done
+[ "$different" -eq 0 ]
