@@ -140,8 +140,16 @@ ProgramResult run_program(const std::vector<std::string>& argv, const std::vecto
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    // The extra entries replace inherited ones of the same name: getenv returns the first match, and
+    // the suite's OMP_NUM_THREADS=2 (tests/meson.build) used to win over a test's OMP_NUM_THREADS=1.
+    auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
     std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string entry = *e;
+        const bool replaced = std::any_of(env.begin(), env.end(),
+                                          [&](const std::string& extra) { return name_of(extra) == name_of(entry); });
+        if (!replaced) env_strings.push_back(entry);
+    }
     env_strings.insert(env_strings.end(), env.begin(), env.end());
     std::vector<char*> args, envp;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));

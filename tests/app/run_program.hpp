@@ -24,8 +24,9 @@ std::string ampgrad_run_program();
 // A loopback TCP port that was free a moment ago, for --master-port: below the kernel's ephemeral
 // range and never the same twice in one test process (run_program.cpp says why).
 int free_port();
-// Runs `argv` (argv[0] is the program path) with extra "KEY=VALUE" environment entries. With
-// kill_when_stopped, a child that stops itself is killed with SIGKILL at that point.
+// Runs `argv` (argv[0] is the program path) with extra "KEY=VALUE" environment entries (each replaces
+// an inherited entry of its name). With kill_when_stopped, a child that stops itself is killed with
+// SIGKILL at that point.
 ProgramResult run_program(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                           bool kill_when_stopped = false);
 // A child run for run_jobs, and how many processes it starts (its ranks).
