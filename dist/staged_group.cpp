@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::dist {
@@ -50,11 +51,11 @@ public:
         return finish(inner_->all_reduce(at_home, op, async_op), {{t, at_home}}, async_op);
     }
     WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op, bool async_op) override {
-        Tensor out = to_home("reduce_scatter", output), in = to_home("reduce_scatter", input);
+        Tensor out = space_at_home("reduce_scatter", output), in = to_home("reduce_scatter", input);
         return finish(inner_->reduce_scatter(out, in, op, async_op), {{output, out}}, async_op);
     }
     WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op) override {
-        Tensor out = to_home("all_gather", output), in = to_home("all_gather", input);
+        Tensor out = space_at_home("all_gather", output), in = to_home("all_gather", input);
         return finish(inner_->all_gather(out, in, async_op), {{output, out}}, async_op);
     }
     WorkPtr broadcast(Tensor& t, int src, bool async_op) override {
@@ -63,7 +64,7 @@ public:
     }
     WorkPtr barrier(bool async_op) override { return inner_->barrier(async_op); }
     WorkPtr send_recv(const Tensor& send, int dst, Tensor& recv, int src, bool async_op) override {
-        Tensor out = to_home("send_recv", send), in = to_home("send_recv", recv);
+        Tensor out = to_home("send_recv", send), in = space_at_home("send_recv", recv);
         return finish(inner_->send_recv(out, dst, in, src, async_op), {{recv, in}}, async_op);
     }
 
@@ -73,6 +74,13 @@ private:
         if (t.device() == home_) return t;
         if (!t.is_contiguous()) throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
         return t.to(home_);
+    }
+
+    // Room at home for a tensor the collective only writes (its old values are not copied there).
+    Tensor space_at_home(const char* op, const Tensor& t) const {
+        if (t.device() == home_) return t;
+        if (!t.is_contiguous()) throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
+        return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(home_));
     }
 
     // The pairs whose caller's tensor is not at home need a copy back: after a synchronous
