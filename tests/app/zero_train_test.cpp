@@ -172,3 +172,20 @@ TEST_CASE("--zero decays the same parameters as data parallel without the engine
         }
     }
 }
+
+TEST_CASE("AMPGRAD_DIST_BACKEND: gloo or nccl, and nccl only for a GPU run; else a ValueError naming the value") {
+    const std::string out = make_temp_dir("dist_backend");
+    const std::vector<std::string> args = {"train", "--zero", "1", "--steps", "1", "--n-layer", "1", "--n-embd", "32",
+                                           "--n-head", "2", "--block-size", "16", "--eval-every", "0", "--eval-iters",
+                                           "1", "--sample-tokens", "0", "--progress", "plain", "--out", out};
+    ProgramResult unknown = run_ampgrad(args, {"AMPGRAD_DIST_BACKEND=mpi"});
+    CHECK(unknown.exit_code != 0);
+    CHECK(unknown.output.find("AMPGRAD_DIST_BACKEND='mpi' must be gloo or nccl") != std::string::npos);
+    ProgramResult nccl_on_cpu = run_ampgrad(args, {"AMPGRAD_DIST_BACKEND=nccl"});
+    CHECK(nccl_on_cpu.exit_code != 0);
+    CHECK(nccl_on_cpu.output.find("NCCL moves GPU tensors; this run is on the CPU") != std::string::npos);
+    if (AMPGRAD_WITH_GLOO) {   // gloo by hand is what the CPU run picks anyway
+        ProgramResult gloo = run_ampgrad(args, {"AMPGRAD_DIST_BACKEND=gloo"});
+        CHECK_MESSAGE(gloo.exit_code == 0, gloo.output);
+    }
+}
