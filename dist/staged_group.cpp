@@ -69,18 +69,15 @@ public:
     }
 
 private:
-    // The copy at home of a tensor the collective reads or writes (or the tensor itself, at home).
-    Tensor to_home(const char* op, const Tensor& t) const {
-        if (t.device() == home_) return t;
-        if (!t.is_contiguous()) throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
-        return t.to(home_);
-    }
-
+    // The copy at home of a tensor the collective reads (or the tensor itself, at home).
+    Tensor to_home(const char* op, const Tensor& t) const { return at_home(op, t, /*copy_values=*/true); }
     // Room at home for a tensor the collective only writes (its old values are not copied there).
-    Tensor space_at_home(const char* op, const Tensor& t) const {
+    Tensor space_at_home(const char* op, const Tensor& t) const { return at_home(op, t, /*copy_values=*/false); }
+
+    Tensor at_home(const char* op, const Tensor& t, bool copy_values) const {
         if (t.device() == home_) return t;
         if (!t.is_contiguous()) throw ValueError(fmt::format("{}: needs a contiguous tensor, got {}", op, t.describe()));
-        return empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(home_));
+        return copy_values ? t.to(home_) : empty(t.sizes(), TensorOptions().dtype(t.dtype()).device(home_));
     }
 
     // The pairs whose caller's tensor is not at home need a copy back: after a synchronous
