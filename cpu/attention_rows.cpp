@@ -53,19 +53,22 @@ void probs_rows(T* probs, C* lse, const C* scores, int64_t rows, int64_t S, int6
     });
 }
 
-// dscores (rows,S) = probs * (dprobs - D), D_r = dout_r . out_r; dscores may be probs
+// dscores (rows,S) = probs * (dprobs - D), D_r = dout_r . out_r, over row r's visible keys (query
+// position r % T); 0 for the masked ones, whose dprobs are not read. dscores may be probs.
 template <typename T, typename C>
 void score_grad_rows(T* dscores, const T* probs, const C* dprobs, const T* dout, const T* out, int64_t rows,
-                     int64_t S, int64_t HSv) {
+                     int64_t S, int64_t HSv, int64_t T_, bool causal) {
     parallel_for(rows, row_grain(S + HSv), [&](int64_t begin, int64_t end) {
         WideRow<T> dout_row(HSv), out_row(HSv);
         for (int64_t r = begin; r < end; ++r) {
             const C* dor = dout_row.load(dout + r * HSv);
             const C delta = row_dot(dor, out_row.load(out + r * HSv), HSv);
-            for (int64_t j = 0; j < S; ++j) {
+            const int64_t n = formulas::attention_visible_keys(r % T_, S, causal);
+            for (int64_t j = 0; j < n; ++j) {
                 const C p = static_cast<C>(probs[r * S + j]);
                 dscores[r * S + j] = static_cast<T>(formulas::AttentionScoreGrad::value(p, dprobs[r * S + j], delta));
             }
+            for (int64_t j = n; j < S; ++j) dscores[r * S + j] = T(0);
         }
     });
 }
@@ -87,15 +90,15 @@ void attention_probs(const Tensor& probs, const Tensor& lse, const Tensor& score
 }
 
 void attention_score_grad(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, const Tensor& dout,
-                          const Tensor& out) {
-    check_attention_score_grad("attention_score_grad", dscores, probs, dprobs, dout, out);
+                          const Tensor& out, int64_t T, bool causal) {
+    check_attention_score_grad("attention_score_grad", dscores, probs, dprobs, dout, out, T);
     const int64_t rows = probs.size(0) * probs.size(1), S = probs.size(2), HSv = out.size(2);
     if (rows == 0) return;
     dispatch_float(probs.dtype(), "attention_score_grad", [&](auto tag) {
-        using T = decltype(tag);
-        using C = compute_t<T>;
-        score_grad_rows<T, C>(dscores.data_ptr<T>(), probs.data_ptr<T>(), dprobs.data_ptr<C>(), dout.data_ptr<T>(),
-                              out.data_ptr<T>(), rows, S, HSv);
+        using E = decltype(tag);
+        using C = compute_t<E>;
+        score_grad_rows<E, C>(dscores.data_ptr<E>(), probs.data_ptr<E>(), dprobs.data_ptr<C>(), dout.data_ptr<E>(),
+                              out.data_ptr<E>(), rows, S, HSv, T, causal);
     });
 }
 

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/kernel_preconditions.hpp"
 #include "kernels/kernels.hpp"
 #include "core/threads.hpp"
 #include "cpu/gemm.hpp"
@@ -37,7 +38,7 @@ template <typename T>
 using ColMajorMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>, 0,
                                Eigen::OuterStride<>>;
 template <typename T>
-using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using OutMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0, Eigen::OuterStride<>>;
 
 // c = alpha * op(a) @ op(b) + beta * c for one product; beta == 0 never reads c (it may be garbage).
 template <typename T, typename MatA, typename MatB>
@@ -68,10 +69,11 @@ void with_map(const MatrixBatch<T>& m, int64_t b, bool trans, Fn&& fn) {
 // The batched product in compute type T (float or double), a and b Eigen-readable.
 template <typename T>
 void gemm_eigen(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                const MatrixBatch<T>& b, bool trans_b, T alpha, T beta) {
+                const MatrixBatch<T>& b, bool trans_b, T alpha, T beta, OutStrides os) {
     const int64_t k = trans_a ? a.rows : a.cols;
+    os = resolved(os, m, n);
     auto one = [&](int64_t i) {
-        OutMap<T> c(out + i * m * n, m, n);
+        OutMap<T> c(out + i * os.batch, m, n, Eigen::OuterStride<>(std::max<int64_t>(os.row, n)));
         with_map(a, i, trans_a, [&](const auto& ma) {
             with_map(b, i, trans_b, [&](const auto& mb) { product(c, ma, mb, alpha, beta); });
         });
@@ -87,70 +89,73 @@ void gemm_eigen(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T
     for (int64_t i = 0; i < batch; ++i) one(i);
 }
 template void gemm_eigen<float>(float*, int64_t, int64_t, int64_t, const MatrixBatch<float>&, bool,
-                                const MatrixBatch<float>&, bool, float, float);
+                                const MatrixBatch<float>&, bool, float, float, OutStrides);
 template void gemm_eigen<double>(double*, int64_t, int64_t, int64_t, const MatrixBatch<double>&, bool,
-                                 const MatrixBatch<double>&, bool, double, double);
+                                 const MatrixBatch<double>&, bool, double, double, OutStrides);
 
 namespace {
 
 // f32 / f64: multiplied in place (f64 by Eigen, f32 by the f32 path).
 template <typename T>
 void gemm_in_place(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                   const MatrixBatch<T>& b, bool trans_b, T alpha, T beta) {
+                   const MatrixBatch<T>& b, bool trans_b, T alpha, T beta, OutStrides os) {
     std::vector<T> a_buf, b_buf;
     const MatrixBatch<T> ra = readable_or_packed(a, batch, a_buf), rb = readable_or_packed(b, batch, b_buf);
-    if constexpr (std::is_same_v<T, float>) gemm_f32(out, batch, m, n, ra, trans_a, rb, trans_b, alpha, beta);
-    else gemm_eigen<T>(out, batch, m, n, ra, trans_a, rb, trans_b, alpha, beta);
+    if constexpr (std::is_same_v<T, float>) gemm_f32(out, batch, m, n, ra, trans_a, rb, trans_b, alpha, beta, os);
+    else gemm_eigen<T>(out, batch, m, n, ra, trans_a, rb, trans_b, alpha, beta, os);
 }
 
 // f16 / bf16 operands widened to f32 buffers and multiplied by the f32 path into an f32 out.
 template <typename T>
 void gemm_widened_f32_out(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                          const MatrixBatch<T>& b, bool trans_b, float alpha, float beta) {
+                          const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, OutStrides os = {}) {
     std::vector<float> a_buf, b_buf;
     gemm_f32(out, batch, m, n, pack_batch<float>(a, batch, a_buf), trans_a, pack_batch<float>(b, batch, b_buf),
-             trans_b, alpha, beta);
+             trans_b, alpha, beta, os);
 }
 
 // f16 / bf16 widened: the product in an f32 buffer, rounded once on store.
 template <typename T>
 void gemm_widened(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                  const MatrixBatch<T>& b, bool trans_b, float alpha, float beta) {
+                  const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, OutStrides os) {
+    os = resolved(os, m, n);
     const int64_t numel = batch * m * n;
+    auto element = [&](int64_t i) -> T& { return out[(i / (m * n)) * os.batch + (i % (m * n)) / n * os.row + i % n]; };
     std::vector<float> c_buf(static_cast<size_t>(numel));
     if (beta != 0.0f)
-        for (int64_t i = 0; i < numel; ++i) c_buf[i] = static_cast<float>(out[i]);
+        for (int64_t i = 0; i < numel; ++i) c_buf[i] = static_cast<float>(element(i));
     gemm_widened_f32_out<T>(c_buf.data(), batch, m, n, a, trans_a, b, trans_b, alpha, beta);
     parallel_for(numel, kGrainSize, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) out[i] = static_cast<T>(c_buf[i]);
+        for (int64_t i = begin; i < end; ++i) element(i) = static_cast<T>(c_buf[i]);
     });
 }
 
 // f16 / bf16 operands with an f32 out (the attention GEMM path's scores): nothing is rounded.
 template <typename T>
 void gemm_half_f32_out(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                       const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, GemmPath path) {
+                       const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, GemmPath path, OutStrides os) {
     if constexpr (std::is_same_v<T, BFloat16>) {
         if (path == GemmPath::kOneDnnMatmul) {
             std::vector<BFloat16> a_buf, b_buf;
             gemm_onednn_bf16(out, kFloat32, batch, m, n, readable_or_packed(a, batch, a_buf), trans_a,
-                             readable_or_packed(b, batch, b_buf), trans_b, alpha, beta);
+                             readable_or_packed(b, batch, b_buf), trans_b, alpha, beta, os);
             return;
         }
     }
-    gemm_widened_f32_out<T>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
+    gemm_widened_f32_out<T>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta, os);
 }
 
 // bf16 without widening: oneDNN's matmul reads the bf16 operands and accumulates in f32.
 void gemm_bf16_native(BFloat16* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<BFloat16>& a,
-                      bool trans_a, const MatrixBatch<BFloat16>& b, bool trans_b, float alpha, float beta) {
+                      bool trans_a, const MatrixBatch<BFloat16>& b, bool trans_b, float alpha, float beta,
+                      OutStrides os) {
     std::vector<BFloat16> a_buf, b_buf;
     gemm_onednn_bf16(out, kBFloat16, batch, m, n, readable_or_packed(a, batch, a_buf), trans_a,
-                     readable_or_packed(b, batch, b_buf), trans_b, alpha, beta);
+                     readable_or_packed(b, batch, b_buf), trans_b, alpha, beta, os);
 }
 
 void check_gemm_operands(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-    AMPGRAD_CHECK(out.is_contiguous() && out.dim() >= 2 && out.dim() <= 3, "gemm: out is {}", out.describe());
+    AMPGRAD_CHECK(out.dim() >= 2 && out.dim() <= 3 && gemm_out_rows_dense(out), "gemm: out is {}", out.describe());
     AMPGRAD_CHECK(a.dim() >= 2 && a.dim() <= 3 && b.dim() >= 2 && b.dim() <= 3, "gemm: a is {}, b is {}",
                   a.describe(), b.describe());
     const bool half_to_f32 = out.dtype() == kFloat32 && (a.dtype() == kFloat16 || a.dtype() == kBFloat16);
@@ -176,6 +181,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     if (out.numel() == 0) return;
     const int64_t batch = out.dim() == 3 ? out.size(0) : 1;
     const int64_t m = out.size(-2), n = out.size(-1);
+    const OutStrides os{batch > 1 ? out.stride(0) : m * n, m > 1 ? out.stride(-2) : n};   // gemm_out_rows_dense checked
     const GemmPath path = cpu_gemm_path(a.dtype());
     dispatch_float(a.dtype(), "gemm", [&](auto tag) {
         using T = decltype(tag);
@@ -185,20 +191,20 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
         if constexpr (!std::is_same_v<T, C>) {
             if (out.dtype() == kFloat32) {
                 gemm_half_f32_out<T>(out.data_ptr<float>(), batch, m, n, ma, trans_a, mb, trans_b, float(alpha),
-                                     float(beta), path);
+                                     float(beta), path, os);
                 return;
             }
         }
         T* o = out.data_ptr<T>();
         if constexpr (std::is_same_v<T, C>) {
-            gemm_in_place<T>(o, batch, m, n, ma, trans_a, mb, trans_b, T(alpha), T(beta));
+            gemm_in_place<T>(o, batch, m, n, ma, trans_a, mb, trans_b, T(alpha), T(beta), os);
         } else if constexpr (std::is_same_v<T, BFloat16>) {
             if (path == GemmPath::kOneDnnMatmul)
-                gemm_bf16_native(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta));
+                gemm_bf16_native(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta), os);
             else
-                gemm_widened<T>(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta));
+                gemm_widened<T>(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta), os);
         } else {
-            gemm_widened<T>(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta));
+            gemm_widened<T>(o, batch, m, n, ma, trans_a, mb, trans_b, float(alpha), float(beta), os);
         }
     });
 }

@@ -22,6 +22,16 @@ struct MatrixBatch {
     int64_t row_stride = 0, col_stride = 0;
 };
 
+// Where the output out[b] (M,N) lives: row i of entry b starts at out + b*batch + i*row, each row
+// dense. The zero default is the dense layout (batch M*N, row N); the attention GEMM path writes
+// blocks of its scores and heads of a (B,T,NH,HS) tensor in place this way.
+struct OutStrides {
+    int64_t batch = 0, row = 0;
+};
+inline OutStrides resolved(OutStrides s, int64_t m, int64_t n) {
+    return {s.batch != 0 ? s.batch : m * n, s.row != 0 ? s.row : n};
+}
+
 template <typename T>
 MatrixBatch<T> batch_of(const Tensor& t, const T* data) {
     const int64_t d = t.dim();
@@ -75,27 +85,27 @@ MatrixBatch<T> readable_or_packed(const MatrixBatch<T>& m, int64_t batch, std::v
     return is_row_major(m) || is_col_major(m) ? m : pack_batch<T>(m, batch, buffer);
 }
 
-// out[b] (M,N) contiguous = alpha * op(a[b]) (M,K) @ op(b[b]) (K,N) + beta * out[b], for readable a
-// and b. beta == 0 never reads out.
+// out[b] (M,N) (laid out as `os` says; dense by default) = alpha * op(a[b]) (M,K) @ op(b[b]) (K,N)
+// + beta * out[b], for readable a and b. beta == 0 never reads out.
 template <typename T>
 void gemm_eigen(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
-                const MatrixBatch<T>& b, bool trans_b, T alpha, T beta);
+                const MatrixBatch<T>& b, bool trans_b, T alpha, T beta, OutStrides os = {});
 
 // The same product through oneDNN's dnnl_sgemm (cpu/gemm_onednn.cpp; only built with oneDNN).
 void gemm_onednn_sgemm(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
-                       const MatrixBatch<float>& b, bool trans_b, float alpha, float beta);
+                       const MatrixBatch<float>& b, bool trans_b, float alpha, float beta, OutStrides os = {});
 
-// out[b] (M,N) contiguous, of dtype out_dtype (bf16 or f32) = alpha * op(a) @ op(b) + beta * out
+// out[b] (M,N) (as `os` says), of dtype out_dtype (bf16 or f32) = alpha * op(a) @ op(b) + beta * out
 // with bf16 operands and f32 accumulation, through oneDNN's matmul primitive (readable a and b).
 void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int64_t n,
                       const MatrixBatch<BFloat16>& a, bool trans_a, const MatrixBatch<BFloat16>& b, bool trans_b,
-                      float alpha, float beta);
+                      float alpha, float beta, OutStrides os = {});
 
 // Whether oneDNN's bf16 matmul runs natively here (avx512_bf16 or newer, as oneDNN sees the CPU).
 bool onednn_has_bf16();
 
 // The f32 product through the library cpu_gemm_path(kFloat32) names (Eigen or oneDNN).
 void gemm_f32(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
-              const MatrixBatch<float>& b, bool trans_b, float alpha, float beta);
+              const MatrixBatch<float>& b, bool trans_b, float alpha, float beta, OutStrides os = {});
 
 }  // namespace ampgrad::cpu

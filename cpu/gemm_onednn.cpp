@@ -40,10 +40,15 @@ RowMajorView<T> row_major_view(const MatrixBatch<T>& m, int64_t b, bool trans) {
     return {p, std::max<int64_t>({m.col_stride, m.rows, 1}), !trans};
 }
 
-// out (M,N) = beta * out, the whole product when K == 0 (libraries differ on what K == 0 means).
+// out[b] (M,N) = beta * out[b], the whole product when K == 0 (libraries differ on what K == 0 means).
 template <typename T>
-void scale_only(T* out, int64_t numel, float beta) {
-    for (int64_t i = 0; i < numel; ++i) out[i] = beta == 0.0f ? T(0.0f) : static_cast<T>(beta * static_cast<float>(out[i]));
+void scale_only(T* out, int64_t batch, int64_t m, int64_t n, OutStrides os, float beta) {
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < m; ++i) {
+            T* row = out + b * os.batch + i * os.row;
+            for (int64_t j = 0; j < n; ++j)
+                row[j] = beta == 0.0f ? T(0.0f) : static_cast<T>(beta * static_cast<float>(row[j]));
+        }
 }
 
 void check_status(dnnl_status_t status, const char* what) {
@@ -59,8 +64,9 @@ int64_t deterministic_tile_rows(int64_t m) { return std::max<int64_t>(64, (m + 3
 // tile is one single-threaded dnnl_sgemm with the whole K (inside this parallel region nesting is
 // off, and oneDNN runs a call made in one on its calling thread): every element's sum is the same
 // whatever the number of threads. Returns the first failing status.
-dnnl_status_t sgemm_fixed_tiles(float* out, int64_t batch, int64_t m, int64_t n, int64_t k, const MatrixBatch<float>& a,
-                                bool trans_a, const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
+dnnl_status_t sgemm_fixed_tiles(float* out, OutStrides os, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                const MatrixBatch<float>& a, bool trans_a, const MatrixBatch<float>& b, bool trans_b,
+                                float alpha, float beta) {
     const int64_t rows = deterministic_tile_rows(m), tiles = (m + rows - 1) / rows;
     int failed = dnnl_success;
 #pragma omp parallel for schedule(static)
@@ -69,7 +75,7 @@ dnnl_status_t sgemm_fixed_tiles(float* out, int64_t batch, int64_t m, int64_t n,
         const RowMajorView<float> va = row_major_view(a, i, trans_a), vb = row_major_view(b, i, trans_b);
         const float* a_rows = va.trans ? va.data + r0 : va.data + r0 * va.ld;   // rows r0.. of op(a)
         const dnnl_status_t status = dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', mt, n, k, alpha, a_rows,
-                                                va.ld, vb.data, vb.ld, beta, out + i * m * n + r0 * n, n);
+                                                va.ld, vb.data, vb.ld, beta, out + i * os.batch + r0 * os.row, os.row);
         if (status != dnnl_success) {
 #pragma omp atomic write
             failed = status;
@@ -81,15 +87,17 @@ dnnl_status_t sgemm_fixed_tiles(float* out, int64_t batch, int64_t m, int64_t n,
 }  // namespace
 
 void gemm_onednn_sgemm(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
-                       const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
+                       const MatrixBatch<float>& b, bool trans_b, float alpha, float beta, OutStrides os) {
     const int64_t k = trans_a ? a.rows : a.cols;
-    if (k == 0) return scale_only(out, batch * m * n, beta);
+    os = resolved(os, m, n);
+    if (k == 0) return scale_only(out, batch, m, n, os, beta);
     if (deterministic())
-        return check_status(sgemm_fixed_tiles(out, batch, m, n, k, a, trans_a, b, trans_b, alpha, beta), "dnnl_sgemm");
+        return check_status(sgemm_fixed_tiles(out, os, batch, m, n, k, a, trans_a, b, trans_b, alpha, beta),
+                            "dnnl_sgemm");
     auto one = [&](int64_t i) {
         const RowMajorView<float> va = row_major_view(a, i, trans_a), vb = row_major_view(b, i, trans_b);
         return dnnl_sgemm(va.trans ? 'T' : 'N', vb.trans ? 'T' : 'N', m, n, k, alpha, va.data, va.ld, vb.data, vb.ld,
-                          beta, out + i * m * n, n);
+                          beta, out + i * os.batch, os.row);
     };
     const bool split_batch = batch > 1 && batch * m * n * k >= kMinParallelWork &&
                              (m * n * k <= kSmallProduct || batch >= 4 * get_num_threads());
@@ -127,7 +135,7 @@ OperandLayout operand_layout(const MatrixBatch<T>& m, bool trans, int64_t batch)
     return {{nb, rows, cols}, {bs, rs, cs}};
 }
 
-using MatmulKey = std::array<int64_t, 16>;
+using MatmulKey = std::array<int64_t, 18>;
 
 const dnnl::engine& cpu_engine() {
     static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -138,18 +146,18 @@ const dnnl::engine& cpu_engine() {
 // (sampling with a growing context) would grow the cache without end, so it is emptied at kMaxCached.
 constexpr size_t kMaxCached = 512;
 dnnl::matmul matmul_for(const OperandLayout& la, const OperandLayout& lb, int64_t batch, int64_t m, int64_t n,
-                        DType out_dtype, float alpha, float beta) {
+                        OutStrides os, DType out_dtype, float alpha, float beta) {
     static std::mutex mutex;
     static std::map<MatmulKey, dnnl::matmul> cache;
     MatmulKey key{la.dims[0], la.strides[0], la.strides[1], la.strides[2], lb.dims[0], lb.strides[0],
                   lb.strides[1], lb.strides[2], batch, m, n, la.dims[2], static_cast<int64_t>(out_dtype),
-                  std::bit_cast<int32_t>(alpha), std::bit_cast<int32_t>(beta), 0};
+                  std::bit_cast<int32_t>(alpha), std::bit_cast<int32_t>(beta), os.batch, os.row, 0};
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     if (cache.size() >= kMaxCached) cache.clear();
     using dt = dnnl::memory::data_type;
     dnnl::memory::desc src(la.dims, dt::bf16, la.strides), weights(lb.dims, dt::bf16, lb.strides);
-    dnnl::memory::desc dst({batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{m * n, n, 1});
+    dnnl::memory::desc dst({batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{os.batch, os.row, 1});
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
@@ -175,36 +183,38 @@ MatrixBatch<T> dense_if_strided_vector(const MatrixBatch<T>& m, int64_t batch, s
 }  // namespace
 
 void gemm_onednn_bf16(void* out, DType out_dtype, int64_t batch, int64_t m, int64_t n, const MatrixBatch<BFloat16>& a,
-                      bool trans_a, const MatrixBatch<BFloat16>& b, bool trans_b, float alpha, float beta) {
+                      bool trans_a, const MatrixBatch<BFloat16>& b, bool trans_b, float alpha, float beta,
+                      OutStrides os) {
     AMPGRAD_CHECK(out_dtype == kFloat32 || out_dtype == kBFloat16, "gemm (onednn): output dtype {}",
                   dtype_name(out_dtype));
     const int64_t k = trans_a ? a.rows : a.cols;
+    os = resolved(os, m, n);
     if (k == 0) {
-        if (out_dtype == kFloat32) scale_only(static_cast<float*>(out), batch * m * n, beta);
-        else scale_only(static_cast<BFloat16*>(out), batch * m * n, beta);
+        if (out_dtype == kFloat32) scale_only(static_cast<float*>(out), batch, m, n, os, beta);
+        else scale_only(static_cast<BFloat16*>(out), batch, m, n, os, beta);
         return;
     }
     if (batch > 1 && a.batch_stride == 0 && b.batch_stride == 0) {
         // Both operands shared by the whole batch (expanded): oneDNN's matmul refuses a destination
         // batch that neither input has, so each entry is its own product (beta may differ per entry).
-        const size_t entry_bytes = static_cast<size_t>(m * n) * (out_dtype == kFloat32 ? 4 : 2);
+        const size_t entry_bytes = static_cast<size_t>(os.batch) * (out_dtype == kFloat32 ? 4 : 2);
         for (int64_t i = 0; i < batch; ++i)
             gemm_onednn_bf16(static_cast<char*>(out) + static_cast<size_t>(i) * entry_bytes, out_dtype, 1, m, n, a,
-                             trans_a, b, trans_b, alpha, beta);
+                             trans_a, b, trans_b, alpha, beta, {m * n, os.row});
         return;
     }
     std::vector<BFloat16> a_buffer, b_buffer;
     const MatrixBatch<BFloat16> pa = dense_if_strided_vector(a, batch, a_buffer);
     const MatrixBatch<BFloat16> pb = dense_if_strided_vector(b, batch, b_buffer);
     const OperandLayout la = operand_layout(pa, trans_a, batch), lb = operand_layout(pb, trans_b, batch);
-    dnnl::matmul matmul = matmul_for(la, lb, batch, m, n, out_dtype, alpha, beta);
+    dnnl::matmul matmul = matmul_for(la, lb, batch, m, n, os, out_dtype, alpha, beta);
     using dt = dnnl::memory::data_type;
     const dnnl::engine& engine = cpu_engine();
     dnnl::memory src({la.dims, dt::bf16, la.strides}, engine, const_cast<BFloat16*>(pa.data));
     dnnl::memory weights({lb.dims, dt::bf16, lb.strides}, engine, const_cast<BFloat16*>(pb.data));
-    dnnl::memory dst({{batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{m * n, n, 1}},
+    dnnl::memory dst({{batch, m, n}, out_dtype == kFloat32 ? dt::f32 : dt::bf16, dnnl::memory::dims{os.batch, os.row, 1}},
                      engine, out);
-    dnnl::stream stream(engine);
+    thread_local dnnl::stream stream(engine);   // one per thread: creating one per call cost more than a small product
     matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
     stream.wait();
 }

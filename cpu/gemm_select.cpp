@@ -59,21 +59,21 @@ bool prefer_eigen_for(bool trans_a, bool trans_b) {
 }
 
 void gemm_f32(float* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<float>& a, bool trans_a,
-              const MatrixBatch<float>& b, bool trans_b, float alpha, float beta) {
+              const MatrixBatch<float>& b, bool trans_b, float alpha, float beta, OutStrides os) {
     if (cpu_gemm_path(kFloat32) == GemmPath::kOneDnnSgemm && !prefer_eigen_for(trans_a, trans_b))
-        gemm_onednn_sgemm(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
+        gemm_onednn_sgemm(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta, os);
     else
-        gemm_eigen<float>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta);
+        gemm_eigen<float>(out, batch, m, n, a, trans_a, b, trans_b, alpha, beta, os);
 }
 
 #if !AMPGRAD_WITH_ONEDNN
 // Built without oneDNN: choose_gemm_path never names these paths.
 void gemm_onednn_sgemm(float*, int64_t, int64_t, int64_t, const MatrixBatch<float>&, bool, const MatrixBatch<float>&,
-                       bool, float, float) {
+                       bool, float, float, OutStrides) {
     AMPGRAD_CHECK(false, "gemm: built without oneDNN");
 }
 void gemm_onednn_bf16(void*, DType, int64_t, int64_t, int64_t, const MatrixBatch<BFloat16>&, bool,
-                      const MatrixBatch<BFloat16>&, bool, float, float) {
+                      const MatrixBatch<BFloat16>&, bool, float, float, OutStrides) {
     AMPGRAD_CHECK(false, "gemm: built without oneDNN");
 }
 bool onednn_has_bf16() { return false; }

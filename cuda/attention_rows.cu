@@ -48,10 +48,11 @@ __global__ void probs_kernel(T* probs, device_compute_t<T>* lse, const device_co
     }
 }
 
-// dscores (rows,S) = probs * (dprobs - D), D_r = dout_r . out_r; dscores may be probs
+// dscores (rows,S) = probs * (dprobs - D), D_r = dout_r . out_r, over row r's visible keys (query
+// position r % T_); 0 for the masked ones, whose dprobs are not read. dscores may be probs.
 template <typename T, bool kBlock>
 __global__ void score_grad_kernel(T* dscores, const T* probs, const device_compute_t<T>* dprobs, const T* dout,
-                                  const T* out, int64_t rows, int64_t S, int64_t HSv) {
+                                  const T* out, int64_t rows, int64_t S, int64_t HSv, int64_t T_, bool causal) {
     using C = device_compute_t<T>;
     const RowSlot slot = row_slot<kBlock>();
     auto add = [](C a, C b) { return a + b; };
@@ -60,7 +61,12 @@ __global__ void score_grad_kernel(T* dscores, const T* probs, const device_compu
         for (int64_t x = slot.lane; x < HSv; x += slot.lanes)
             delta += load_compute(dout[r * HSv + x]) * load_compute(out[r * HSv + x]);
         delta = row_reduce<kBlock>(delta, add, C(0));
+        const int64_t n = formulas::attention_visible_keys(r % T_, S, causal);
         for (int64_t j = slot.lane; j < S; j += slot.lanes) {
+            if (j >= n) {
+                dscores[r * S + j] = store_compute<T>(C(0));
+                continue;
+            }
             const C p = load_compute(probs[r * S + j]);
             dscores[r * S + j] = store_compute<T>(formulas::AttentionScoreGrad::value(p, dprobs[r * S + j], delta));
         }
@@ -97,10 +103,10 @@ void attention_probs(const Tensor& probs, const Tensor& lse, const Tensor& score
 }
 
 void attention_score_grad(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, const Tensor& dout,
-                          const Tensor& out) {
+                          const Tensor& out, int64_t T_len, bool causal) {
     const int index = probs.device().index;
     require_on_device("attention_score_grad", index, {&dscores, &probs, &dprobs, &dout, &out});
-    check_attention_score_grad("attention_score_grad", dscores, probs, dprobs, dout, out);
+    check_attention_score_grad("attention_score_grad", dscores, probs, dprobs, dout, out, T_len);
     const int64_t rows = probs.size(0) * probs.size(1), S = probs.size(2), HSv = out.size(2);
     if (rows == 0) return;
     DeviceGuard guard(index);
@@ -112,11 +118,11 @@ void attention_score_grad(const Tensor& dscores, const Tensor& probs, const Tens
         if (l.block)
             score_grad_kernel<T, true><<<l.blocks, l.threads, 0, current_stream()>>>(
                 device_ptr<T>(dscores), device_ptr<const T>(probs), dp, device_ptr<const T>(dout),
-                device_ptr<const T>(out), rows, S, HSv);
+                device_ptr<const T>(out), rows, S, HSv, T_len, causal);
         else
             score_grad_kernel<T, false><<<l.blocks, l.threads, 0, current_stream()>>>(
                 device_ptr<T>(dscores), device_ptr<const T>(probs), dp, device_ptr<const T>(dout),
-                device_ptr<const T>(out), rows, S, HSv);
+                device_ptr<const T>(out), rows, S, HSv, T_len, causal);
         CUDA_CHECK(cudaGetLastError());
     });
 }

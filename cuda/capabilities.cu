@@ -12,11 +12,15 @@ std::string gemm_route(DType dtype) {
 }
 
 bool attention_prefers_gemm(DType dtype, int64_t /*scores_per_head*/) { return dtype != kFloat64; }
+// Dense heads: one batched cuBLAS call per product over the whole chunk (a few launches per layer),
+// where multiplying head-strided tensors in place would take one call per batch entry and causal tile.
+bool attention_dense_heads(DType /*dtype*/) { return true; }
 
 [[maybe_unused]] const bool registered = [] {
     register_backend_capabilities(kCUDA, {.gemm_route = &gemm_route,
                                           .attention_prefers_gemm = &attention_prefers_gemm,
-                                          .attention_workspace_bytes = int64_t(1) << 30});
+                                          .attention_workspace_bytes = int64_t(1) << 30,
+                                          .attention_dense_heads = &attention_dense_heads});
     return true;
 }();
 

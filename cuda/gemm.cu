@@ -87,13 +87,15 @@ MatrixArg cublas_operand(const Tensor& t, bool trans, Tensor& holder) {
 
 // ---- launchers ----
 
-// out (B,M,N) contiguous; lhs is cuBLAS's A (our b), rhs its B (our a)
+// out (B,M,N) with dense rows (ldc and strideC from its strides); lhs is cuBLAS's A (our b), rhs its B (our a)
 // operands of in_dtype (out's dtype, or f16/bf16 with an f32 out: cuBLAS's mixed-precision GemmEx)
 void gemm_cublas(cublasHandle_t handle, const Tensor& out, DType in_dtype, const MatrixArg& lhs, const MatrixArg& rhs,
                  int64_t batch, int64_t M, int64_t N, int64_t K, double alpha, double beta) {
     int m = as_int("N", N), n = as_int("M", M), k = as_int("K", K);
     int lda = as_int("ld", std::max<int64_t>(lhs.ld, 1)), ldb = as_int("ld", std::max<int64_t>(rhs.ld, 1));
-    int ldc = std::max(m, 1), count = as_int("batch", batch);
+    const int64_t d = out.dim();
+    const int64_t row_stride = M > 1 ? out.stride(d - 2) : N, entry_stride = batch > 1 ? out.stride(0) : M * N;
+    int ldc = as_int("ld", std::max<int64_t>(row_stride, 1)), count = as_int("batch", batch);
     const cudaStream_t stream = current_stream();
     CUBLAS_CHECK(cublasSetStream(handle, stream));
     // After cublasSetStream (which resets it): this stream's own workspace, never another stream's.
@@ -102,14 +104,14 @@ void gemm_cublas(cublasHandle_t handle, const Tensor& out, DType in_dtype, const
         CUBLAS_CHECK(cublasDgemmStridedBatched(handle, lhs.op, rhs.op, m, n, k, &alpha,
                                                static_cast<const double*>(lhs.ptr), lda, lhs.batch_stride,
                                                static_cast<const double*>(rhs.ptr), ldb, rhs.batch_stride, &beta,
-                                               static_cast<double*>(out.raw_data()), ldc, M * N, count));
+                                               static_cast<double*>(out.raw_data()), ldc, entry_stride, count));
         return;
     }
     float alpha32 = static_cast<float>(alpha), beta32 = static_cast<float>(beta);
     const cudaDataType_t in_type = cuda_data_type(in_dtype), out_type = cuda_data_type(out.dtype());
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, lhs.op, rhs.op, m, n, k, &alpha32, lhs.ptr, in_type, lda,
                                             lhs.batch_stride, rhs.ptr, in_type, ldb, rhs.batch_stride, &beta32,
-                                            out.raw_data(), out_type, ldc, M * N, count, CUBLAS_COMPUTE_32F,
+                                            out.raw_data(), out_type, ldc, entry_stride, count, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
 }
 
@@ -136,7 +138,7 @@ void gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, boo
     const bool half_to_f32 = out.dtype() == kFloat32 && (a.dtype() == kFloat16 || a.dtype() == kBFloat16);
     AMPGRAD_CHECK(a.dtype() == b.dtype() && (a.dtype() == out.dtype() || half_to_f32),
                   "gemm: dtypes differ: a {}, b {}, out {}", a.describe(), b.describe(), out.describe());
-    AMPGRAD_CHECK(out.is_contiguous(), "gemm: out must be contiguous, got {}", out.describe());
+    AMPGRAD_CHECK(gemm_out_rows_dense(out), "gemm: out must have dense rows, got {}", out.describe());
     int64_t d = a.dim();
     int64_t M = out.size(d - 2), N = out.size(d - 1), batch = d == 3 ? out.size(0) : 1;
     int64_t K = trans_a ? a.size(d - 2) : a.size(d - 1);

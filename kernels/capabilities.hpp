@@ -30,6 +30,10 @@ struct BackendCapabilities {
     bool (*attention_prefers_gemm)(DType dtype, int64_t scores_per_head) = nullptr;
     // The GEMM attention path's workspace bound per chunk, in bytes.
     int64_t attention_workspace_bytes = int64_t(64) << 20;
+    // Whether the GEMM attention path should copy head-strided q, k, v (and outputs) to dense
+    // (B,H,X,cols) tensors first, instead of multiplying them in place: where the backend's GEMM
+    // for `dtype` runs much slower on strided operands. nullptr: never.
+    bool (*attention_dense_heads)(DType dtype) = nullptr;
 };
 
 // Called once per device type by its backend (a static initializer in the backend's own file).

@@ -83,11 +83,13 @@ extern constinit Kernel<void(const Tensor& dq, const Tensor& dk, const Tensor& d
 //   recompute true (backward): probs = exp(scores - lse) from the given lse (0 where lse is -inf).
 extern constinit Kernel<void(const Tensor& probs, const Tensor& lse, const Tensor& scores, int64_t T, bool causal,
                              bool recompute)> attention_probs;
-// dscores (G,R,S) = probs * (dprobs - D), D_r = dout_r . out_r in the compute type. dscores and
-// probs share a dtype and may be one tensor (written in place); dprobs (G,R,S) in the compute type;
-// dout, out (G,R,HSv) contiguous in the inputs' dtype.
+// dscores (G,R,S) = probs * (dprobs - D), D_r = dout_r . out_r in the compute type, over each row's
+// visible keys (row r is query position r % T, as above); masked keys get dscores 0 and their dprobs
+// are never read (the causal GEMM path leaves them unwritten). dscores and probs share a dtype and may
+// be one tensor (written in place); dprobs (G,R,S) in the compute type; dout, out (G,R,HSv)
+// contiguous in the inputs' dtype.
 extern constinit Kernel<void(const Tensor& dscores, const Tensor& probs, const Tensor& dprobs, const Tensor& dout,
-                             const Tensor& out)> attention_score_grad;
+                             const Tensor& out, int64_t T, bool causal)> attention_score_grad;
 
 // One-pass multi-tensor optimizer steps, PyTorch's single-tensor formulas applied to each
 // parameter in turn (one call per parameter group: no per-parameter dispatch). Every tensor

@@ -54,6 +54,17 @@ inline void check_gemm_epilogue_shapes(const Tensor& out, const Tensor& aux, con
                   "gemm_epilogue: aux {} for out {}", aux.defined() ? aux.describe() : "undefined", out.describe());
 }
 
+// kernels::gemm's out: dense rows at least N apart, and a batch stride other than 0: a contiguous
+// tensor, a tile of a larger matrix, or the heads of a (B,T,NH,HS) tensor, whose rows interleave (the
+// attention GEMM path's). Entries must not overlap; that is the caller's to keep, as in BLAS.
+inline bool gemm_out_rows_dense(const Tensor& out) {
+    const int64_t d = out.dim(), m = out.size(d - 2), n = out.size(d - 1);
+    if (out.numel() == 0 || out.is_contiguous()) return true;
+    const int64_t row = m == 1 ? n : out.stride(d - 2);
+    const bool rows_ok = (n == 1 || out.stride(d - 1) == 1) && row >= n;
+    return rows_ok && (d == 2 || out.size(0) == 1 || out.stride(0) != 0);
+}
+
 // The compute type of attention in `dtype` (scores, lse): f64 for f64, else f32.
 inline DType attention_compute_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
 
@@ -128,17 +139,18 @@ inline void check_attention_rows(const char* kernel, const Tensor& probs, const 
 // dscores, probs (G,R,S) one floating dtype, dprobs (G,R,S) its compute type, dout and out (G,R,HSv) in
 // probs' dtype; all contiguous.
 inline void check_attention_score_grad(const char* kernel, const Tensor& dscores, const Tensor& probs,
-                                       const Tensor& dprobs, const Tensor& dout, const Tensor& out) {
+                                       const Tensor& dprobs, const Tensor& dout, const Tensor& out, int64_t T) {
     const DType dtype = probs.dtype();
-    AMPGRAD_CHECK(probs.dim() == 3 && out.dim() == 3 && is_floating(dtype) && dscores.dtype() == dtype &&
+    AMPGRAD_CHECK(probs.dim() == 3 && out.dim() == 3 && T > 0 && probs.size(1) % T == 0 && is_floating(dtype) &&
+                      dscores.dtype() == dtype &&
                       dprobs.dtype() == attention_compute_dtype(dtype) && dout.dtype() == dtype &&
                       out.dtype() == dtype && dscores.sizes() == probs.sizes() && dprobs.sizes() == probs.sizes() &&
                       dout.sizes() == out.sizes() && out.size(0) == probs.size(0) && out.size(1) == probs.size(1) &&
                       dscores.is_contiguous() && probs.is_contiguous() && dprobs.is_contiguous() &&
                       dout.is_contiguous() && out.is_contiguous(),
-                  "{}: expected contiguous dscores, probs (G,R,S), dprobs (G,R,S) in the compute type and dout, out "
-                  "(G,R,HSv); got dscores {}, probs {}, dprobs {}, dout {}, out {}",
-                  kernel, dscores.describe(), probs.describe(), dprobs.describe(), dout.describe(), out.describe());
+                  "{}: expected contiguous dscores, probs (G,R,S) with R a multiple of T = {}, dprobs (G,R,S) in the "
+                  "compute type and dout, out (G,R,HSv); got dscores {}, probs {}, dprobs {}, dout {}, out {}",
+                  kernel, T, dscores.describe(), probs.describe(), dprobs.describe(), dout.describe(), out.describe());
 }
 
 }  // namespace ampgrad

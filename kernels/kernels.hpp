@@ -165,7 +165,8 @@ extern constinit Kernel<void(const Tensor& values, const Tensor& indices, const 
 
 // ---- linear algebra ----
 // Batched GEMM: out[b] = alpha * op(a[b]) @ op(b[b]) + beta * out[b]
-// a: (B,M,K) or (B,K,M) if trans_a; b: (B,K,N) or (B,N,K) if trans_b; out: (B,M,N) contiguous.
+// a: (B,M,K) or (B,K,M) if trans_a; b: (B,K,N) or (B,N,K) if trans_b; out: (B,M,N) with dense rows
+// (contiguous, or a block of a larger matrix: any row and batch strides, gemm_out_rows_dense).
 // Batch stride 0 on a or b broadcasts it. a and b share a dtype, and out has it too, except that
 // f16/bf16 operands may write an f32 out (f32 accumulation, never rounded: kernels/attention_gemm.cpp).
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,

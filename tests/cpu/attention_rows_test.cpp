@@ -35,8 +35,15 @@ TEST_CASE("attention_probs and attention_score_grad kernels: hand-computed rows,
     Tensor dprobs = tensor<float>({1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}, {1, 2, 3});
     Tensor dout = tensor<float>({1.0f, 2.0f, 0.5f, -1.0f}, {1, 2, 2});
     Tensor out = tensor<float>({3.0f, 1.0f, 2.0f, 2.0f}, {1, 2, 2});
-    kernels::attention_score_grad(probs, probs, dprobs, dout, out);   // D = 5, then -1
+    kernels::attention_score_grad(probs, probs, dprobs, dout, out, 2, false);   // D = 5, then -1
     CHECK(probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
+    // Causal: the masked keys' dS is 0 and their dprobs (NaN here: the causal GEMM path leaves them
+    // unwritten) are never read.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Tensor causal_probs = tensor<float>({1.0f, 0.0f, 0.0f, 0.5f, 0.5f, 0.0f}, {1, 2, 3});
+    Tensor stale_dprobs = tensor<float>({1.0f, nan, nan, 4.0f, 5.0f, nan}, {1, 2, 3});
+    kernels::attention_score_grad(causal_probs, causal_probs, stale_dprobs, dout, out, 2, true);
+    CHECK(causal_probs.to_vector<float>() == std::vector<float>{-4.0f, 0.0f, 0.0f, 2.5f, 3.0f, 0.0f});
 }
 
 TEST_CASE("attention row kernels refuse mismatched operands by name") {
@@ -46,6 +53,6 @@ TEST_CASE("attention row kernels refuse mismatched operands by name") {
     CHECK_THROWS_WITH_AS(kernels::attention_probs(probs, lse, scores.to(kFloat16), 2, false, false),
                          doctest::Contains("attention_probs"), Error);                               // f16 scores
     CHECK_THROWS_WITH_AS(kernels::attention_score_grad(probs, probs, scores, zeros({1, 4, 2}, kFloat32),
-                                                       zeros({1, 4, 2}, kFloat16)),
+                                                       zeros({1, 4, 2}, kFloat16), 4, false),
                          doctest::Contains("attention_score_grad"), Error);                         // f32 dout
 }

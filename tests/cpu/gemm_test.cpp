@@ -3,7 +3,7 @@
 // column-major, column-strided and stride-0 operands, 2-d operands, K == 0, and the
 // batch-parallel path (many small products). Every check runs once per library (oneDNN where
 // built, and Eigen pinned: cpu/gemm_select.hpp), so each path meets the same cases. Also f16/bf16
-// operands into an f32 out.
+// operands into an f32 out, and out written in place with row and batch strides (tiles and heads).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -147,4 +147,56 @@ TEST_CASE("cpu gemm: 2-d operands, vectors, K == 0 and many small products") {
     check_gemm(randn({64, 4, 3}, TensorOptions(kBFloat16)), randn({64, 5, 4}, TensorOptions(kBFloat16)),
                randn({5, 3}, TensorOptions(kBFloat16)), true, false, 1.0, 1.0, kBFloat16);
     check_gemm(randn({2, 130, 140}), randn({2, 130, 150}), randn({2, 140, 150}), false, true, 1.0, 0.0, kFloat32);
+}
+
+// The attention GEMM path (kernels/attention_gemm.cpp) writes tiles of its scores and the heads of
+// (B,T,NH,HS) tensors in place: out with dense rows and any row and batch strides
+// (kernels/kernels.hpp). Every library and dtype, beta 0 and not; the storage around out stays as it was.
+TEST_CASE("cpu gemm: out with dense rows at any row and batch stride, the storage around it untouched") {
+    manual_seed(43);
+    const int64_t NH = 3, T = 5, HS = 4, K = 6;
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+        for (GemmLibrary library : {GemmLibrary::kBest, GemmLibrary::kEigen}) {
+            set_cpu_gemm_library(library);
+            CAPTURE(gemm_path_name(cpu_gemm_path(dt)));
+            const TensorOptions o(dt);
+            const Tolerance tol = dt == kFloat64 ? tol_for(kFloat64) : dt == kFloat32 ? Tolerance{1e-5, 1e-5} : tol_for(dt, 2);
+            for (double beta : {0.0, 0.5}) {
+                CAPTURE(beta);
+                Tensor store = randn({T, NH, HS}, o);                                   // (T,NH,HS)
+                Tensor heads = make_view(store, {NH, T, HS}, {HS, NH * HS, 1}, 0);      // (NH,T,HS), rows interleaved
+                Tensor a = randn({NH, T, K}, o), b = randn({NH, K, HS}, o);
+                Tensor want = reference(heads.contiguous(), a, b, false, false, 0.75, beta);
+                kernels::gemm(heads, a, b, false, false, 0.75, beta);
+                CHECK_CLOSE(heads, want, tol);
+
+                Tensor buffer = randn({2, 8, 7}, o);
+                const Tensor before = buffer.clone();
+                Tensor tile = make_view(buffer, {2, 4, 3}, {56, 7, 1}, 2 * 7 + 1);      // rows 2..5, columns 1..3
+                Tensor a2 = randn({2, K, 4}, o), b2 = randn({2, 3, K}, o);
+                want = reference(tile.contiguous(), a2, b2, true, true, 1.0, beta);
+                kernels::gemm(tile, a2, b2, true, true, 1.0, beta);
+                CHECK_CLOSE(tile, want, tol);
+                kernels::fill(tile, 0.0);
+                kernels::fill(make_view(before, {2, 4, 3}, {56, 7, 1}, 2 * 7 + 1), 0.0);
+                CHECK(equal(buffer, before));
+            }
+            if (dt == kFloat16 || dt == kBFloat16) {                                    // f32 scores from halves
+                Tensor scores = randn({2, 6, 9});
+                Tensor tile = make_view(scores, {2, 3, 4}, {54, 9, 1}, 9 * 3);           // rows 3..5, columns 0..3
+                Tensor a = randn({2, 3, K}, o), b = randn({2, 4, K}, o);
+                const Tensor want = reference(tile.contiguous(), a, b, false, true, 1.0, 0.0);
+                kernels::gemm(tile, a, b, false, true, 1.0, 0.0);
+                const Tolerance f32_tol{1e-5, 1e-5};
+                CHECK_CLOSE(tile, want, f32_tol);
+            }
+        }
+    }
+    set_cpu_gemm_library(GemmLibrary::kBest);
+    Tensor a = randn({2, 3}), b = randn({3, 4});
+    CHECK_THROWS_WITH_AS(kernels::gemm(empty({4, 2}).transpose(0, 1), a, b, false, false, 1.0, 0.0),   // column stride 4
+                         doctest::Contains("gemm: out is"), Error);
+    CHECK_THROWS_WITH_AS(kernels::gemm(make_view(empty({2, 4}), {3, 2, 4}, {0, 4, 1}, 0), randn({3, 2, 3}),
+                                       randn({3, 3, 4}), false, false, 1.0, 0.0),                      // batch stride 0
+                         doctest::Contains("gemm: out is"), Error);
 }

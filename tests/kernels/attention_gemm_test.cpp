@@ -128,6 +128,31 @@ TEST_CASE("gemm attention path reads strided q/k/v and KV-cache slices, and give
     check_same(gemm_path(cached, false, 0.5), fused(cached, false, 0.5), kFloat32);
 }
 
+// Causal attention with T == S over several tiles (kernels/attention_gemm.cpp: 64 rows a tile, so
+// 150 rows are tiles of 64, 64 and 22): the products skip the masked part above the diagonal tiles.
+// q, k, v cut from one fused QKV projection and heads-last dout and outputs, as the GPT passes them,
+// are multiplied in place one batch entry at a time (bf16 on a CPU with native bf16 products copies
+// them to dense heads first); contiguous inputs take whole-tensor slabs. Both against the fused kernel.
+TEST_CASE("gemm attention path: causal tiles over T = S = 150, head-strided and dense operands, every dtype") {
+    manual_seed(229);
+    const int64_t B = 2, T = 150, NH = 3, HS = 8;
+    for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+        CAPTURE(dtype_name(dtype));
+        Tensor qkv = randn({B, T, 3 * NH * HS}).to(dtype);                           // (B,T,3C)
+        tensor_list heads;
+        for (const Tensor& p : split(qkv, NH * HS, 2)) heads.push_back(p.view({B, T, NH, HS}).transpose(1, 2));
+        Tensor dout = randn({B, T, NH, HS}).to(dtype).transpose(1, 2);               // (B,NH,T,HS), heads-last
+        const Inputs strided{heads[0], heads[1], heads[2], dout};
+        const Inputs dense{heads[0].contiguous(), heads[1].contiguous(), heads[2].contiguous(), dout.contiguous()};
+        for (bool causal : {true, false}) {
+            CAPTURE(causal);
+            const Results want = fused(strided, causal, 0.3);
+            check_same(gemm_path(strided, causal, 0.3), want, dtype);
+            check_same(gemm_path(dense, causal, 0.3), want, dtype);
+        }
+    }
+}
+
 TEST_CASE("gemm attention path: q empty by its head size, and no queries, still write every output") {
     auto nan_filled = [](const Shape& shape) { return full(shape, NAN, TensorOptions(kFloat64)); };
     for (bool causal : {false, true}) {
@@ -185,7 +210,8 @@ TEST_CASE("attention path setting: auto takes the GEMM path for f32 (f16/bf16 of
     CHECK(attention_uses_gemm(q32, k32));                     // 16 x 16 scores per head
     CHECK_FALSE(attention_uses_gemm(q32, small_k32));          // 16 x 15: the fused loops
     CHECK_FALSE(attention_uses_gemm(q64, k32.to(kFloat64)));  // f64: the fused kernels
-    CHECK_FALSE(attention_uses_gemm(q32.to(kBFloat16), k32.to(kBFloat16)));   // CPU halves keep P, dS in f32
+    CHECK_FALSE(attention_uses_gemm(q32.to(kFloat16), k32.to(kFloat16)));     // CPU halves keep P, dS in f32
+    CHECK_FALSE(attention_uses_gemm(q32.to(kBFloat16), k32.to(kBFloat16)));
     set_attention_path(AttentionPath::kGemm);
     CHECK(attention_uses_gemm(q64, k32.to(kFloat64)));
     set_attention_path(AttentionPath::kFused);
