@@ -185,10 +185,16 @@ Tiles tiles_of(const Groups& g, bool causal) {
     return tiles;
 }
 
-// ---- dense operands, where the backend wants them (its attention_dense_heads) ----
-bool wants_dense_heads(const Tensor& q) {
+// ---- dense operands, where the backend wants them (its attention_dense_heads) or the heads are small ----
+// Below this many multiply-adds per product of one batch entry (NH*T*S*HS), its products are too small
+// to pay for their calls: GPT `tiny` (4 heads of 64x64x32 a batch entry) ran 12% slower with its heads in
+// place than with dense copies, `small` (8 heads of 128x128x32) 6.5% faster (docs/benchmarks.md).
+constexpr int64_t kMinInPlaceWork = int64_t(1) << 21;
+
+bool heads_in_place(const Tensor& q, const Groups& g) {
     const BackendCapabilities& c = backend_capabilities(q.device().type);
-    return c.attention_dense_heads != nullptr && c.attention_dense_heads(q.dtype());
+    const bool dense_wanted = c.attention_dense_heads != nullptr && c.attention_dense_heads(q.dtype());
+    return !dense_wanted && g.NH * g.T * g.S * g.HS >= kMinInPlaceWork;
 }
 // An input (B,H,X,cols) that cannot be seen as (B*NKV, rows, cols) groups, copied to a dense tensor.
 Tensor grouped_input(const Tensor& t, int64_t NKV, int64_t rows, int64_t cols) {
@@ -274,8 +280,8 @@ void attention_forward_gemm(const Tensor& out, const Tensor& lse, const Tensor& 
                             double scale, bool causal, int64_t workspace_bytes) {
     check_attention_args("attention (gemm path)", out, lse, q, k, v);
     if (lse.numel() == 0) return;                                    // B*NH*T == 0
-    if (!wants_dense_heads(q)) return forward_slabs(out, lse, q, k, v, scale, causal, workspace_bytes, true);
     const Groups g = groups_of(q, k, v);
+    if (heads_in_place(q, g)) return forward_slabs(out, lse, q, k, v, scale, causal, workspace_bytes, true);
     const Tensor dense_out = dense_output(out);
     forward_slabs(dense_out, lse, grouped_input(q, g.NKV, g.R, g.HS), grouped_input(k, g.NKV, g.S, g.HS),
                   grouped_input(v, g.NKV, g.S, g.HSv), scale, causal, workspace_bytes, false);
@@ -355,7 +361,7 @@ void attention_backward_gemm(const Tensor& dq, const Tensor& dk, const Tensor& d
             if (grad->defined()) kernels::fill(*grad, 0.0);
         return;
     }
-    if (!wants_dense_heads(q))
+    if (heads_in_place(q, g))
         return backward_slabs(dq, dk, dv, dout, out, lse, q, k, v, scale, causal, workspace_bytes, true);
     const Tensor dqd = dense_output(dq), dkd = dense_output(dk), dvd = dense_output(dv);
     backward_slabs(dqd, dkd, dvd, grouped_input(dout, g.NKV, g.R, g.HSv), grouped_input(out, g.NKV, g.R, g.HSv), lse,

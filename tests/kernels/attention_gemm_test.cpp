@@ -131,11 +131,13 @@ TEST_CASE("gemm attention path reads strided q/k/v and KV-cache slices, and give
 // Causal attention with T == S over several tiles (kernels/attention_gemm.cpp: 64 rows a tile, so
 // 150 rows are tiles of 64, 64 and 22): the products skip the masked part above the diagonal tiles.
 // q, k, v cut from one fused QKV projection and heads-last dout and outputs, as the GPT passes them,
-// are multiplied in place one batch entry at a time (bf16 on a CPU with native bf16 products copies
-// them to dense heads first); contiguous inputs take whole-tensor slabs. Both against the fused kernel.
+// are multiplied in place one batch entry at a time (4 heads of 150 x 150 x 32: past the in-place
+// threshold; bf16 on a CPU with native bf16 products copies them to dense heads first); contiguous
+// inputs take whole-tensor slabs. Both against the fused kernel. (Smaller heads, as in the cases
+// above, take the dense copies.)
 TEST_CASE("gemm attention path: causal tiles over T = S = 150, head-strided and dense operands, every dtype") {
     manual_seed(229);
-    const int64_t B = 2, T = 150, NH = 3, HS = 8;
+    const int64_t B = 2, T = 150, NH = 4, HS = 32;
     for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
         CAPTURE(dtype_name(dtype));
         Tensor qkv = randn({B, T, 3 * NH * HS}).to(dtype);                           // (B,T,3C)
