@@ -102,13 +102,12 @@ std::optional<Tensor> slab_view(const Tensor& t, int64_t NKV, Slab s, int64_t ro
     return std::nullopt;
 }
 
-// The slab's heads of t as stored, (B,H,X,cols) -> (heads, X, cols), for a slab inside one batch
-// entry; or the slab's whole batch entries (B',H,X,cols) when it spans several (only whole entries).
+// The slab's heads of t as stored, (B,H,X,cols) -> (heads, X, cols). Only a slab inside one batch
+// entry gets here: slabs span entries only when every operand is contiguous, and so a view.
 Tensor slab_heads(const Tensor& t, int64_t NKV, Slab s) {
     const int64_t per = t.size(1) / NKV, b = s.g0 / NKV;
-    if ((s.g1 - 1) / NKV != b)
-        return make_view(t, {(s.g1 - s.g0) / NKV, t.size(1), t.size(2), t.size(3)}, t.strides(),
-                         t.storage_offset() + b * t.stride(0));
+    AMPGRAD_CHECK((s.g1 - 1) / NKV == b, "attention (gemm path): slab [{}, {}) of {} spans batch entries", s.g0,
+                  s.g1, t.describe());
     return make_view(t, {(s.g1 - s.g0) * per, t.size(2), t.size(3)}, {t.stride(1), t.stride(2), t.stride(3)},
                      t.storage_offset() + b * t.stride(0) + (s.g0 % NKV) * per * t.stride(1));
 }
