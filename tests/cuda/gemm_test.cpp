@@ -1,6 +1,7 @@
 // gemm_test.cpp: cuda/gemm.cu (cuBLAS) against a float64 reference computed here from the same
 // rounded inputs: every trans_a/trans_b combination, alpha/beta, batch broadcast (stride 0),
-// column-major and odd-strided operands (copied first), 2-d operands and K == 0. Then
+// column-major and odd-strided operands (copied first), 2-d operands, K == 0, and out written in place
+// with row and batch strides (interleaved heads, a tile). Then
 // kernels::gemm_epilogue (cuBLASLt) against the CPU kernel: bias and bias+GELU, with and without
 // bias and aux, every transpose, N a multiple of 8 (aux fused in cuBLASLt) and not (GELU as a
 // pass), K == 0.
@@ -95,6 +96,33 @@ TEST_CASE("cuda gemm: broadcast batch, column-major and odd-strided operands, 2-
         Tensor a0 = make_empty({B, M, 0}, kFloat32, kGpu), b0 = make_empty({B, 0, N}, kFloat32, kGpu);
         check_gemm(a0, b0, c0, false, false, 1.0, 2.0);
         check_gemm(a0, b0, c0, false, false, 1.0, 0.0);
+    }
+}
+
+// out with dense rows at any row and batch stride (kernels/kernels.hpp), as the CPU's attention path
+// writes tiles and heads: cuBLAS's ldc and strideC, the storage around out unchanged.
+TEST_CASE("cuda gemm: out as interleaved heads and as a tile, the storage around it untouched" * skip_without_gpu()) {
+    const int64_t NH = 3, T = 5, HS = 4, K = 6;
+    for (DType dtype : kFloatDTypes) {
+        CAPTURE(dtype_name(dtype));
+        Tensor a = to_gpu(sample({NH, T, K}, dtype, 21)), b = to_gpu(sample({NH, K, HS}, dtype, 22));
+        Tensor store = to_gpu(sample({T, NH, HS}, dtype, 23));                       // (T,NH,HS)
+        Tensor heads = make_view(store, {NH, T, HS}, {HS, NH * HS, 1}, 0);           // (NH,T,HS), rows interleaved
+        const Tensor c0 = to_host(heads.contiguous());
+        kernels::gemm(heads, a, b, false, false, 0.75, 0.5);
+        CHECK_GPU_CLOSE(heads.contiguous(), reference_gemm(a, b, c0, false, false, 0.75, 0.5), gemm_tol(dtype));
+
+        Tensor buffer = to_gpu(sample({2, 8, 7}, dtype, 24));
+        const Tensor before = to_host(buffer);
+        Tensor tile = make_view(buffer, {2, 4, 3}, {56, 7, 1}, 2 * 7 + 1);            // rows 2..5, columns 1..3
+        Tensor a2 = to_gpu(sample({2, 4, K}, dtype, 25)), b2 = to_gpu(sample({2, 3, K}, dtype, 26));
+        const Tensor t0 = to_host(tile.contiguous());
+        kernels::gemm(tile, a2, b2, false, true, 1.0, 0.0);
+        CHECK_GPU_CLOSE(tile.contiguous(), reference_gemm(a2, b2, t0, false, true, 1.0, 0.0), gemm_tol(dtype));
+        Tensor after = to_host(buffer);
+        kernels::fill(make_view(after, {2, 4, 3}, {56, 7, 1}, 2 * 7 + 1), 0.0);
+        kernels::fill(make_view(before, {2, 4, 3}, {56, 7, 1}, 2 * 7 + 1), 0.0);
+        CHECK(equal(after, before));
     }
 }
 
