@@ -155,6 +155,23 @@ TEST_CASE("gemm attention path: causal tiles over T = S = 150, head-strided and 
     }
 }
 
+// Grouped-query heads past the in-place threshold (4 query heads on 2 kv heads, 150 x 150 x 32): k and v
+// heads-last are read in place; the stacked query heads of a kv head are not one strided matrix, so q
+// and dO are copied per slab and O and dq written through a scratch. No causal tiles (stacked rows).
+TEST_CASE("gemm attention path: grouped-query heads-last operands past the in-place threshold") {
+    manual_seed(233);
+    const int64_t B = 2, T = 150, NH = 4, NKV = 2, HS = 32;
+    for (DType dtype : {kFloat64, kFloat32}) {
+        CAPTURE(dtype_name(dtype));
+        auto heads_last = [&](int64_t heads) { return randn({B, T, heads, HS}).to(dtype).transpose(1, 2); };
+        const Inputs in{heads_last(NH), heads_last(NKV), heads_last(NKV), heads_last(NH)};
+        for (bool causal : {true, false}) {
+            CAPTURE(causal);
+            check_same(gemm_path(in, causal, 0.3), fused(in, causal, 0.3), dtype);
+        }
+    }
+}
+
 TEST_CASE("gemm attention path: q empty by its head size, and no queries, still write every output") {
     auto nan_filled = [](const Shape& shape) { return full(shape, NAN, TensorOptions(kFloat64)); };
     for (bool causal : {false, true}) {
