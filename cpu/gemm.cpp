@@ -119,14 +119,19 @@ template <typename T>
 void gemm_widened(T* out, int64_t batch, int64_t m, int64_t n, const MatrixBatch<T>& a, bool trans_a,
                   const MatrixBatch<T>& b, bool trans_b, float alpha, float beta, OutStrides os) {
     os = resolved(os, m, n);
-    const int64_t numel = batch * m * n;
-    auto element = [&](int64_t i) -> T& { return out[(i / (m * n)) * os.batch + (i % (m * n)) / n * os.row + i % n]; };
-    std::vector<float> c_buf(static_cast<size_t>(numel));
+    const int64_t rows = batch * m;
+    auto out_row = [&](int64_t r) { return out + (r / m) * os.batch + (r % m) * os.row; };   // row r of (batch*m, n)
+    std::vector<float> c_buf(static_cast<size_t>(rows * n));
     if (beta != 0.0f)
-        for (int64_t i = 0; i < numel; ++i) c_buf[i] = static_cast<float>(element(i));
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < n; ++j) c_buf[r * n + j] = static_cast<float>(out_row(r)[j]);
     gemm_widened_f32_out<T>(c_buf.data(), batch, m, n, a, trans_a, b, trans_b, alpha, beta);
-    parallel_for(numel, kGrainSize, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) element(i) = static_cast<T>(c_buf[i]);
+    const int64_t grain_rows = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(n, 1));
+    parallel_for(rows, grain_rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+            T* dst = out_row(r);
+            for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<T>(c_buf[r * n + j]);
+        }
     });
 }
 
