@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # test_summary.py: reads Meson's testlog.json (one JSON object per test program) and prints one
-# line per program with its doctest case counts, then a last line "N passed, N failed".
+# line per program with its doctest case counts, then a last line "N passed, N failed", followed by
+# "(in: NAME, ...)" naming the programs that failed.
 # A program that crashed or timed out before doctest's summary counts as one failure.
 # Exit status: 1 if anything failed or no test ran, else 0.
 import json
@@ -13,6 +14,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def summarize(path):
     passed = failed = skipped = 0
+    failed_names = []
     try:
         with open(path) as f:
             records = [json.loads(line) for line in f if line.strip()]
@@ -35,10 +37,14 @@ def summarize(path):
             detail = "skipped" if result == "SKIP" else f"{p} passed, {fl} failed"
         passed += p
         failed += fl
+        if fl:
+            failed_names.append(r.get("name", "?").split(" / ")[-1])
         print(f"  {r.get('name', '?'):<34} {result:<8} {detail}  ({r.get('duration', 0):.1f} s)")
     if skipped:
         print(f"{skipped} test program(s) skipped")
-    print(f"{passed} passed, {failed} failed")
+    # The last line is what .ci/run's summary quotes: it names the failed programs, so that a CI log
+    # whose middle is cut off still says which test failed.
+    print(f"{passed} passed, {failed} failed" + (f" (in: {', '.join(failed_names)})" if failed_names else ""))
     return 1 if failed or not records else 0
 
 

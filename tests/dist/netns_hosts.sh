@@ -13,7 +13,12 @@ tag="ag$$"
 hosts=()
 switch_ns="${tag}sw"
 failures=0
-port=$(( 21000 + $$ % 20000 ))
+# Master ports in [12000, 20000) and rendezvous ports 10000 above them, both below the namespaces' own
+# ephemeral range (32768-60999), where Gloo's pairs and every outgoing connection take their ports: a
+# port from that range could be held by a live pair of an earlier round when the launcher listens on it
+# ("Address already in use", seen once in the --nnodes 1:2 scenario, 2026-12-07). Each scenario takes
+# the next port; the namespaces are fresh, so nothing else on this machine competes for them.
+port=$(( 12000 + $$ % 8000 ))
 
 cleanup_hosts() {
     for ns in "${hosts[@]}" "$switch_ns"; do ip netns del "$ns" 2>/dev/null; done
