@@ -41,7 +41,7 @@ struct Philox4x32 {
     }
 };
 
-// The default generator: a seed and an offset. Every random op reserves `numel` counters by
+// The default generator: a seed and an offset. Every random op reserves the counters it draws by
 // advancing the offset, so a seed reproduces the same sequence of tensors on every device.
 struct GeneratorState {
     uint64_t seed = 67280421310721ULL;
@@ -49,6 +49,9 @@ struct GeneratorState {
 };
 GeneratorState& default_generator();                  // thread-safe reservation via reserve()
 uint64_t generator_reserve(uint64_t count);            // returns the offset to use; advances it
+// The offset for a kernels::random_uniform / random_normal fill of `numel` elements: elements
+// (2p, 2p+1) take Philox block offset/4 + p, 4 counters a pair, so 2 counters an element.
+inline uint64_t generator_reserve_elements(int64_t numel) { return generator_reserve(static_cast<uint64_t>(numel) * 2); }
 GeneratorState get_rng_state();
 void set_rng_state(const GeneratorState& s);
 

@@ -89,7 +89,7 @@ void dynamic_dequantize(const Tensor& out, const Tensor& codes, const Tensor& ab
     const auto* code_ptr = static_cast<const uint8_t*>(codes.raw_data());
     const auto* absmax_ptr = static_cast<const float*>(absmax.raw_data());
     const float shift = *static_cast<const float*>(offset.raw_data());
-    for (int64_t i = 0; i < m; ++i) out_ptr[i] = nf4::dynamic_value(code_ptr[i]) * absmax_ptr[i / block_size] + shift;
+    for (int64_t i = 0; i < m; ++i) out_ptr[i] = nf4::dynamic_decode(code_ptr[i], absmax_ptr[i / block_size], shift);
 }
 
 AMPGRAD_REGISTER_KERNEL(kernels::nf4_quantize, kCPU, nf4_quantize);

@@ -5,8 +5,7 @@
 // with fixed row tiles in the deterministic mode), which accumulates in f32 as the tensor cores do.
 // Only the order of the f32 sums is the library's (cuBLASLt does not promise one either). Then
 //   out[i,j] = round_to_out(acc * (scale_a[i] * scale_b[j]) + bias[j])
-// and amax = max |acc * scales + bias| in f32, before the rounding to out's dtype (as cuBLASLt's
-// AMAX_D). The rules on the operands are checked by the op (autograd/ops/scaled_mm.cpp); this file
+// and amax = max |out| of the stored (rounded) values, NaN if any is NaN. The rules on the operands are checked by the op (autograd/ops/scaled_mm.cpp); this file
 // only computes.
 #include <algorithm>
 #include <array>
@@ -88,7 +87,7 @@ void scaled_mm_typed(const Tensor& out, const Tensor& a, const Tensor& b, const 
                 float value = acc_row[j] * (sa_i * (scale_per_column ? sb[j] : sb[0]));
                 if (bias_p) value += static_cast<float>(bias_p[j]);
                 out_p[i * N + j] = static_cast<Out>(value);
-                const float magnitude = std::fabs(value);
+                const float magnitude = std::fabs(static_cast<float>(out_p[i * N + j]));   // as stored
                 if (std::isnan(magnitude) || magnitude > max_abs) max_abs = std::isnan(max_abs) ? max_abs : magnitude;
             }
             row_max_abs[static_cast<size_t>(i)] = max_abs;

@@ -32,14 +32,6 @@ LtDevice& lt_device(int index) {
     return (*devices)[static_cast<size_t>(index)];
 }
 
-// Largest power of two (at most 16) dividing the address: cuBLASLt's kernels load 16 bytes at a time.
-int64_t alignment_of(const void* p) {
-    auto a = reinterpret_cast<uintptr_t>(p);
-    int64_t align = 16;
-    while (align > 1 && a % static_cast<uintptr_t>(align) != 0) align /= 2;
-    return align;
-}
-
 cudaDataType_t lt_data_type(DType dtype) {
     switch (dtype) {
         case kFloat32: return CUDA_R_32F;

@@ -39,6 +39,15 @@ struct LtProduct {
 // in flight; calls on one stream run in order, so cuBLAS and cuBLASLt share it, as in PyTorch),
 // taken from the backend allocator on first use and kept for the process.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+// Largest power of two (at most 16) dividing the address: cuBLASLt's kernels load 16 bytes at a time,
+// and its heuristic assumes 256-byte-aligned pointers unless the MIN_ALIGNMENT preferences say less.
+inline int64_t alignment_of(const void* p) {
+    auto a = reinterpret_cast<uintptr_t>(p);
+    int64_t align = 16;
+    while (align > 1 && a % static_cast<uintptr_t>(align) != 0) align /= 2;
+    return align;
+}
 void* gemm_workspace(int device, cudaStream_t stream);
 
 // Enqueues the product on the current stream and returns true, or returns false with nothing

@@ -54,7 +54,7 @@ __global__ void dynamic_quantize_kernel(int64_t m, int64_t blocks, int64_t block
 __global__ void dynamic_dequantize_kernel(int64_t m, int64_t block_size, float* out, const uint8_t* codes,
                                           const float* absmax, const float* offset) {
     for (int64_t i = first_index(); i < m; i += grid_stride())
-        out[i] = nf4::dynamic_value(codes[i]) * absmax[i / block_size] + offset[0];
+        out[i] = nf4::dynamic_decode(codes[i], absmax[i / block_size], offset[0]);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 //     with A = our column-major b (stored (K,N), transposed) and B = our row-major a (stored (K,M));
 //   - scale_b and scale_a are A's and B's scale pointers: one f32 each (SCALAR_32F), or rowwise
 //     vectors of N and M f32 (OUTER_VEC_32F), multiplying the f32 accumulator;
-//   - the bias (N), in out's dtype, is the BIAS epilogue; amax, when asked, the AMAX_D output. When
-//     cuBLASLt offers no algorithm with AMAX_D, the product runs without it and amax_kernel reduces |D|.
+//   - the bias (N), in out's dtype, is the BIAS epilogue;
+//   - amax, when asked, is amax_kernel over the stored out afterwards. cuBLASLt's AMAX_D is for fp8
+//     outputs only (with fp8 inputs and a wider D it is unsupported: pytorch/pytorch#122821);
+//   - K = 0 is zeros plus the bias, without cuBLASLt (as the CPU twin).
 #include <mutex>
 #include <vector>
 
@@ -17,11 +19,15 @@ namespace {
 
 // ---- kernels ----
 
-// amax[0] = max |d[i]| over n values (amax zeroed first; |x| >= 0 so its bits order as unsigned ints).
+// amax[0] = max |d[i]| over n stored values, NaN if any is NaN (the CPU twin's rule; amax zeroed
+// first). |x| >= 0, and a positive NaN's bits exceed +inf's, so the bits order as unsigned ints.
 template <typename T>
 __global__ void amax_kernel(int64_t n, const T* d, float* amax) {
     float local = 0.0f;
-    for (int64_t i = first_index(); i < n; i += grid_stride()) local = fmaxf(local, fabsf(static_cast<float>(load_compute(d[i]))));
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        const float magnitude = fabsf(static_cast<float>(load_compute(d[i])));
+        if (local == local && !(local >= magnitude)) local = magnitude;   // a NaN, once seen, stays
+    }
     atomicMax(reinterpret_cast<unsigned int*>(amax), __float_as_uint(local));
 }
 
@@ -71,7 +77,7 @@ void set_attr(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, cons
 
 // The operands in cuBLASLt's column-major terms: m = N, n = M, k = K (see the top of the file).
 void describe(ScaledDescs& s, const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a,
-              const Tensor& scale_b, const Tensor& bias, float* amax) {
+              const Tensor& scale_b, const Tensor& bias) {
     const uint64_t M = static_cast<uint64_t>(a.size(0)), K = static_cast<uint64_t>(a.size(1));
     const uint64_t N = static_cast<uint64_t>(b.size(1));
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -88,19 +94,28 @@ void describe(ScaledDescs& s, const Tensor& out, const Tensor& a, const Tensor& 
         set_attr(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(bias.raw_data()));
         set_attr(s.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(out_data_type(bias.dtype())));
     }
-    if (amax) set_attr(s.op, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, static_cast<void*>(amax));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.a, fp8_data_type(b.dtype()), K, N, K));   // b: (K,N) col-major, ld K
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.b, fp8_data_type(a.dtype()), K, M, K));   // a: (M,K) row-major, ld K
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s.d, out_data_type(out.dtype()), N, M, N)); // out: (M,N) row-major
 }
 
-// The heuristic's first choice, or false when it has none for this combination.
-bool choose_algo(cublasLtHandle_t handle, const ScaledDescs& s, cublasLtMatmulAlgo_t* algo) {
+// The heuristic's first choice, or false when it has none for this combination. It is told the
+// operands' real alignments: a view at an offset may be 16-byte aligned only.
+bool choose_algo(cublasLtHandle_t handle, const ScaledDescs& s, const Tensor& out, const Tensor& a, const Tensor& b,
+                 cublasLtMatmulAlgo_t* algo) {
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const uint64_t workspace = kGemmWorkspaceBytes;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                                       sizeof(workspace)));
+    auto set_alignment = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* ptr) {
+        const uint32_t bytes = static_cast<uint32_t>(alignment_of(ptr));
+        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)));
+    };
+    set_alignment(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b.raw_data());   // cuBLASLt's A is our b
+    set_alignment(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a.raw_data());
+    set_alignment(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, out.raw_data());
+    set_alignment(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, out.raw_data());
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, s.op, s.a, s.b, s.d, s.d, pref, 1, &result, &found);
@@ -115,19 +130,25 @@ bool choose_algo(cublasLtHandle_t handle, const ScaledDescs& s, cublasLtMatmulAl
 
 // One cublasLtMatmul; false (nothing enqueued) when cuBLASLt has no algorithm for it.
 bool run_product(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
-                 const Tensor& bias, float* amax) {
+                 const Tensor& bias) {
     const int device = out.device().index;
     cublasLtHandle_t handle = lt_handle(device);
     ScaledDescs s;
-    describe(s, out, a, b, scale_a, scale_b, bias, amax);
+    describe(s, out, a, b, scale_a, scale_b, bias);
     cublasLtMatmulAlgo_t algo;
-    if (!choose_algo(handle, s, &algo)) return false;
+    if (!choose_algo(handle, s, out, a, b, &algo)) return false;
     const cudaStream_t stream = current_stream();
     void* workspace = gemm_workspace(device, stream);
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(handle, s.op, &alpha, b.raw_data(), s.a, a.raw_data(), s.b, &beta, out.raw_data(), s.d,
                                 out.raw_data(), s.d, &algo, workspace, kGemmWorkspaceBytes, stream));
     return true;
+}
+
+NotImplementedError no_algorithm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias) {
+    return NotImplementedError(fmt::format("cuda scaled_mm: cuBLASLt offers no fp8 algorithm for a {}, b {}, out {}{} "
+                                           "on this GPU (fp8 GEMMs need compute capability 8.9 or 9.0+)",
+                                           a.describe(), b.describe(), out.describe(), bias.defined() ? ", with a bias" : ""));
 }
 
 void reduce_amax(const Tensor& out, const Tensor& amax) {
@@ -147,20 +168,14 @@ void scaled_mm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor
     const int index = out.device().index;
     require_on_device("scaled_mm", index, {&out, &a, &b, &scale_a, &scale_b});
     DeviceGuard guard(index);
-    if (out.numel() == 0) {
-        if (amax.defined()) reduce_amax(out, amax);
-        return;
+    if (out.numel() == 0 || a.size(1) == 0) {                      // K = 0: zeros, plus the bias
+        kernels::fill(out, 0.0);
+        if (bias.defined() && out.numel() > 0)
+            kernels::add_scaled(out, out, make_view(bias, out.sizes(), Shape{0, bias.stride(0)}, bias.storage_offset()), 1.0);
+    } else if (!run_product(out, a, b, scale_a, scale_b, bias)) {
+        throw no_algorithm(out, a, b, bias);
     }
-    float* amax_ptr = amax.defined() ? static_cast<float*>(amax.raw_data()) : nullptr;
-    if (run_product(out, a, b, scale_a, scale_b, bias, amax_ptr)) return;
-    if (amax_ptr && run_product(out, a, b, scale_a, scale_b, bias, nullptr)) {   // no AMAX_D for this combination
-        reduce_amax(out, amax);
-        return;
-    }
-    throw NotImplementedError(fmt::format("cuda scaled_mm: cuBLASLt offers no fp8 algorithm for a {}, b {}, out {}{} "
-                                          "on this GPU (fp8 GEMMs need compute capability 8.9 or 9.0+)",
-                                          a.describe(), b.describe(), out.describe(),
-                                          bias.defined() ? ", with a bias" : ""));
+    if (amax.defined()) reduce_amax(out, amax);
 }
 
 }  // namespace

@@ -68,7 +68,11 @@ void check_reducible(const char* what, const Tensor& t) {
                                      t.describe()));
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
+// The reduction for a tensor of `dt`: a bool is "any rank true" whatever the op, as on Gloo
+// (dist/gloo_collectives.cpp) and in PyTorch's NCCL group; a byte sum would leave 2 in a bool, and
+// wrap to 0 (false) at 256 ranks.
+ncclRedOp_t nccl_op(ReduceOp op, DType dt) {
+    if (dt == DType::kBool) return ncclMax;
     switch (op) {
     case ReduceOp::kSum: return ncclSum;
     case ReduceOp::kAvg: return ncclAvg;
@@ -218,7 +222,7 @@ public:
         check("all_reduce", t);
         check_reducible("all_reduce", t);
         return enqueue(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op, {t}, [&] {
-            return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op), comm_, stream_);
+            return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
         });
     }
     WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, bool async_op) override {
@@ -229,7 +233,7 @@ public:
             throw ShapeError(fmt::format("reduce_scatter: input {} must be world size {} x output {}", in.describe(),
                                          world_size_, out.describe()));
         return enqueue(fmt::format("reduce_scatter({}, {})", reduce_op_name(op), in.describe()), async_op, {out, in}, [&] {
-            return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), nccl_dtype(in.dtype()), nccl_op(op),
+            return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), nccl_dtype(in.dtype()), nccl_op(op, in.dtype()),
                                      comm_, stream_);
         });
     }

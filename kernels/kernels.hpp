@@ -175,7 +175,9 @@ extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b
 //   out = (a @ b) * scale_a * scale_b + bias, accumulated in f32, rounded once to out's dtype.
 // a: (M,K) fp8 row-major; b: (K,N) fp8 column-major; scale_a: one f32 or (M,1) f32; scale_b: one f32
 // or (1,N) f32; bias: (N) in out's dtype or undefined; out: (M,N) contiguous f32/f16/bf16;
-// amax: undefined, or a one-element f32 set to max |out| in f32, before out's rounding (NaN if any is).
+// amax: undefined, or a one-element f32 set to max |out| of the values as stored in out (NaN if any is).
+// (Not cuBLASLt's AMAX_D, which is the value before rounding: cuBLAS computes it for fp8 outputs only,
+// pytorch/pytorch#122821, and out is never fp8 here.)
 extern constinit Kernel<void(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& scale_a,
                              const Tensor& scale_b, const Tensor& bias, const Tensor& amax)> scaled_mm;
 

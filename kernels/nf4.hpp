@@ -9,6 +9,7 @@
 // blockwise (block 256), with the same nearest-value rule.
 // Not here: tensors, the kernels' loops, autograd (autograd/ops/nf4.cpp).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #ifndef AMPGRAD_HOST_DEVICE
@@ -117,6 +118,12 @@ AMPGRAD_HOST_DEVICE inline float dynamic_value(int code) {
     if (code == 127) return 0.0f;
     if (code < 255) return dynamic_positive(code - 128);
     return 1.0f;
+}
+
+// A double-quantised absmax back: map value x block absmax + the mean, as one fused multiply-add on
+// both devices (nvcc always fuses it; GCC only where it may contract with FMA: one ulp apart else).
+AMPGRAD_HOST_DEVICE inline float dynamic_decode(uint8_t code, float block_absmax, float offset) {
+    return fmaf(dynamic_value(code), block_absmax, offset);
 }
 
 // The nearest map value to x in [-1, 1], a tie going to the lower code (bucketize on the f32

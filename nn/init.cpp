@@ -18,7 +18,7 @@ void check_floating(const char* fn, const Tensor& t) {
 void uniform_(const Tensor& t, double lo, double hi) {
     check_floating("uniform_", t);
     GeneratorState g = get_rng_state();
-    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    uint64_t offset = generator_reserve_elements(t.numel());
     kernels::random_uniform(t, g.seed, offset, lo, hi);
     t.bump_version();
 }
@@ -26,7 +26,7 @@ void uniform_(const Tensor& t, double lo, double hi) {
 void normal_(const Tensor& t, double mean, double std) {
     check_floating("normal_", t);
     GeneratorState g = get_rng_state();
-    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    uint64_t offset = generator_reserve_elements(t.numel());
     kernels::random_normal(t, g.seed, offset, mean, std);
     t.bump_version();
 }

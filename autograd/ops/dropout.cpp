@@ -30,7 +30,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
         NoGradGuard no_grad;
         Tensor u = make_empty(x.sizes(), kFloat32, x.device());                 // (*) uniform [0,1)
         uint64_t seed = get_rng_state().seed;
-        uint64_t offset = generator_reserve(static_cast<uint64_t>(x.numel()));
+        uint64_t offset = generator_reserve_elements(x.numel());
         kernels::random_uniform(u, seed, offset, 0.0, 1.0);
         keep = u < (1.0 - p);                                                   // (*) bool
         out = where(keep, x * scale, 0.0);                                      // (*)

@@ -36,7 +36,7 @@ Tensor randn(const Shape& shape, TensorOptions opts) {
         throw DTypeError(fmt::format("randn: expected a floating dtype but got {}", dtype_name(opts.dtype())));
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     GeneratorState g = get_rng_state();
-    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    uint64_t offset = generator_reserve_elements(t.numel());
     kernels::random_normal(t, g.seed, offset, 0.0, 1.0);
     return finish(std::move(t), opts);
 }
@@ -46,7 +46,7 @@ Tensor rand(const Shape& shape, TensorOptions opts) {
         throw DTypeError(fmt::format("rand: expected a floating dtype but got {}", dtype_name(opts.dtype())));
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     GeneratorState g = get_rng_state();
-    uint64_t offset = generator_reserve(static_cast<uint64_t>(t.numel()) * 2);
+    uint64_t offset = generator_reserve_elements(t.numel());
     kernels::random_uniform(t, g.seed, offset, 0.0, 1.0);
     return finish(std::move(t), opts);
 }
@@ -57,7 +57,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
     Device dev = opts.device();
     Tensor u = make_empty(shape, kFloat64, dev);
     GeneratorState g = get_rng_state();
-    uint64_t offset = generator_reserve(static_cast<uint64_t>(u.numel()) * 2);
+    uint64_t offset = generator_reserve_elements(u.numel());
     double span = static_cast<double>(high - low);
     kernels::random_uniform(u, g.seed, offset, 0.0, span);
     kernels::clamp(u, u, 0.0, span - 0.5);           // guard against u == span after rounding

@@ -13,8 +13,9 @@ namespace {
 constexpr std::string_view kOp = "scaled_mm";
 
 // torch's is_row_major / is_col_major for the dense (M,K) and (K,N) operands the kernels read.
-bool is_row_major(const Tensor& t) { return t.stride(1) == 1 && t.stride(0) == t.size(1); }
-bool is_col_major(const Tensor& t) { return t.stride(0) == 1 && t.stride(1) == t.size(0); }
+// An empty matrix (K = 0, as torch._scaled_mm allows) has no layout to check.
+bool is_row_major(const Tensor& t) { return t.numel() == 0 || (t.stride(1) == 1 && t.stride(0) == t.size(1)); }
+bool is_col_major(const Tensor& t) { return t.numel() == 0 || (t.stride(0) == 1 && t.stride(1) == t.size(0)); }
 
 // a (M,K), b (K,N): fp8, 2-D, multipliable, a row-major and b column-major, K and N multiples of 16.
 void check_matrices(const Tensor& a, const Tensor& b) {

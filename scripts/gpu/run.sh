@@ -11,16 +11,22 @@
 #             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS, default
 #             "--rounds 1" to fit the GPU minutes, replaces the flags)
 #   memcheck  compute-sanitizer --tool memcheck over test_cuda, every kernel case but the GPT trainings
-#             (tens of steps each: minutes under the sanitizer); MEMCHECK_ARGS replaces that filter
+#             (tens of steps each: minutes under the sanitizer) and the native pool's own counters;
+#             MEMCHECK_ARGS replaces that filter. It runs on CUDA's stream-ordered allocator
+#             (AMPGRAD_CUDA_ALLOC_CONF=backend:cudaMallocAsync), whose allocations the sanitizer sees one
+#             by one: inside the native pool's 2 and 20 MiB segments a read past one tensor into its
+#             neighbour would go unreported (PyTorch's advice is the same: PYTORCH_NO_CUDA_MEMORY_CACHING).
 #   dist      tests/test_dist (process groups; NCCL where built)
 #   det       determinism.sh: `train --device cuda --deterministic` across world sizes {1, 2, 4} and ZeRO
 #             0-3, each run compared bit for bit by `ampgrad verify`, then the mode's cost (issue 35;
 #             DET_PRECS, default "fp32 bf16 fp16-master")
 #   cmd       bash -c "$RUN_CMD" inside the bundle, for anything else
 # Each step has a time limit (STEP_TIMEOUT, default 240 s) so that one hang cannot eat the scarce GPU time.
+# Exit status 1 if any step failed, timed out, or (cuda, memcheck, dist) ran no test case at all: a machine
+# whose driver is older than the CUDA 13 runtime shows no device, and every CUDA case then skips itself.
 set -uo pipefail
 H=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-L=${OUT:-$H/logs}; mkdir -p "$L"
+L=${OUT:-$H/logs}; mkdir -p "$L" && L=$(cd "$L" && pwd)   # absolute: some steps change directory
 T=${STEP_TIMEOUT:-240}
 steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(env cuda gpt2 memcheck)
 say() { echo "$*" | tee -a "$L/summary.txt"; }
@@ -49,16 +55,26 @@ step() {   # step NAME COMMAND...: run with the time limit, log to NAME.log, one
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then say "$name: TIMED OUT after $T s (see $name.log)"; status=1
     else say "$name: FAILED, exit $rc, in $((SECONDS - t0)) s (see $name.log)"; status=1; fi
 }
+in_dir() { pushd "$1" > /dev/null && shift && "$@"; popd > /dev/null; }   # in_dir DIR step ...: keeps status
+# ran_cases NAME: fails the run when the doctest program in NAME.log passed no test case (all skipped).
+ran_cases() {
+    if ! grep -qE "^\[doctest\] test cases: *[0-9]+ *\| *[1-9][0-9]* passed" "$L/$1.log"; then
+        say "$1: NO TEST CASE PASSED (no usable GPU? see env.log: driver, CUDA version)"; status=1
+    fi
+}
 for s in "${steps[@]}"; do case $s in
   env)
     { date -u; cat "$H/BUILD_INFO"; nvidia-smi; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH";
       for e in "$H/libampgrad.so" "$H/tests/test_cuda" "$H/app/ampgrad"; do echo "== ldd $e"; ldd "$e"; done; } > "$L/env.log" 2>&1
     say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
     say "$(grep commit "$H/BUILD_INFO")"
-    if grep -q "=> not found" "$L/env.log"; then say "env: MISSING LIBRARIES: $(grep "=> not found" "$L/env.log" | sort -u | tr -s ' \t' ' ' | tr '\n' ';')"; exit 1; fi ;;
+    say "driver's CUDA: $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | head -1) (the bundle needs 13.0 or later)"
+    # "=> not found" (a missing library) and "version `GLIBCXX_3.4.30' not found" (too old a libstdc++)
+    if grep -q "not found" "$L/env.log"; then say "env: MISSING LIBRARIES: $(grep "not found" "$L/env.log" | sort -u | tr -s ' \t' ' ' | tr '\n' ';')"; exit 1; fi ;;
   cuda)
     step cuda "$H/tests/test_cuda" ${CUDA_ARGS:-}
     grep -E "^\[doctest\] (test cases|assertions)" "$L/cuda.log" | tee -a "$L/summary.txt"
+    ran_cases cuda
     grep -m 20 -E "ERROR|FATAL|error:|SIGSEGV|what\(\)" "$L/cuda.log" | cut -c1-220 | tee -a "$L/summary.txt" ;;
   gpt2)
     for prec in bf16 fp16; do
@@ -68,21 +84,25 @@ for s in "${steps[@]}"; do case $s in
       grep -E "tok/s|tokens/s|error|Error" "$L/gpt2_$prec.log" | tail -3 | cut -c1-200 | tee -a "$L/summary.txt"
     done ;;
   peer)
-    (cd "$H/bench" && step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:---rounds 1})
+    in_dir "$H/bench" step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:---rounds 1}
     grep -vE "^#" "$L/peer.log" | tail -8 | tee -a "$L/summary.txt" ;;
   memcheck)
     if command -v compute-sanitizer >/dev/null; then
-      step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*}
+      AMPGRAD_CUDA_ALLOC_CONF=backend:cudaMallocAsync step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
+           "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*,*record_stream}
+      ran_cases memcheck
       grep -m 10 -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$L/memcheck.log" | cut -c1-220 | tee -a "$L/summary.txt"
     else say "memcheck: no compute-sanitizer here"; fi ;;
   dist)
-    (cd "$H/tests" && step dist "$H/tests/test_dist")
-    grep -E "^\[doctest\] test cases" "$L/dist.log" | tee -a "$L/summary.txt" ;;
+    in_dir "$H/tests" step dist "$H/tests/test_dist"
+    grep -E "^\[doctest\] test cases" "$L/dist.log" | tee -a "$L/summary.txt"
+    ran_cases dist ;;
   det)
-    (cd "$H" && step det bash "$H/determinism.sh" "$H")
+    in_dir "$H" step det bash "$H/determinism.sh" "$H"
     grep -E "^det:|^cost|DIFFERS|FAILED" "$L/det.log" | head -12 | cut -c1-220 | tee -a "$L/summary.txt" ;;
   cmd)
-    (cd "$H" && step cmd bash -c "${RUN_CMD:?set RUN_CMD}") ;;
+    [ -n "${RUN_CMD:-}" ] || { say "cmd: set RUN_CMD"; status=1; continue; }
+    in_dir "$H" step cmd bash -c "$RUN_CMD" ;;
   *) say "unknown step $s"; status=1 ;;
 esac; done
 exit $status

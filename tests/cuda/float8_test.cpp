@@ -77,6 +77,24 @@ TEST_CASE("cuda float8: scaled_mm on cuBLASLt matches the CPU emulation" * skip_
     CHECK_EXACT(to_host(out_gpu), out_cpu);
     CHECK(amax_gpu.item<float>() == amax_cpu.item<float>());
 
+    // bf16 out with amax (of the stored output, no AMAX_D: cuBLAS computes that for fp8 outputs only),
+    // and the same product from views 16 bytes past a block's start (the heuristic must be told).
+    Tensor bias16 = (floor(rand({N}) * 5.0) - 2.0).to(kBFloat16);
+    Tensor half_cpu = F::scaled_mm(a, b, sa, sb, kBFloat16, bias16, amax_cpu);
+    Tensor padded = make_empty({16 + M * K}, kFloat8_e4m3fn, kGpu);                               // a at +16 bytes
+    padded.narrow(0, 16, M * K).copy_(to_gpu(a).reshape({M * K}));
+    Tensor half_gpu = F::scaled_mm(padded.narrow(0, 16, M * K).view({M, K}), bg, to_gpu(sa), to_gpu(sb), kBFloat16,
+                                   to_gpu(bias16), amax_gpu);
+    CHECK_EXACT(to_host(half_gpu), half_cpu);
+    CHECK(amax_gpu.item<float>() == amax_cpu.item<float>());
+
+    // K = 0: the bias in every row, on both devices, without cuBLASLt.
+    Tensor a0 = zeros({M, 0}).to(kFloat8_e4m3fn), b0 = zeros({N, 0}).to(kFloat8_e4m3fn).t();
+    Tensor empty_cpu = F::scaled_mm(a0, b0, sa, sb, kBFloat16, bias16, amax_cpu);
+    Tensor empty_gpu = F::scaled_mm(to_gpu(a0), to_gpu(b0.t()).t(), to_gpu(sa), to_gpu(sb), kBFloat16, to_gpu(bias16), amax_gpu);
+    CHECK_EXACT(to_host(empty_gpu), empty_cpu);
+    CHECK(amax_gpu.item<float>() == amax_cpu.item<float>());
+
     // Random values, rowwise scales, a bias, bf16 out: within bf16's rounding of the same f32 result.
     Tensor ar = (randn({M, K}) * 30.0).to(kFloat8_e4m3fn), br = (randn({N, K}) * 0.05).to(kFloat8_e4m3fn).t();
     Tensor ra = rand({M, 1}) + 0.5, rb = rand({1, N}) + 0.5, bias = randn({N}).to(kBFloat16);

@@ -29,6 +29,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -227,6 +228,15 @@ int run_nccl() {
     Tensor on_host = full({10}, 1.0);
     dist::all_reduce(on_host, dist::ReduceOp::kSum);
     expect_close("nccl all_reduce of a host tensor", read(on_host), std::vector<double>(10, dist::world_size()), 0);
+    // A bool sums as "any rank true" (ncclMax), as on Gloo: never a byte of 2 (or 0 at 256 ranks) in a bool.
+    // (The test runs one rank, as NCCL allows one rank per GPU: there it checks the dtype's round trip;
+    // with two GPUs the byte sum would show.)
+    Tensor flags = full({7}, dist::rank() == 0 ? 1.0 : 0.0, TensorOptions().device(kCUDA)).to(kBool);
+    dist::all_reduce(flags, dist::ReduceOp::kSum);
+    std::vector<uint8_t> bytes(7);
+    std::memcpy(bytes.data(), flags.to(kCPU).raw_data(), bytes.size());
+    expect_close("nccl all_reduce of a bool: every byte 1", std::vector<double>(bytes.begin(), bytes.end()),
+                 std::vector<double>(7, 1.0), 0);
     if (!g_failures) std::printf("NCCL OK\n");
     return g_failures ? 1 : 0;
 }

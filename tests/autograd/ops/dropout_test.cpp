@@ -47,6 +47,18 @@ TEST_CASE("dropout masks are reproducible under manual_seed and differ between c
     CHECK_FALSE(equal(a, b));                                       // the generator offset advanced
 }
 
+TEST_CASE("two dropouts in a row draw disjoint random numbers: no half of one mask repeats in the next") {
+    // A fill of n elements draws 2n Philox counters (one 4-counter block per pair); reserving only n made
+    // the second mask's first half equal the first mask's second half.
+    const int64_t n = 4096;
+    Tensor x = ones({n});
+    manual_seed(7);
+    std::vector<float> first = F::dropout(x, 0.5).to_vector<float>(), second = F::dropout(x, 0.5).to_vector<float>();
+    int64_t same = 0;
+    for (int64_t i = 0; i < n / 2; ++i) same += (first[static_cast<size_t>(n / 2 + i)] == 0.0f) == (second[static_cast<size_t>(i)] == 0.0f);
+    CHECK(same < n / 2 * 6 / 10);                                    // independent masks agree on about half
+}
+
 TEST_CASE("dropout backward uses the forward mask") {
     manual_seed(9);
     const double p = 0.25;

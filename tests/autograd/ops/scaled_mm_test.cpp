@@ -121,10 +121,23 @@ TEST_CASE("scaled_mm: random values within the f32 accumulation bound, f32/f16/b
         CHECK(out.dtype() == out_dtype);
         const Reference r = reference(a, b, sa, sb, bias);
         check_against(out, r);
-        double max_abs = 0.0;
-        for (double v : r.value) max_abs = std::max(max_abs, std::fabs(v));
-        CHECK(std::fabs(amax.item<double>() - max_abs) <= 1e-5 * max_abs);               // f32, before out's rounding
+        double stored_max = 0.0;                                                         // of out as stored
+        for (float v : out.to(kFloat32).to_vector<float>()) stored_max = std::max(stored_max, static_cast<double>(std::fabs(v)));
+        CHECK(amax.item<double>() == stored_max);
     }
+}
+
+TEST_CASE("scaled_mm: K = 0 gives the bias in every row; amax is NaN when the output holds a NaN") {
+    Tensor a = random_fp8(3, 0, kFloat8_e4m3fn, 1.0), b = random_fp8(16, 0, kFloat8_e4m3fn, 1.0).t();   // (3,0), (0,16)
+    Tensor bias = arange(16).to(kBFloat16) - 8.0, amax = zeros({});
+    Tensor out = F::scaled_mm(a, b, scalar_f32(1.0f), scalar_f32(1.0f), kBFloat16, bias, amax);
+    CHECK(equal(out, bias.unsqueeze(0).expand({3, 16})));
+    CHECK(amax.item<float>() == 8.0f);
+    std::vector<float> with_nan(16, 1.0f);
+    with_nan[5] = std::nanf("");
+    Tensor nan_bias = tensor(with_nan).to(kBFloat16);
+    F::scaled_mm(a, b, scalar_f32(1.0f), scalar_f32(1.0f), kBFloat16, nan_bias, amax);
+    CHECK(std::isnan(amax.item<float>()));
 }
 
 TEST_CASE("scaled_mm: rowwise scales (M,1) and (1,N) scale each row of a and column of b") {
