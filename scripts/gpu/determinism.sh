@@ -9,35 +9,57 @@
 # over NCCL. Then the cost: GPT `small` at the default and in the deterministic mode, one rank, COST_STEPS
 # steps each (default 30), the median step time of each from its metrics.jsonl.
 # Prints one line per run and "det: N identical, M different"; exits 1 if any run differs or fails.
+# The layouts of a precision run DET_JOBS at a time (default 4).
 # DET_DEVICE=cpu rehearses it on the CPU, with a build folder for BUNDLE_DIR (the same app/ and tools/).
 set -uo pipefail
 H=$(cd "${1:?usage: determinism.sh BUNDLE_DIR}" && pwd)
 W=${TMPDIR:-/tmp}/ampgrad-det-$$
 mkdir -p "$W"
 identical=0 different=0
+port=$((20000 + $$ % 100 * 100))   # below the ephemeral range; each layout takes the next
 common=(train --device "${DET_DEVICE:-cuda}" --deterministic --steps 20 --warmup 2 --lr 3e-3 --eval-every 100 --eval-iters 1
         --sample-tokens 0 --ckpt-every 10 --progress plain --log-every 1
         --n-layer 2 --n-embd 32 --n-head 2 --block-size 16 --dropout 0.1)
-run() {   # run PREC RANKS ZERO: one layout into $W/PREC-RANKSr-zeroZERO
-    local prec=$1 ranks=$2 zero=$3 out="$W/$1-$2r-zero$3" extra=()
+run() {   # run PREC RANKS ZERO [PORT]: one layout into $W/PREC-RANKSr-zeroZERO
+    local prec=$1 ranks=$2 zero=$3 port=${4:-0} out="$W/$1-$2r-zero$3" extra=()
     [ "$prec" = fp16-master ] && extra=(--init-scale 16777216 --scale-window 4 --hysteresis 1)
     local launch=("$H/app/ampgrad")
-    [ "$ranks" -gt 1 ] && launch=("$H/tools/ampgrad-run" --nproc-per-node "$ranks" --master-port $((20000 + RANDOM % 10000)) "$H/app/ampgrad")
+    [ "$ranks" -gt 1 ] && launch=("$H/tools/ampgrad-run" --nproc-per-node "$ranks" --master-port "$port" "$H/app/ampgrad")
     "${launch[@]}" "${common[@]}" --prec "$prec" "${extra[@]}" --zero "$zero" --batch-size $((2 * ranks)) \
         --grad-accum $((8 / ranks)) --out "$out" > "$out.log" 2>&1 || { echo "$out: FAILED (exit $?): $(tail -3 "$out.log" | tr '\n' ' ')"; return 1; }
     echo "$out"
 }
+# check PREC RANKS ZERO REFERENCE PORT: one layout, run and compared; its line goes to
+# $W/PREC-RANKSr-zeroZERO.result.
+check() {
+    local prec=$1 ranks=$2 zero=$3 reference=$4 port=$5 out
+    exec > "$W/$prec-${ranks}r-zero$zero.result"
+    out=$(run "$prec" "$ranks" "$zero" "$port") || { echo "$out"; return; }
+    if "$H/app/ampgrad" verify "$reference" "$out" > "$out.verify" 2>&1; then
+        echo "$prec ${ranks}r zero$zero: identical to 1r zero0"
+    else
+        echo "$prec ${ranks}r zero$zero: DIFFERS: $(head -3 "$out.verify" | tr '\n' ' ')"
+    fi
+}
+# The layouts of one precision run DET_JOBS at a time (default 4; the ranks of a layout share the GPU
+# and its CPU cores): one at a time, 36 runs of process and CUDA start-up would not fit the step's time.
 for prec in ${DET_PRECS:-fp32 bf16 fp16-master}; do
-    reference=$(run "$prec" 1 0) || { different=$((different + 1)); continue; }
+    reference=$(run "$prec" 1 0) || { echo "$reference"; different=$((different + 1)); continue; }
     for ranks in 1 2 4; do
         for zero in 0 1 2 3; do
             [ "$ranks" -eq 1 ] && [ "$zero" -eq 0 ] && continue
-            out=$(run "$prec" "$ranks" "$zero") || { echo "$out"; different=$((different + 1)); continue; }
-            if "$H/app/ampgrad" verify "$reference" "$out" > "$out.verify" 2>&1; then
-                identical=$((identical + 1)); echo "$prec ${ranks}r zero$zero: identical to 1r zero0"
-            else
-                different=$((different + 1)); echo "$prec ${ranks}r zero$zero: DIFFERS: $(head -3 "$out.verify" | tr '\n' ' ')"
-            fi
+            while [ "$(jobs -rp | wc -l)" -ge "${DET_JOBS:-4}" ]; do wait -n; done
+            port=$((port + 1))   # a master port of its own for every layout in flight
+            check "$prec" "$ranks" "$zero" "$reference" "$port" &
+        done
+    done
+    wait
+    for ranks in 1 2 4; do
+        for zero in 0 1 2 3; do
+            [ "$ranks" -eq 1 ] && [ "$zero" -eq 0 ] && continue
+            line=$(cat "$W/$prec-${ranks}r-zero$zero.result" 2>/dev/null)
+            echo "${line:-$prec ${ranks}r zero$zero: FAILED (no result)}"
+            case $line in *": identical to 1r zero0") identical=$((identical + 1)) ;; *) different=$((different + 1)) ;; esac
         done
     done
 done
