@@ -16,6 +16,10 @@
 #             (AMPGRAD_CUDA_ALLOC_CONF=backend:cudaMallocAsync), whose allocations the sanitizer sees one
 #             by one: inside the native pool's 2 and 20 MiB segments a read past one tensor into its
 #             neighbour would go unreported (PyTorch's advice is the same: PYTORCH_NO_CUDA_MEMORY_CACHING).
+#   racecheck compute-sanitizer --tool racecheck, then --tool synccheck, over the test_cuda cases of the
+#             kernels with shared memory (attention.cu, rows.cuh's softmax / layer_norm / rms_norm /
+#             cross_entropy, optim.cu's reductions; "?" stands for the space in the case names, which
+#             the unquoted flag cannot hold); RACECHECK_ARGS replaces that filter
 #   dist      tests/test_dist (process groups; NCCL where built)
 #   det       determinism.sh: `train --device cuda --deterministic` across world sizes {1, 2, 4} and ZeRO
 #             0-3, each run compared bit for bit by `ampgrad verify`, then the mode's cost (issue 35;
@@ -93,6 +97,15 @@ for s in "${steps[@]}"; do case $s in
       ran_cases memcheck
       grep -m 10 -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$L/memcheck.log" | cut -c1-220 | tee -a "$L/summary.txt"
     else say "memcheck: no compute-sanitizer here"; fi ;;
+  racecheck)
+    if command -v compute-sanitizer >/dev/null; then
+      for tool in racecheck synccheck; do
+        step "$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 "$H/tests/test_cuda" \
+             ${RACECHECK_ARGS:--tc=cuda?attention*,cuda?softmax*,cuda?layer_norm*,cuda?cross_entropy*,cuda?F::rms_norm*,cuda?adam_step*,cuda?sgd_step*}
+        ran_cases "$tool"
+        grep -m 10 -E "ERROR SUMMARY|hazard|Race|Barrier|divergent" "$L/$tool.log" | cut -c1-220 | tee -a "$L/summary.txt"
+      done
+    else say "racecheck: no compute-sanitizer here"; fi ;;
   dist)
     in_dir "$H/tests" step dist "$H/tests/test_dist"
     grep -E "^\[doctest\] test cases" "$L/dist.log" | tee -a "$L/summary.txt"
