@@ -98,7 +98,15 @@ void copy_on_device(const Tensor& dst, const Tensor& src) {
 }
 
 // Host -> GPU: convert and gather on the host into dst's dtype, move the dense bytes, scatter on the GPU.
+// A contiguous pinned source in another dtype goes up as it is and is converted on the GPU instead:
+// a conversion on the host would stage through pageable memory, and the copy would sync.
 void copy_host_to_device(const Tensor& dst, const Tensor& src) {
+    if (!is_dense_copy(dst, src) && src.is_pinned() && src.is_contiguous()) {
+        Tensor uploaded = make_empty(src.sizes(), src.dtype(), dst.device());   // freed in stream order
+        copy_host_to_device(uploaded, src);
+        copy_on_device(dst, uploaded);
+        return;
+    }
     Tensor host = src;                                                        // dense, in dst's dtype
     if (!is_dense_copy(dst, src)) {
         host = make_empty(dst.sizes(), dst.dtype(), Device(kCPU));

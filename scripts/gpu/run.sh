@@ -11,7 +11,8 @@
 #             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS, default
 #             "--rounds 1" to fit the GPU minutes, replaces the flags)
 #   memcheck  compute-sanitizer --tool memcheck over test_cuda, every kernel case but the GPT trainings
-#             (tens of steps each: minutes under the sanitizer) and the native pool's own counters;
+#             (tens of steps each: minutes under the sanitizer), the f64 gradcheck (one forward and
+#             backward per output element: ~20k launches) and the native pool's own counters;
 #             MEMCHECK_ARGS replaces that filter. It runs on CUDA's stream-ordered allocator
 #             (AMPGRAD_CUDA_ALLOC_CONF=backend:cudaMallocAsync), whose allocations the sanitizer sees one
 #             by one: inside the native pool's 2 and 20 MiB segments a read past one tensor into its
@@ -93,7 +94,7 @@ for s in "${steps[@]}"; do case $s in
   memcheck)
     if command -v compute-sanitizer >/dev/null; then
       AMPGRAD_CUDA_ALLOC_CONF=backend:cudaMallocAsync step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
-           "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*,*record_stream}
+           "$H/tests/test_cuda" ${MEMCHECK_ARGS:--tce=GPT*,float64?gradcheck*,*record_stream}
       ran_cases memcheck
       grep -m 10 -E "ERROR SUMMARY|Invalid|out of bounds|misaligned" "$L/memcheck.log" | cut -c1-220 | tee -a "$L/summary.txt"
     else say "memcheck: no compute-sanitizer here"; fi ;;

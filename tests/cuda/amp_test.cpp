@@ -65,16 +65,16 @@ TEST_CASE("cuda update_scale: growth after `interval` clean steps, backoff on in
     update(low, true, /*min_scale=*/1.0);
     CHECK(value_of(low.scale) == 1.0);                                     // backoff stops at min_scale
 
-    ScalerState high{gpu_scalar(3.0), gpu_scalar(1.0)};
+    ScalerState high{gpu_scalar(3.0), gpu_scalar(1.0, kInt32)};
     update(high, false, 0.0, /*max_scale=*/4.0);
     CHECK(value_of(high.scale) == 4.0);                                    // growth stops at max_scale
 
-    ScalerState huge{gpu_scalar(3.0e38), gpu_scalar(1.0)};
+    ScalerState huge{gpu_scalar(3.0e38), gpu_scalar(1.0, kInt32)};
     update(huge, false);
     CHECK(value_of(huge.scale) == doctest::Approx(3.0e38));               // 6e38 is not finite in f32: kept
     CHECK(value_of(huge.tracker) == 0.0);
 
-    ScalerState late{gpu_scalar(8.0), gpu_scalar(5.0)};                    // tracker already past the interval
+    ScalerState late{gpu_scalar(8.0), gpu_scalar(5.0, kInt32)};            // tracker already past the interval
     update(late, false);
     CHECK(value_of(late.scale) == 16.0);                                   // `>=`: grows (PyTorch's `==` never would)
 }

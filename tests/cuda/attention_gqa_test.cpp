@@ -20,8 +20,8 @@ TEST_CASE("cuda attention: grouped K/V match the CPU kernels" * skip_without_gpu
                 tensor_list r{make_empty(q.sizes(), dtype, device), make_empty({2, 8, 37}, stat, device),
                               make_empty(q.sizes(), dtype, device), make_empty(k.sizes(), dtype, device),
                               make_empty(v.sizes(), dtype, device)};
-                kernels::attention_forward(r[0], r[1], qd, kd, vd, 0.25, causal);
-                kernels::attention_backward(r[2], r[3], r[4], copy_to(dout, device), r[0], r[1], qd, kd, vd, 0.25, causal);
+                attention_forward_on_path(r[0], r[1], qd, kd, vd, 0.25, causal);
+                attention_backward_on_path(r[2], r[3], r[4], copy_to(dout, device), r[0], r[1], qd, kd, vd, 0.25, causal);
                 return r;
             };
             tensor_list cpu;
@@ -52,12 +52,12 @@ TEST_CASE("cuda attention: gradients shaped for the query heads are refused" * s
         Tensor q = to_gpu(sample({1, 4, 5, 8}, kFloat32, 115)), k = to_gpu(sample({1, 2, 6, 8}, kFloat32, 116));
         Tensor v = to_gpu(sample({1, 2, 6, 8}, kFloat32, 117)), dout = to_gpu(sample({1, 4, 5, 8}, kFloat32, 118));
         Tensor out = make_empty({1, 4, 5, 8}, kFloat32, kGpu), lse = make_empty({1, 4, 5}, kFloat32, kGpu);
-        kernels::attention_forward(out, lse, q, k, v, 0.5, true);
+        attention_forward_on_path(out, lse, q, k, v, 0.5, true);
         Tensor dk_nh = make_empty({1, 4, 6, 8}, kFloat32, kGpu);
-        CHECK_THROWS(kernels::attention_backward(Tensor(), dk_nh, Tensor(), dout, out, lse, q, k, v, 0.5, true));
-        CHECK_THROWS(kernels::attention_forward(out, lse, q, to_gpu(sample({1, 2, 7, 8}, kFloat32, 119)), v, 0.5, true));
+        CHECK_THROWS(attention_backward_on_path(Tensor(), dk_nh, Tensor(), dout, out, lse, q, k, v, 0.5, true));
+        CHECK_THROWS(attention_forward_on_path(out, lse, q, to_gpu(sample({1, 2, 7, 8}, kFloat32, 119)), v, 0.5, true));
         Tensor dk = make_empty(k.sizes(), kFloat32, kGpu);
-        kernels::attention_backward(Tensor(), dk, Tensor(), dout, out, lse, q, k, v, 0.5, true);   // fits
+        attention_backward_on_path(Tensor(), dk, Tensor(), dout, out, lse, q, k, v, 0.5, true);   // fits
         CHECK(host_values(dk).size() == 96);
     }
 }

@@ -29,17 +29,17 @@ struct AttentionResults {
 
 DType lse_dtype(DType dtype) { return dtype == kFloat64 ? kFloat64 : kFloat32; }
 
-// Forward then backward through the kernels on the inputs' device.
+// Forward then backward through the kernels on the inputs' device, on the current path.
 AttentionResults run(const AttentionCase& c, const AttentionInputs& in, double scale) {
     Device dev = in.q.device();
     AttentionResults r;
     r.out = make_empty({c.B, c.NH, c.T, c.HSv}, c.dtype, dev);
     r.lse = make_empty({c.B, c.NH, c.T}, lse_dtype(c.dtype), dev);
-    kernels::attention_forward(r.out, r.lse, in.q, in.k, in.v, scale, c.causal);
+    attention_forward_on_path(r.out, r.lse, in.q, in.k, in.v, scale, c.causal);
     r.dq = make_empty(in.q.sizes(), c.dtype, dev);
     r.dk = make_empty(in.k.sizes(), c.dtype, dev);
     r.dv = make_empty(in.v.sizes(), c.dtype, dev);
-    kernels::attention_backward(r.dq, r.dk, r.dv, in.dout, r.out, r.lse, in.q, in.k, in.v, scale, c.causal);
+    attention_backward_on_path(r.dq, r.dk, r.dv, in.dout, r.out, r.lse, in.q, in.k, in.v, scale, c.causal);
     return r;
 }
 
@@ -154,8 +154,8 @@ TEST_CASE("cuda attention: a row whose scores are all -inf gets P = 0 and lse = 
         for (AttentionPath path : kAttentionPaths) {
             ScopedAttentionPath scoped(path);
             Tensor lse = make_empty({1, 2, 9}, kFloat32, kGpu), out = make_empty({1, 2, 9, 8}, dtype, kGpu);
-            kernels::attention_forward(out, lse, testing::to_gpu(in.q), testing::to_gpu(in.k), testing::to_gpu(in.v),
-                                       1.0, false);
+            attention_forward_on_path(out, lse, testing::to_gpu(in.q), testing::to_gpu(in.k), testing::to_gpu(in.v),
+                                      1.0, false);
             CHECK(host_values(lse)[3] == -std::numeric_limits<double>::infinity());
         }
     }
@@ -207,11 +207,11 @@ TEST_CASE("cuda attention: empty inputs, and head sizes past the kernel's limit"
                 AttentionResults r;
                 r.out = testing::to_gpu(full({c.B, c.NH, c.T, c.HSv}, NAN, TensorOptions(kFloat32)));
                 r.lse = testing::to_gpu(full({c.B, c.NH, c.T}, NAN, TensorOptions(kFloat32)));
-                kernels::attention_forward(r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+                attention_forward_on_path(r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
                 r.dq = testing::to_gpu(full(gpu.q.sizes(), NAN, TensorOptions(kFloat32)));
                 r.dk = testing::to_gpu(full(gpu.k.sizes(), NAN, TensorOptions(kFloat32)));
                 r.dv = testing::to_gpu(full(gpu.v.sizes(), NAN, TensorOptions(kFloat32)));
-                kernels::attention_backward(r.dq, r.dk, r.dv, gpu.dout, r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
+                attention_backward_on_path(r.dq, r.dk, r.dv, gpu.dout, r.out, r.lse, gpu.q, gpu.k, gpu.v, 0.5, c.causal);
                 CHECK_GPU_CLOSE(r.out, cpu.out, out_tol(kFloat32));
                 CHECK_GPU_CLOSE(r.lse, cpu.lse, out_tol(kFloat32));
                 CHECK_GPU_CLOSE(r.dk, cpu.dk, grad_tol(kFloat32));

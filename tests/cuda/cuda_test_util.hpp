@@ -34,6 +34,21 @@ struct ScopedAttentionPath {
 };
 inline const std::vector<AttentionPath> kAttentionPaths = {AttentionPath::kFused, AttentionPath::kGemm};
 
+// Attention forward and backward on the path attention_path() picks now, as the op does
+// (autograd/ops/attention_fused.cpp): the kernels:: slots hold only the fused kernels, so a test that
+// called them under kGemm would run the fused kernel twice.
+inline void attention_forward_on_path(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                      const Tensor& v, double scale, bool causal) {
+    if (attention_uses_gemm(q, k)) attention_forward_gemm(out, lse, q, k, v, scale, causal);
+    else kernels::attention_forward(out, lse, q, k, v, scale, causal);
+}
+inline void attention_backward_on_path(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& dout,
+                                       const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, double scale, bool causal) {
+    if (attention_uses_gemm(q, k)) attention_backward_gemm(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
+    else kernels::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, scale, causal);
+}
+
 // A contiguous copy of t (any device, any strides) on `device`, same dtype. Transfers between
 // host and GPU are the CUDA backend's job whichever side the GPU is on.
 inline Tensor copy_to(const Tensor& t, Device device, std::optional<DType> dtype = std::nullopt) {

@@ -17,16 +17,18 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
            std::memcmp(ha.raw_data(), hb.raw_data(), static_cast<size_t>(ha.numel()) * ha.element_size()) == 0;
 }
 
-// w (R,C) with a zero block, a tie-rich block and extremes, besides normal values.
-Tensor awkward_weight(int64_t rows, int64_t cols) {
+// w (R,C) with a zero block, a tie-rich block and extremes, besides normal values, in `dtype`. The
+// large extreme stays finite in that dtype (3e38 would be inf in f16: an inf absmax makes 0 * inf NaNs,
+// whose bit patterns differ by device, x86's 0xFFC00000 against CUDA's 0x7FFFFFFF).
+Tensor awkward_weight(int64_t rows, int64_t cols, DType dtype = kFloat32) {
     manual_seed(37);
     Tensor w = randn({rows, cols}) * 0.05;
     std::vector<float> v = w.to_vector<float>();
     for (int64_t i = 0; i < 64 && i < static_cast<int64_t>(v.size()); ++i) v[static_cast<size_t>(i)] = 0.0f;
     for (int64_t i = 64; i < 128 && i < static_cast<int64_t>(v.size()); ++i)
         v[static_cast<size_t>(i)] = static_cast<float>((i % 16) - 8) / 8.0f;
-    if (v.size() > 200) v[200] = 3e38f, v[201] = -1e-40f;
-    return tensor(v, {rows, cols});
+    if (v.size() > 200) v[200] = dtype == kFloat16 ? 6e4f : 3e38f, v[201] = -1e-40f;
+    return tensor(v, {rows, cols}).to(dtype);
 }
 
 }  // namespace
@@ -36,7 +38,7 @@ TEST_CASE("cuda nf4: quantisation on the GPU gives the CPU's bytes" * skip_witho
         for (bool double_quant : {false, true}) {
             CAPTURE(dtype_name(dtype));
             CAPTURE(double_quant);
-            Tensor w = awkward_weight(37, 96).to(dtype);                       // 3552: 55 blocks and a tail of 32
+            Tensor w = awkward_weight(37, 96, dtype);                       // 3552: 55 blocks and a tail of 32
             const NF4Options options{.block_size = 64, .double_quant = double_quant};
             const NF4Tensor cpu = quantize_nf4(w, options);
             const NF4Tensor gpu = quantize_nf4(to_gpu(w), options);

@@ -2,7 +2,8 @@
 // a non_blocking copy to the GPU is only queued (no host sync, counted by HostSyncCounter), a
 // blocking one waits for its stream once, a copy from pageable memory makes the driver wait (counted
 // as kPageableCopyToDevice), and the values arrive intact; tensor() and arange() on the GPU upload
-// from pinned memory without a host sync. Skipped without a GPU.
+// from pinned memory without a host sync (into another dtype too: converted on the GPU). Skipped
+// without a GPU.
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -35,6 +36,14 @@ TEST_CASE("copies to the GPU: non_blocking from pinned memory makes no host sync
     }
     current_stream(kGpu).synchronize();
     CHECK(equal(to_host(on_gpu), t));
+    {
+        HostSyncCounter syncs;                                          // into another dtype: converted on the GPU
+        Tensor as_bf16 = make_empty({1024, 257}, kBFloat16, kGpu);
+        kernels::copy(as_bf16, pinned);
+        CAPTURE(syncs.describe());
+        CHECK(syncs.count() == 0);
+        CHECK(equal(to_host(as_bf16), t.to(kBFloat16)));
+    }
     {
         HostSyncCounter syncs;
         Tensor blocking = pinned.to(kGpu);                              // waits once, so `pinned` may change
