@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # gpu_race.py: the GPU race. GPT-2 124M (T = 1024) training steps, ampgrad (bench_gpt_step) against
 # PyTorch eager AMP (bench/torch_gpt_step.py) run alternately on the same GPU, bf16 and then fp16
-# with a GradScaler, each side with its fused AdamW; then PyTorch under torch.compile once (bf16 by
-# default: compiling takes about a minute of scarce GPU time), where it works. Both sides run the same model, batch and step (docs/benchmarks.md, "The GPU
+# with a GradScaler, each side with its fused AdamW; then, after every eager row, PyTorch under
+# torch.compile once (bf16 by default: compiling takes a minute or more of scarce GPU time), where it
+# works. --json gets each side's line as soon as it is measured. Both sides run the same model, batch and step (docs/benchmarks.md, "The GPU
 # race"), and print one JSON line each; this script prints the table: ms/step, tokens/s, the ratio
 # to PyTorch eager's tokens/s, MFU (llm.c's convention), peak device memory and host syncs per step.
 #
@@ -38,22 +39,31 @@ def run_side(cmd, timeout):
 
 
 def race(args):
+    """Every eager round of every dtype first, then the torch.compile rows (a cold compile may take
+    minutes: if the caller's time runs out there, the eager rows are already in --json)."""
     common = ["--preset", args.preset, "--batch", str(args.batch), "--steps", str(args.steps),
               "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--device", args.device]
     torch_cmd = [sys.executable, os.path.join(HERE, "torch_gpt_step.py")] + common
     results = []
+    json_out = open(args.json, "w") if args.json else None
+
+    def record(label, cmd):
+        result, why = run_side(cmd, args.timeout)
+        print(f"# {label}: " + (why or f"{result['step_ms']:.1f} ms/step"), flush=True)
+        if result:
+            results.append(result)
+            if json_out:                                   # at once: a killed race keeps what it measured
+                json_out.write(json.dumps(result) + "\n")
+                json_out.flush()
+
     for dtype in args.dtypes:
         for r in range(args.rounds):                       # alternate, so drift hits both sides alike
             for name, cmd in (("ampgrad", [args.ampgrad] + common), ("pytorch", torch_cmd)):
-                result, why = run_side(cmd + ["--dtype", dtype], args.timeout)
-                print(f"# {name} {dtype} round {r + 1}: " + (why or f"{result['step_ms']:.1f} ms/step"), flush=True)
-                if result:
-                    results.append(result)
-        if dtype in args.compile_dtypes:
-            result, why = run_side(torch_cmd + ["--dtype", dtype, "--compile"], args.timeout)
-            print(f"# pytorch-compile {dtype}: " + (why or f"{result['step_ms']:.1f} ms/step"), flush=True)
-            if result:
-                results.append(result)
+                record(f"{name} {dtype} round {r + 1}", cmd + ["--dtype", dtype])
+    for dtype in args.compile_dtypes:
+        record(f"pytorch-compile {dtype}", torch_cmd + ["--dtype", dtype, "--compile"])
+    if json_out:
+        json_out.close()
     return results
 
 
@@ -92,9 +102,6 @@ def main():
     ap.add_argument("--json", help="also write every side's JSON line to this file")
     args = ap.parse_args()
     results = race(args)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in results)
     if not results:
         sys.exit("gpu_race: no side produced a result")
     table(results)

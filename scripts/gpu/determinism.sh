@@ -65,9 +65,11 @@ for prec in ${DET_PRECS:-fp32 bf16 fp16-master}; do
 done
 echo "det: $identical identical, $different different or failed"
 # The cost of the mode on the GPU: the median step time of a default and a deterministic run.
+# From the differences of elapsed_s between steps (tokens_per_s is a running average since step 1, whose
+# start-up cost would dominate it), skipping the first three, as bench/determinism_cost.py does.
 median_ms() { python3 -c 'import json,statistics,sys
-t=[1e3 * r["tokens_per_step"] / r["tokens_per_s"] for r in map(json.loads, open(sys.argv[1]))
-   if r.get("kind") == "train" and r.get("tokens_per_s")][3:]
+e=[r["elapsed_s"] for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "train"]
+t=[1e3 * (b - a) for a, b in zip(e, e[1:])][3:]
 print(f"{statistics.median(t):.2f}" if t else "n/a")' "$1/metrics.jsonl" 2>/dev/null || echo "n/a"; }
 for mode in default deterministic; do
     flags=(--zero 0); [ "$mode" = deterministic ] && flags+=(--deterministic)

@@ -6,7 +6,9 @@
 #   env       nvidia-smi, the bundle's BUILD_INFO, and a check that every library resolves (fails fast)
 #   cuda      tests/test_cuda: every CUDA kernel against the CPU one, gradcheck, GPT parity, zero-sync
 #             step (doctest; pass doctest flags in CUDA_ARGS, e.g. CUDA_ARGS='-tc=*attention*')
-#   gpt2      app/ampgrad train --device cuda --preset gpt2, bf16 then fp16, GPT2_STEPS steps (default 30)
+#   gpt2      app/ampgrad train --device cuda --preset gpt2 --tokenizer gpt2 (the 50257-token BPE, built in:
+#             without it the corpus's characters would shrink the vocabulary to 65), bf16 then fp16,
+#             GPT2_STEPS steps (default 30)
 #   peer      the GPU race (bench/gpu_race.py): ampgrad's bench_gpt_step and the PyTorch peer alternately,
 #             GPT-2 124M bf16 and fp16, then torch.compile; race.jsonl beside the logs (PEER_ARGS, default
 #             "--rounds 1" to fit the GPU minutes, replaces the flags)
@@ -83,10 +85,12 @@ for s in "${steps[@]}"; do case $s in
     grep -m 20 -E "ERROR|FATAL|error:|SIGSEGV|what\(\)" "$L/cuda.log" | cut -c1-220 | tee -a "$L/summary.txt" ;;
   gpt2)
     for prec in bf16 fp16; do
-      step "gpt2_$prec" "$H/app/ampgrad" train --device cuda --preset gpt2 --prec "$prec" --steps "${GPT2_STEPS:-30}" \
-           --batch-size "${GPT2_BATCH:-8}" --eval-every 100000 --sample-tokens 0 --progress plain --log-every 5 \
-           --out "/tmp/ampgrad-gpt2-$prec"
-      grep -E "tok/s|tokens/s|error|Error" "$L/gpt2_$prec.log" | tail -3 | cut -c1-200 | tee -a "$L/summary.txt"
+      step "gpt2_$prec" "$H/app/ampgrad" train --device cuda --preset gpt2 --tokenizer gpt2 --prec "$prec" \
+           --steps "${GPT2_STEPS:-30}" --batch-size "${GPT2_BATCH:-8}" --eval-every 100000 --sample-tokens 0 \
+           --progress plain --log-every 5 --out "/tmp/ampgrad-gpt2-$prec"
+      # the last progress lines (their tok/s is over the last --log-every steps), and any error
+      { grep -E "^ *step .*tok/s" "$L/gpt2_$prec.log" | tail -2; grep -m 3 -E "error|Error" "$L/gpt2_$prec.log"; } |
+          cut -c1-200 | tee -a "$L/summary.txt"
     done ;;
   peer)
     in_dir "$H/bench" step peer python3 gpu_race.py --ampgrad "$H/bench/bench_gpt_step" --json "$L/race.jsonl" ${PEER_ARGS:---rounds 1}
