@@ -5,9 +5,11 @@
 # and no registry. Nothing is compiled there: the GPU's minutes go to running, not building.
 #
 # OUT_DIR gets libampgrad.so, the CUDA/dist test programs, the `ampgrad` command, `ampgrad-run`, the
-# benchmarks, tests/fixtures, the Debian shared libraries they need (fmt, gloo, ...; never glibc,
+# benchmarks the steps run (BUNDLE_BENCHES, default bench_gpt_step bench_gemm_kernels bench_llama_step:
+# all 18 would add 15 MB), tests/fixtures, the Debian shared libraries they need (fmt, gloo, ...; never glibc,
 # libstdc++ or the CUDA libraries, which the GPU machine has), the bench/*.py PyTorch peers, and run.sh.
-# Typical size: about 25 MB. Then, on the GPU machine, from the folder that holds OUT_DIR:
+# Typical size: about 55 MB (2026-12-07); over BUNDLE_LIMIT_MIB (64, what a lent GPU carries) it fails,
+# naming the largest parts. Then, on the GPU machine, from the folder that holds OUT_DIR:
 #     bash OUT_DIR/run.sh [STEP...]        (steps: see run.sh; logs go to $OUT or OUT_DIR/logs)
 # The build must have CUDA on (meson ... -Dcuda=enabled, with /usr/local/cuda/bin on PATH) and be
 # current (ninja -C BUILD_DIR first). Extra files or programs: list them in BUNDLE_EXTRA (paths
@@ -29,7 +31,9 @@ cp "$B/libampgrad.so" "$O/"
 for f in tests/test_cuda tests/test_dist tests/dist_worker app/ampgrad tools/ampgrad-run; do
     [ -x "$B/$f" ] && cp "$B/$f" "$O/$f"
 done
-for f in "$B"/bench/bench_*; do [ -x "$f" ] && [ -f "$f" ] && cp "$f" "$O/bench/"; done
+for f in ${BUNDLE_BENCHES:-bench_gpt_step bench_gemm_kernels bench_llama_step}; do
+    [ -x "$B/bench/$f" ] && cp "$B/bench/$f" "$O/bench/"
+done
 cp "$SRC"/bench/*.py "$O/bench/" 2>/dev/null || true
 cp -r "$SRC/tests/fixtures" "$O/tests/"
 for f in ${BUNDLE_EXTRA:-}; do
@@ -52,4 +56,10 @@ tar -C "$O" -czf "$O/deps.tar.gz" deps && rm -rf "$O/deps"
 cp "$HERE/run.sh" "$HERE/determinism.sh" "$O/"
 { echo "built: $(date -u +%FT%TZ)"; echo "commit: $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null)$(git -C "$SRC" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')";
   echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"; } > "$O/BUILD_INFO"
-du -sh "$O" | awk '{print "bundle: " $1 " in '"$O"'"}'
+bytes=$(du -sb "$O" | cut -f1)
+echo "bundle: $((bytes / 1048576)) MiB in $O"
+if [ "$bytes" -gt $(( ${BUNDLE_LIMIT_MIB:-64} * 1048576 )) ]; then
+    echo "bundle: over ${BUNDLE_LIMIT_MIB:-64} MiB, more than a lent GPU carries; the largest parts:" >&2
+    du -ab "$O" | sort -rn | sed -n '2,6p' >&2
+    exit 1
+fi

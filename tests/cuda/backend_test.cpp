@@ -2,6 +2,9 @@
 // live/peak counters, clear errors for bad device indices, operands on the wrong device and
 // a kernel with no CUDA implementation (the registry's NotImplementedError; every kernel of
 // kernels/kernels.hpp has one now, so the test brings its own CPU-only kernel).
+#include <cstdlib>
+#include <string>
+
 #include "tests/cuda/cuda_test_util.hpp"
 
 using namespace ampgrad;
@@ -10,6 +13,14 @@ using namespace ampgrad::testing;
 TEST_CASE("cuda discovery is consistent (runs with or without a GPU)") {
     CHECK(cuda::device_count() >= 0);
     CHECK(cuda::is_available() == (cuda::device_count() > 0));
+}
+
+// scripts/gpu/run.sh sets AMPGRAD_EXPECT_GPU=1: there, every other case skipping itself (a driver older
+// than the CUDA 13 runtime, no device visible) must be a failure, naming cudaGetDeviceCount's error.
+TEST_CASE("a usable GPU where one is expected (AMPGRAD_EXPECT_GPU=1, set by scripts/gpu/run.sh)") {
+    const char* expect = std::getenv("AMPGRAD_EXPECT_GPU");
+    if (expect == nullptr || std::string(expect) != "1") return;
+    CHECK_NOTHROW(require_device(kGpu));
 }
 
 TEST_CASE("cuda device: usable, one allocator per device" * skip_without_gpu()) {

@@ -4,6 +4,7 @@
 # build folder's parent and fail with "cp: cannot stat '<parent>/tests/fixtures'"). The build is a
 # stand-in: a meson-info.json naming this checkout and a libampgrad.so linked against libcudart (the
 # mark bundle.sh checks), so the test needs the CUDA toolkit's libraries but no GPU and no CUDA build.
+# It also checks that a bundle over BUNDLE_LIMIT_MIB is refused.
 # Usage: gpu_bundle_test.sh SOURCE_ROOT
 set -euo pipefail
 SRC=$(cd "${1:?usage: gpu_bundle_test.sh SOURCE_ROOT}" && pwd)
@@ -21,6 +22,11 @@ bash "$SRC/scripts/gpu/bundle.sh" "$BUILD" "$WORK/bundle" > "$WORK/log" 2>&1 || 
 [ -d "$WORK/bundle/tests/fixtures/bpe" ] || { echo "FAIL: the bundle has no tests/fixtures"; cat "$WORK/log"; exit 1; }
 [ -f "$WORK/bundle/run.sh" ] && [ -f "$WORK/bundle/determinism.sh" ] && [ -f "$WORK/bundle/BUILD_INFO" ] ||
     { echo "FAIL: run.sh, determinism.sh or BUILD_INFO missing"; exit 1; }
+# A bundle over the size a lent GPU carries is refused, naming its largest parts (here with a limit of 0).
+if BUNDLE_LIMIT_MIB=0 bash "$SRC/scripts/gpu/bundle.sh" "$BUILD" "$WORK/bundle3" > "$WORK/log3" 2>&1; then
+    echo "FAIL: a bundle over BUNDLE_LIMIT_MIB was accepted"; cat "$WORK/log3"; exit 1
+fi
+grep -c "over 0 MiB, more than a lent GPU carries" "$WORK/log3" > /dev/null || { echo "FAIL: no size message"; cat "$WORK/log3"; exit 1; }
 # A build folder whose meson-info.json is unreadable is refused with a message, not bundled half.
 echo '{' > "$BUILD/meson-info/meson-info.json"
 if bash "$SRC/scripts/gpu/bundle.sh" "$BUILD" "$WORK/bundle2" > "$WORK/log2" 2>&1; then
