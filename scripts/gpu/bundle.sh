@@ -8,8 +8,9 @@
 # benchmarks the steps run (BUNDLE_BENCHES, default bench_gpt_step bench_gemm_kernels bench_llama_step:
 # all 15 came to 65 MiB with the rest, on 2026-12-07), tests/fixtures, the Debian shared libraries they
 # need (fmt, gloo, ...; never glibc, libstdc++ or the CUDA libraries, which the GPU machine has), the
-# bench/*.py PyTorch peers, and run.sh. Typical size: 53 MiB (2026-12-07); over BUNDLE_LIMIT_MIB (64, what a lent GPU carries) it fails,
-# naming the largest parts. Then, on the GPU machine, from the folder that holds OUT_DIR:
+# bench/*.py PyTorch peers, and run.sh. Typical size: 53 MiB (2026-12-07); over BUNDLE_LIMIT_MIB (64,
+# what a lent GPU carries) it fails, naming the largest parts. Then, on the GPU machine, from the folder
+# that holds OUT_DIR:
 #     bash OUT_DIR/run.sh [STEP...]        (steps: see run.sh; logs go to $OUT or OUT_DIR/logs)
 # The build must have CUDA on (meson ... -Dcuda=enabled, with /usr/local/cuda/bin on PATH) and be
 # current (ninja -C BUILD_DIR first). Extra files or programs: list them in BUNDLE_EXTRA (paths
