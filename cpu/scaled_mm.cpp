@@ -5,8 +5,8 @@
 // with fixed row tiles in the deterministic mode), which accumulates in f32 as the tensor cores do.
 // Only the order of the f32 sums is the library's (cuBLASLt does not promise one either). Then
 //   out[i,j] = round_to_out(acc * (scale_a[i] * scale_b[j]) + bias[j])
-// and amax = max |out| of the stored (rounded) values, NaN if any is NaN. The rules on the operands are checked by the op (autograd/ops/scaled_mm.cpp); this file
-// only computes.
+// and amax = max |out| of the stored (rounded) values, NaN if any is NaN. The rules on the operands
+// are checked by the op (autograd/ops/scaled_mm.cpp); this file only computes.
 #include <algorithm>
 #include <array>
 #include <cmath>

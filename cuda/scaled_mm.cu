@@ -171,7 +171,8 @@ void scaled_mm(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor
     if (out.numel() == 0 || a.size(1) == 0) {                      // K = 0: zeros, plus the bias
         kernels::fill(out, 0.0);
         if (bias.defined() && out.numel() > 0)
-            kernels::add_scaled(out, out, make_view(bias, out.sizes(), Shape{0, bias.stride(0)}, bias.storage_offset()), 1.0);
+            kernels::add_scaled(out, out, make_view(bias, out.sizes(), Shape{0, bias.stride(0)}, bias.storage_offset()),
+                                1.0);   // bias (N) broadcast over the rows
     } else if (!run_product(out, a, b, scale_a, scale_b, bias)) {
         throw no_algorithm(out, a, b, bias);
     }

@@ -222,7 +222,8 @@ public:
         check("all_reduce", t);
         check_reducible("all_reduce", t);
         return enqueue(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op, {t}, [&] {
-            return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op, t.dtype()), comm_, stream_);
+            return ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_dtype(t.dtype()), nccl_op(op, t.dtype()),
+                                 comm_, stream_);
         });
     }
     WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, bool async_op) override {
@@ -233,8 +234,8 @@ public:
             throw ShapeError(fmt::format("reduce_scatter: input {} must be world size {} x output {}", in.describe(),
                                          world_size_, out.describe()));
         return enqueue(fmt::format("reduce_scatter({}, {})", reduce_op_name(op), in.describe()), async_op, {out, in}, [&] {
-            return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), nccl_dtype(in.dtype()), nccl_op(op, in.dtype()),
-                                     comm_, stream_);
+            return ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(), nccl_dtype(in.dtype()),
+                                     nccl_op(op, in.dtype()), comm_, stream_);
         });
     }
     WorkPtr all_gather(Tensor& out, const Tensor& in, bool async_op) override {

@@ -98,17 +98,9 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions op
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
     // For an accelerator the values go up from page-locked memory: that copy is only queued on the
     // stream (a pageable one makes the driver wait for the stream first), so tensor() and arange()
-    // on a GPU, as a forward's position ids, make no host synchronisation. They are converted to the
-    // target dtype here first: an upload that converts stages through a pageable buffer (and syncs),
-    // as arange's doubles going up as int64 positions did.
-    if (!opts.device().is_cpu()) {
-        if (opts.dtype() != host.dtype()) {
-            Tensor converted = make_empty(shape, opts.dtype(), Device(kCPU));
-            kernels::copy(converted, host);
-            host = converted;
-        }
-        host = host.pin_memory(opts.device().type);
-    }
+    // on a GPU, as a forward's position ids, make no host synchronisation (also when the dtype
+    // changes, as arange's doubles going up as int64: cuda/copy.cu then converts on the GPU).
+    if (!opts.device().is_cpu()) host = host.pin_memory(opts.device().type);
     Tensor t = make_empty(shape, opts.dtype(), opts.device());
     kernels::copy(t, host);
     return finish(std::move(t), opts);

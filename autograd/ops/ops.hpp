@@ -331,7 +331,8 @@ Tensor sample_from_logits(const Tensor& logits, double temperature = 1.0, std::o
 //   out = (a @ b) * scale_a * scale_b + bias, accumulated in f32 and rounded once.
 // Scales are f32: tensorwise, one element each; or rowwise, scale_a (M,1) and scale_b (1,N) (then a
 // and b e4m3fn and out bf16). bias (N) in out_dtype (not with f32 out). amax_out, when given (one f32
-// element), receives max |out| of the output as stored (NaN if any element is NaN). Forward only: no backward is recorded, as in PyTorch.
+// element), receives max |out| of the output as stored (NaN if any element is NaN). Forward only: no
+// backward is recorded, as in PyTorch.
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                  DType out_dtype = kBFloat16, const Tensor& bias = {}, const Tensor& amax_out = {});
 }  // namespace nn::functional
