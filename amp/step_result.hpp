@@ -63,6 +63,8 @@ public:
     bool ready() const;                  // known without reading the device
     bool skipped() const;                // the step changed nothing (HOST SYNC the first time, if deferred)
     bool found_inf() const { return skipped(); }   // some gradient held an inf or NaN
+    // API.md's "step(optimizer) reports whether it skipped": bool skipped = scaler.step(opt);
+    operator bool() const { return skipped(); }    // NOLINT(google-explicit-constructor): true = skipped
     std::string reason() const;          // empty when it stepped; else names the first bad parameter
     const OverflowRecord* overflow() const;        // null when it stepped (or skipped with no record)
 

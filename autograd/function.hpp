@@ -35,6 +35,11 @@
 
 namespace ampgrad::autograd {
 
+// libtorch's names in torch::autograd, for custom functions written fully qualified
+using ampgrad::tensor_list;
+using variable_list = tensor_list;
+using Variable = Tensor;
+
 // A value kept in ctx->saved_data: bool, int, double, string, Tensor, int list, or any object
 // through custom() (libtorch's IValue, reduced to what a custom function needs).
 class IValue {

@@ -7,6 +7,7 @@
 // (numerical vs analytical), or returns false when raise_exception is off.
 #pragma once
 #include <functional>
+#include <type_traits>
 
 #include "core/tensor.hpp"
 
@@ -21,6 +22,13 @@ struct GradcheckOptions {
 
 using GradcheckFn = std::function<tensor_list(const tensor_list&)>;
 bool gradcheck(const GradcheckFn& fn, const tensor_list& inputs, GradcheckOptions opts = {});
+// A function of one output may return it as a Tensor.
+template <typename F>
+    requires std::is_convertible_v<std::invoke_result_t<F&, const tensor_list&>, Tensor>
+bool gradcheck(F fn, const tensor_list& inputs, GradcheckOptions opts = {}) {
+    return gradcheck(GradcheckFn([f = std::move(fn)](const tensor_list& in) mutable { return tensor_list{f(in)}; }),
+                     inputs, opts);
+}
 // Second order: gradcheck of the function that returns the first-order gradients (create_graph).
 bool gradgradcheck(const GradcheckFn& fn, const tensor_list& inputs, GradcheckOptions opts = {});
 

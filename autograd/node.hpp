@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/hooks.hpp"
@@ -87,6 +88,23 @@ public:
     // A non-empty key replaces the hook registered earlier under the same key (hooks.hpp).
     RemovableHandle register_prehook(NodePreHook hook, std::string_view key = {});
     RemovableHandle register_hook(NodePostHook hook, std::string_view key = {});
+    // Hooks that return nothing only look: they keep the gradients (as an empty list does).
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, const tensor_list&>>
+    RemovableHandle register_prehook(F hook, std::string_view key = {}) {
+        return register_prehook(NodePreHook([h = std::move(hook)](const tensor_list& g) mutable {
+            h(g);
+            return tensor_list{};
+        }), key);
+    }
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, const tensor_list&, const tensor_list&>>
+    RemovableHandle register_hook(F hook, std::string_view key = {}) {
+        return register_hook(NodePostHook([h = std::move(hook)](const tensor_list& in, const tensor_list& out) mutable {
+            h(in, out);
+            return tensor_list{};
+        }), key);
+    }
     // Tensor hooks for forward output slot `output_nr`; for AccumulateGrad they live on the leaf.
     virtual RemovableHandle add_tensor_pre_hook(uint32_t output_nr, TensorHook hook, std::string_view key = {});
     // The hook list of one slot (null if none); for AccumulateGrad, the leaf's list.

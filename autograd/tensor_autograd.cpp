@@ -17,12 +17,16 @@ AutogradMeta::~AutogradMeta() {
 
 // TensorImpl only ever holds an AutogradMeta, so the casts below are exact.
 AutogradMeta& meta_of(const Tensor& t) {
+    if (!t.defined()) throw ValueError("autograd: the tensor is undefined (a default-constructed Tensor)");
     auto& m = t.impl()->autograd_meta;
     if (!m) m = std::make_unique<AutogradMeta>();
     return static_cast<AutogradMeta&>(*m);
 }
 
-AutogradMeta* maybe_meta(const Tensor& t) { return static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()); }
+// null for a tensor with no autograd state, an undefined one included
+AutogradMeta* maybe_meta(const Tensor& t) {
+    return t.defined() ? static_cast<AutogradMeta*>(t.impl()->autograd_meta.get()) : nullptr;
+}
 
 // maybe_meta, with a view's grad_fn brought up to date first (view_history.hpp).
 AutogradMeta* fresh_meta(const Tensor& t) {
@@ -122,6 +126,7 @@ std::string Tensor::name() const {
 }
 
 Tensor Tensor::detach() const {
+    if (!defined()) return {};
     // Shares storage and the version counter; no autograd history.
     return Tensor(std::make_shared<TensorImpl>(impl_->storage, impl_->sizes, impl_->strides, impl_->offset,
                                                impl_->dtype, impl_->version));

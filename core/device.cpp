@@ -1,4 +1,5 @@
 // device.cpp: parsing and printing device specs, from the AMPGRAD_DEVICE_TYPES list.
+#include <ostream>
 #include "core/device.hpp"
 
 #include <array>
@@ -34,9 +35,10 @@ Device::Device(std::string_view spec) {
         type = static_cast<DeviceType>(t);
         index = 0;
         if (rest.empty()) return;
-        if (rest[0] == ':' && type != DeviceType::kCPU) {
+        if (rest[0] == ':') {
             auto [p, ec] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), index);
-            if (ec == std::errc() && p == rest.data() + rest.size() && index >= 0) return;
+            const bool whole = ec == std::errc() && p == rest.data() + rest.size();
+            if (whole && (type == DeviceType::kCPU ? index == 0 : index >= 0)) return;   // "cpu:0" as PyTorch
         }
     }
     throw ValueError(fmt::format("Device: cannot parse device spec '{}'; expected {}", spec, expected_specs()));
@@ -47,5 +49,8 @@ std::string Device::str() const {
 }
 
 std::string_view device_type_name(DeviceType t) { return kDeviceTypeNames[device_type_index(t)]; }
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, DeviceType t) { return os << device_type_name(t); }
 
 }  // namespace ampgrad

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -47,5 +48,7 @@ struct Device {
 };
 
 std::string_view device_type_name(DeviceType t);
+std::ostream& operator<<(std::ostream& os, const Device& d);   // "cpu", "cuda:0"
+std::ostream& operator<<(std::ostream& os, DeviceType t);      // "cpu", "cuda"
 
 }  // namespace ampgrad

@@ -1,5 +1,6 @@
 // dtype.cpp: type promotion (PyTorch's table restricted to our ten dtypes), and the dtype
 // error every kernel's dispatch throws (core/dispatch.hpp).
+#include <ostream>
 #include "core/dispatch.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
@@ -35,5 +36,23 @@ DType promote_types(DType a, DType b) {
 void throw_bad_dtype(const char* prefix, const char* kernel, DType dtype, const char* expected) {
     throw DTypeError(fmt::format("{}{}: unsupported dtype {}; expected {}", prefix, kernel, dtype_name(dtype), expected));
 }
+
+std::string_view scalar_type_name(DType t) {
+    switch (t) {
+        case DType::kFloat32: return "Float";
+        case DType::kFloat16: return "Half";
+        case DType::kBFloat16: return "BFloat16";
+        case DType::kFloat64: return "Double";
+        case DType::kInt64: return "Long";
+        case DType::kInt32: return "Int";
+        case DType::kBool: return "Bool";
+        case DType::kFloat8_e4m3fn: return "Float8_e4m3fn";
+        case DType::kFloat8_e5m2: return "Float8_e5m2";
+        case DType::kUInt8: return "Byte";
+    }
+    return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << scalar_type_name(t); }
 
 }  // namespace ampgrad

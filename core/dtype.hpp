@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <iosfwd>
 #include <string_view>
 
 #include "core/float8.hpp"
@@ -26,6 +27,13 @@ inline constexpr DType kBool = DType::kBool;
 inline constexpr DType kFloat8_e4m3fn = DType::kFloat8_e4m3fn;
 inline constexpr DType kFloat8_e5m2 = DType::kFloat8_e5m2;
 inline constexpr DType kUInt8 = DType::kUInt8;
+// libtorch's short names (torch::kFloat, torch::kLong, ...)
+inline constexpr DType kFloat = kFloat32;
+inline constexpr DType kDouble = kFloat64;
+inline constexpr DType kHalf = kFloat16;
+inline constexpr DType kLong = kInt64;
+inline constexpr DType kInt = kInt32;
+inline constexpr DType kByte = kUInt8;
 
 // ---- fp16 / bf16 bit-exact conversion (round-to-nearest-even, overflow to inf) ----
 
@@ -124,6 +132,11 @@ constexpr std::string_view dtype_name(DType t) {
     }
     return "?";
 }
+
+// libtorch's ScalarType names, as `std::cout << dtype` prints them: "Float", "Half", "BFloat16", "Double",
+// "Long", "Int", "Bool", "Float8_e4m3fn", "Float8_e5m2", "Byte".
+std::string_view scalar_type_name(DType t);
+std::ostream& operator<<(std::ostream& os, DType t);
 
 // Machine epsilon of a float dtype (distance from 1 to the next value); tests derive tolerances from it.
 constexpr double dtype_eps(DType t) {

@@ -81,15 +81,29 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
     return new_strides;
 }
 
-const Shape& Tensor::sizes() const { return impl_->sizes; }
-const Shape& Tensor::strides() const { return impl_->strides; }
-int64_t Tensor::dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-int64_t Tensor::numel() const { return shape_numel(impl_->sizes); }
-int64_t Tensor::storage_offset() const { return impl_->offset; }
-DType Tensor::dtype() const { return impl_->dtype; }
-Device Tensor::device() const { return impl_->storage->device(); }
-uint32_t Tensor::_version() const { return impl_->version->version.load(std::memory_order_relaxed); }
-void Tensor::bump_version() const { impl_->version->version.fetch_add(1, std::memory_order_relaxed); }
+// A default-constructed Tensor has no sizes, dtype or data: asking for them is a ValueError naming the
+// query (libtorch's c10::Error), never a crash. Its autograd queries answer as libtorch's do
+// (requires_grad() false, is_leaf() true, grad() and grad_fn() empty: autograd/tensor_autograd.cpp).
+static const TensorImpl& defined_impl(const std::shared_ptr<TensorImpl>& impl, const char* query) {
+    if (!impl) [[unlikely]]
+        throw ValueError(fmt::format("Tensor::{}: the tensor is undefined (a default-constructed Tensor holds "
+                                     "no data)", query));
+    return *impl;
+}
+
+const Shape& Tensor::sizes() const { return defined_impl(impl_, "sizes()").sizes; }
+const Shape& Tensor::strides() const { return defined_impl(impl_, "strides()").strides; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(defined_impl(impl_, "dim()").sizes.size()); }
+int64_t Tensor::numel() const { return shape_numel(defined_impl(impl_, "numel()").sizes); }
+int64_t Tensor::storage_offset() const { return defined_impl(impl_, "storage_offset()").offset; }
+DType Tensor::dtype() const { return defined_impl(impl_, "dtype()").dtype; }
+Device Tensor::device() const { return defined_impl(impl_, "device()").storage->device(); }
+uint32_t Tensor::_version() const {
+    return defined_impl(impl_, "_version()").version->version.load(std::memory_order_relaxed);
+}
+void Tensor::bump_version() const {
+    defined_impl(impl_, "bump_version()").version->version.fetch_add(1, std::memory_order_relaxed);
+}
 
 static int64_t wrap_dim(int64_t d, int64_t ndim, const char* op) {
     int64_t n = std::max<int64_t>(ndim, 1);
@@ -126,6 +140,7 @@ std::string Tensor::describe() const {
 }
 
 void* Tensor::raw_data() const {
+    defined_impl(impl_, "data_ptr()");
     return static_cast<char*>(impl_->storage->data()) + impl_->offset * static_cast<int64_t>(element_size());
 }
 
@@ -137,7 +152,9 @@ T* Tensor::data_ptr() const {
     return static_cast<T*>(raw_data());
 }
 
-void Tensor::record_stream(const Stream& stream) const { impl_->storage->record_stream(stream); }
+void Tensor::record_stream(const Stream& stream) const {
+    defined_impl(impl_, "record_stream()").storage->record_stream(stream);
+}
 
 #define AMPGRAD_INSTANTIATE(T) template T* Tensor::data_ptr<T>() const;
 AMPGRAD_INSTANTIATE(float)

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct AutogradMetaInterface {
     virtual ~AutogradMetaInterface() = default;
 };
 
+template <typename T> constexpr DType dtype_of();   // C++ type -> DType (specialised below)
+
+// What a factory makes: dtype, device, requires_grad. Each is either set or left to the factory, as in
+// libtorch: zeros() of options with no dtype is f32, but tensor(std::vector<int64_t>) is int64,
+// arange(5) int64 and zeros_like(t) t's dtype. The getters answer the default for an unset field.
 class TensorOptions {
 public:
     TensorOptions() = default;
@@ -46,17 +52,37 @@ public:
     TensorOptions(Device d) : device_(d) {}        // NOLINT
     TensorOptions(DeviceType d) : device_(d) {}    // NOLINT
     TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+    template <typename T> TensorOptions dtype() const { return dtype(dtype_of<T>()); }
     TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+    TensorOptions device(DeviceType type, int index) const { return device(Device(type, index)); }
     TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
-    DType dtype() const { return dtype_; }
-    Device device() const { return device_; }
-    bool requires_grad() const { return requires_grad_; }
+    DType dtype() const { return dtype_.value_or(kFloat32); }
+    Device device() const { return device_.value_or(Device()); }
+    bool requires_grad() const { return requires_grad_.value_or(false); }
+    bool has_dtype() const { return dtype_.has_value(); }
+    bool has_device() const { return device_.has_value(); }
+    bool has_requires_grad() const { return requires_grad_.has_value(); }
+    // These options with every field that `other` sets taken from it (libtorch's merge_in):
+    // zeros_like(t, opts) makes t.options().merge_in(opts).
+    TensorOptions merge_in(const TensorOptions& other) const {
+        auto o = *this;
+        if (other.dtype_) o.dtype_ = other.dtype_;
+        if (other.device_) o.device_ = other.device_;
+        if (other.requires_grad_) o.requires_grad_ = other.requires_grad_;
+        return o;
+    }
 
 private:
-    DType dtype_ = kFloat32;
-    Device device_{};
-    bool requires_grad_ = false;
+    std::optional<DType> dtype_;
+    std::optional<Device> device_;
+    std::optional<bool> requires_grad_;
 };
+
+// libtorch's shorthands: zeros({2}, ampgrad::dtype(kFloat64).requires_grad(true)).
+inline TensorOptions dtype(DType d) { return TensorOptions().dtype(d); }
+template <typename T> TensorOptions dtype() { return TensorOptions().dtype<T>(); }
+inline TensorOptions device(Device d) { return TensorOptions().device(d); }
+inline TensorOptions requires_grad(bool r = true) { return TensorOptions().requires_grad(r); }
 
 // Shared by a tensor and all its views; bumped by every in-place write (see autograd/saved_variable).
 struct VersionCounter { std::atomic<uint32_t> version{0}; };
@@ -94,6 +120,8 @@ public:
     Device device() const;
     bool is_contiguous() const;
     bool is_floating_point() const { return is_floating(dtype()); }
+    bool is_cpu() const { return device().is_cpu(); }
+    bool is_cuda() const { return device().is_cuda(); }
     size_t element_size() const { return ampgrad::element_size(dtype()); }
     std::string shape_str() const;            // "(2,3)"
     std::string describe() const;             // "(2,3) f32 cpu", used in every error message
@@ -107,6 +135,7 @@ public:
     // Raw access to the first element (CPU only). T must match dtype().
     template <typename T> T* data_ptr() const;
     void* raw_data() const;                   // any device: address of element 0
+    void* data_ptr() const { return raw_data(); }
     template <typename T> T item() const;     // one-element tensors; converts from any dtype
     template <typename T> std::vector<T> to_vector() const;   // host copy, row-major
     double item_double() const;
@@ -126,6 +155,16 @@ public:
     void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
                   bool create_graph = false, const tensor_list& inputs = {}) const;
     autograd::RemovableHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;
+    // A hook that returns nothing only looks (libtorch accepts both kinds): it keeps the gradient.
+    // (Handle: the complete type is autograd/hooks.hpp's, where the call is made.)
+    template <typename F, typename Handle = autograd::RemovableHandle>
+        requires std::is_void_v<std::invoke_result_t<F&, const Tensor&>>
+    Handle register_hook(F hook) const {
+        return register_hook(std::function<Tensor(const Tensor&)>([h = std::move(hook)](const Tensor& g) mutable {
+            h(g);
+            return Tensor();
+        }));
+    }
     autograd::RemovableHandle register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const;
     void retain_grad() const;
     bool retains_grad() const;
@@ -188,9 +227,13 @@ public:
     Tensor sigmoid() const;
     Tensor relu() const;
     Tensor gelu(bool tanh_approximation = false) const;
+    Tensor gelu(const char* approximate) const;          // "none" or "tanh", as torch::gelu
+    Tensor gelu(std::string_view approximate) const;
     Tensor silu() const;
     Tensor neg() const;
-    Tensor clamp(std::optional<double> lo, std::optional<double> hi) const;
+    Tensor clamp(std::optional<double> lo, std::optional<double> hi = std::nullopt) const;
+    Tensor clamp_min(double lo) const { return clamp(lo, std::nullopt); }
+    Tensor clamp_max(double hi) const { return clamp(std::nullopt, hi); }
     Tensor maximum(const Tensor& o) const;
     Tensor minimum(const Tensor& o) const;
     Tensor sin() const;
@@ -215,15 +258,41 @@ public:
     Tensor logical_or(const Tensor& o) const;
     Tensor logical_xor(const Tensor& o) const;
     Tensor logical_not() const;
+    // arithmetic and comparisons as methods (the operators in ops.hpp are the same ops)
+    Tensor add(const Tensor& o, double alpha = 1.0) const;
+    Tensor add(double s) const;
+    Tensor sub(const Tensor& o, double alpha = 1.0) const;
+    Tensor sub(double s) const;
+    Tensor mul(const Tensor& o) const;
+    Tensor mul(double s) const;
+    Tensor div(const Tensor& o) const;
+    Tensor div(double s) const;
+    Tensor eq(const Tensor& o) const;
+    Tensor eq(double s) const;
+    Tensor ne(const Tensor& o) const;
+    Tensor ne(double s) const;
+    Tensor lt(const Tensor& o) const;
+    Tensor lt(double s) const;
+    Tensor le(const Tensor& o) const;
+    Tensor le(double s) const;
+    Tensor gt(const Tensor& o) const;
+    Tensor gt(double s) const;
+    Tensor ge(const Tensor& o) const;
+    Tensor ge(double s) const;
+    Tensor softmax(int64_t dim) const;
+    Tensor log_softmax(int64_t dim) const;
 
     // ---- reductions ----
     Tensor sum() const;
     Tensor sum(const Shape& dims, bool keepdim = false) const;
+    Tensor sum(int64_t dim, bool keepdim = false) const { return sum(Shape{dim}, keepdim); }
     Tensor mean() const;
     Tensor mean(const Shape& dims, bool keepdim = false) const;
+    Tensor mean(int64_t dim, bool keepdim = false) const { return mean(Shape{dim}, keepdim); }
     std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;   // values, indices
     Tensor max() const;
     Tensor amax(const Shape& dims, bool keepdim = false) const;
+    Tensor amax(int64_t dim, bool keepdim = false) const { return amax(Shape{dim}, keepdim); }
     Tensor logsumexp(int64_t dim, bool keepdim = false) const;
     Tensor norm() const;                                                       // L2 over all
     Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false) const;
@@ -231,6 +300,7 @@ public:
     std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
     Tensor min() const;
     Tensor amin(const Shape& dims, bool keepdim = false) const;
+    Tensor amin(int64_t dim, bool keepdim = false) const { return amin(Shape{dim}, keepdim); }
     Tensor argmin(int64_t dim, bool keepdim = false) const;
     Tensor prod() const;
     Tensor prod(int64_t dim, bool keepdim = false) const;
@@ -258,25 +328,29 @@ public:
     Tensor one_hot(int64_t num_classes = -1) const;
 
     // ---- in place (bump the version counter) ----
-    Tensor& add_(const Tensor& o, double alpha = 1.0);
-    Tensor& add_(double s);
-    Tensor& mul_(const Tensor& o);
-    Tensor& mul_(double s);
-    Tensor& zero_();
-    Tensor& fill_(double value);
-    Tensor& copy_(const Tensor& src);
-    Tensor& clamp_(std::optional<double> lo, std::optional<double> hi);
-    Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
-    Tensor& scatter_(int64_t dim, const Tensor& index, double value);
-    Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
-    Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+    // const, as libtorch's: a Tensor is a handle, and these change the values it points to, never the
+    // handle (so x.grad().zero_() and a loop over const Tensor& parameters work).
+    Tensor& add_(const Tensor& o, double alpha = 1.0) const;
+    Tensor& add_(double s) const;
+    Tensor& sub_(const Tensor& o, double alpha = 1.0) const { return add_(o, -alpha); }
+    Tensor& sub_(double s) const { return add_(-s); }
+    Tensor& mul_(const Tensor& o) const;
+    Tensor& mul_(double s) const;
+    Tensor& zero_() const;
+    Tensor& fill_(double value) const;
+    Tensor& copy_(const Tensor& src) const;
+    Tensor& clamp_(std::optional<double> lo, std::optional<double> hi = std::nullopt) const;
+    Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src) const;
+    Tensor& scatter_(int64_t dim, const Tensor& index, double value) const;
+    Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) const;
+    Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
 
 private:
+    Tensor& self() const { return const_cast<Tensor&>(*this); }   // for the const in-place methods
     std::shared_ptr<TensorImpl> impl_;
 };
 
 // C++ type <-> DType
-template <typename T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return kFloat32; }
 template <> constexpr DType dtype_of<double>() { return kFloat64; }
 template <> constexpr DType dtype_of<Half>() { return kFloat16; }

@@ -22,13 +22,15 @@ template <typename T, bool kMomentum>
 void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdScalars& s,
               T inv_scale) {
     T* p = param.data_ptr<T>();
-    const T* g_in = grad.data_ptr<T>();
+    T* g_in = grad.data_ptr<T>();                    // unscaled in place (optim_math::unscale_stored_grad)
     T* buf = kMomentum ? momentum_buffer.data_ptr<T>() : nullptr;
     const optim_math::SgdCoeffs<T> c = optim_math::sgd_coeffs<T>(s);
     parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
         T unused = T(0);
-        for (int64_t i = begin; i < end; ++i)
-            p[i] = optim_math::sgd_element<T, kMomentum>(c, p[i], g_in[i], inv_scale, kMomentum ? buf[i] : unused);
+        for (int64_t i = begin; i < end; ++i) {
+            const T g = optim_math::unscale_stored_grad(g_in[i], inv_scale);
+            p[i] = optim_math::sgd_element<T, kMomentum>(c, p[i], g, T(1), kMomentum ? buf[i] : unused);
+        }
     });
 }
 
@@ -36,16 +38,17 @@ template <typename T, bool kAmsgrad>
 void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const AdamScalars& s, double step, T inv_scale) {
     T* p = param.data_ptr<T>();
-    const T* g_in = grad.data_ptr<T>();
+    T* g_in = grad.data_ptr<T>();                    // unscaled in place (optim_math::unscale_stored_grad)
     T* m = exp_avg.data_ptr<T>();
     T* v = exp_avg_sq.data_ptr<T>();
     T* v_max = kAmsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
     const optim_math::AdamCoeffs<T> c = optim_math::adam_coeffs<T>(s, step);
     parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
         T unused = T(0);
-        for (int64_t i = begin; i < end; ++i)
-            p[i] = optim_math::adam_element<T, kAmsgrad>(c, p[i], g_in[i], inv_scale, m[i], v[i],
-                                                         kAmsgrad ? v_max[i] : unused);
+        for (int64_t i = begin; i < end; ++i) {
+            const T g = optim_math::unscale_stored_grad(g_in[i], inv_scale);
+            p[i] = optim_math::adam_element<T, kAmsgrad>(c, p[i], g, T(1), m[i], v[i], kAmsgrad ? v_max[i] : unused);
+        }
     });
 }
 

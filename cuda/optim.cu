@@ -1,7 +1,8 @@
 // optim.cu: the GPU's fused optimizer steps (kernels::sgd_step, kernels::adam_step in
 // kernels/fused_kernels.hpp), the twin of cpu/optim.cpp: one call per parameter group updates every
 // parameter with kernels/optim_math.hpp's per-element formulas (the same text the CPU runs), reading
-// each gradient as grad * inv_scale. The GradScaler's found_inf flag is read on the device by every
+// each gradient as grad * inv_scale and storing that back (as PyTorch's fused kernels leave .grad
+// unscaled). The GradScaler's found_inf flag is read on the device by every
 // kernel: when it is nonzero the kernels return before writing anything, step counts included, so
 // a skipped step costs no host synchronisation. f32 and f64, as the CPU loops.
 //
@@ -35,19 +36,21 @@ __device__ __forceinline__ T inv_scale_of(const DeviceScaling& s) {
 
 // param, grad, buf: (n) contiguous; buf is null unless kMomentum
 template <typename T, bool kMomentum>
-__global__ void sgd_kernel(int64_t n, T* param, const T* grad, T* buf, optim_math::SgdCoeffs<T> c,
+__global__ void sgd_kernel(int64_t n, T* param, T* grad, T* buf, optim_math::SgdCoeffs<T> c,
                            DeviceScaling scaling) {
     if (skip_step(scaling)) return;
     const T inv = inv_scale_of<T>(scaling);
     T unused = T(0);
-    for (int64_t i = first_index(); i < n; i += grid_stride())
-        param[i] = optim_math::sgd_element<T, kMomentum>(c, param[i], grad[i], inv, kMomentum ? buf[i] : unused);
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        const T g = optim_math::unscale_stored_grad(grad[i], inv);          // .grad left unscaled, as PyTorch's
+        param[i] = optim_math::sgd_element<T, kMomentum>(c, param[i], g, T(1), kMomentum ? buf[i] : unused);
+    }
 }
 
 template <typename T>
 struct AdamPointers {
     T* param;
-    const T* grad;
+    T* grad;                                    // unscaled in place (optim_math::unscale_stored_grad)
     T *exp_avg, *exp_avg_sq, *max_exp_avg_sq;   // max_exp_avg_sq null unless amsgrad
 };
 
@@ -66,9 +69,11 @@ __global__ void adam_kernel(int64_t n, AdamPointers<T> t, AdamScalars s, const f
     const optim_math::AdamCoeffs<T> c = shared_coeffs;
     const T inv = inv_scale_of<T>(scaling);
     T unused = T(0);
-    for (int64_t i = first_index(); i < n; i += grid_stride())
-        t.param[i] = optim_math::adam_element<T, kAmsgrad>(c, t.param[i], t.grad[i], inv, t.exp_avg[i],
-                                                           t.exp_avg_sq[i], kAmsgrad ? t.max_exp_avg_sq[i] : unused);
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        const T g = optim_math::unscale_stored_grad(t.grad[i], inv);
+        t.param[i] = optim_math::adam_element<T, kAmsgrad>(c, t.param[i], g, T(1), t.exp_avg[i], t.exp_avg_sq[i],
+                                                           kAmsgrad ? t.max_exp_avg_sq[i] : unused);
+    }
 }
 
 // Adam's step counts (() f32 each), incremented after every update of the call has read them.
@@ -140,7 +145,7 @@ void sgd_step(const SgdTensors& t, const SgdScalars& s, const StepScaling& scali
                 T* buf = momentum ? device_ptr<T>(t.momentum_buffers[i]) : nullptr;
                 auto kernel = momentum ? sgd_kernel<T, true> : sgd_kernel<T, false>;
                 kernel<<<grid_for(n), kBlockSize, 0, current_stream()>>>(n, device_ptr<T>(t.params[i]),
-                                                                         device_ptr<const T>(t.grads[i]), buf, c, ds);
+                                                                         device_ptr<T>(t.grads[i]), buf, c, ds);
                 CUDA_CHECK(cudaGetLastError());
             }
         }
@@ -199,7 +204,7 @@ void adam_step(const AdamTensors& t, const AdamScalars& s, const StepScaling& sc
                 if (!device_steps) step_on_host = (*t.steps[i].data_ptr<float>() += 1.0f);   // no flag: never skipped
                 const int64_t n = t.params[i].numel();
                 if (n == 0) continue;
-                AdamPointers<T> p{device_ptr<T>(t.params[i]), device_ptr<const T>(t.grads[i]),
+                AdamPointers<T> p{device_ptr<T>(t.params[i]), device_ptr<T>(t.grads[i]),
                                   device_ptr<T>(t.exp_avgs[i]), device_ptr<T>(t.exp_avg_sqs[i]),
                                   s.amsgrad ? device_ptr<T>(t.max_exp_avg_sqs[i]) : nullptr};
                 const float* step_ptr = device_steps ? device_ptr<const float>(t.steps[i]) : nullptr;

@@ -151,8 +151,10 @@ public:
         check_tensor("all_reduce", t);
         if (op == ReduceOp::kAvg && !t.is_floating_point())
             throw DTypeError(fmt::format("all_reduce: avg needs a floating tensor, got {}", t.describe()));
+        if (t.dtype() == kBool && op == ReduceOp::kSum) op = ReduceOp::kMax;   // logical or, as PyTorch's gloo
         if (t.dtype() == kBool && op != ReduceOp::kMax)
-            throw DTypeError(fmt::format("all_reduce: a bool tensor reduces with max only, got {}", reduce_op_name(op)));
+            throw DTypeError(fmt::format("all_reduce: a bool tensor reduces with sum or max (logical or) only, got {}",
+                                         reduce_op_name(op)));
         return submit(fmt::format("all_reduce({}, {})", reduce_op_name(op), t.describe()), async_op,
                       [t, op](const gloo_impl::Comm& c, uint32_t tag) mutable { gloo_impl::all_reduce(c, t, op, tag); },
                       payload_bytes(t));
@@ -270,8 +272,10 @@ void GlooGroup::work_loop() {
             error = translate(item.first->what(), e);
             failure = item.first->what() + std::string(" failed: ") + e.what();
         }
-        item.first->finish(error);
+        // Publish the abort before waking the caller: it may exit the process at once, and a rank whose
+        // process is gone with no abort published is named as the one the job lost.
         if (error) publish_abort(*store_, name_, comm_.rank, failure);   // for the ranks still waiting
+        item.first->finish(error);
     }
 }
 

@@ -152,6 +152,12 @@ RendezvousInfo rendezvous_info_from_env(const InitOptions& opt) {
     info.master_port = opt.master_port.value_or(env_int({"MASTER_PORT"}).value_or(29500));
     if (info.world_size < 1)
         throw ValueError(fmt::format("init_process_group: WORLD_SIZE={} must be at least 1", info.world_size));
+    // One process may start with nothing set (rank 0 of 1). With more, each must be told its rank, as
+    // torch.distributed's env:// requires: a default would have two ranks both claim rank 0 and wait
+    // for each other until the timeout. (MASTER_ADDR and MASTER_PORT default to 127.0.0.1:29500.)
+    if (info.world_size > 1 && !opt.rank && !env_int({"RANK", "SLURM_PROCID"}))
+        throw ValueError(fmt::format("init_process_group: environment variable RANK expected, but not set "
+                                     "(WORLD_SIZE={}); launch with ampgrad-run, or set RANK", info.world_size));
     if (info.rank < 0 || info.rank >= info.world_size)
         throw ValueError(fmt::format("init_process_group: RANK={} is outside [0, WORLD_SIZE={})", info.rank,
                                      info.world_size));
@@ -258,21 +264,26 @@ std::optional<CollectiveSite> site_tag(const Site& site) {
 
 }  // namespace
 
-WorkPtr all_reduce(Tensor& t, ReduceOp op, bool async_op, Site site) {
+// `handle` below is another handle to the caller's tensor: the group writes through it.
+WorkPtr all_reduce(const Tensor& t, ReduceOp op, bool async_op, Site site) {
     auto tag = site_tag(site);
-    return default_group().all_reduce(t, op, async_op);
+    Tensor handle = t;
+    return default_group().all_reduce(handle, op, async_op);
 }
-WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op, bool async_op, Site site) {
+WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, bool async_op, Site site) {
     auto tag = site_tag(site);
-    return default_group().reduce_scatter(output, input, op, async_op);
+    Tensor handle = output;
+    return default_group().reduce_scatter(handle, input, op, async_op);
 }
-WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op, Site site) {
+WorkPtr all_gather(const Tensor& output, const Tensor& input, bool async_op, Site site) {
     auto tag = site_tag(site);
-    return default_group().all_gather(output, input, async_op);
+    Tensor handle = output;
+    return default_group().all_gather(handle, input, async_op);
 }
-WorkPtr broadcast(Tensor& t, int src, bool async_op, Site site) {
+WorkPtr broadcast(const Tensor& t, int src, bool async_op, Site site) {
     auto tag = site_tag(site);
-    return default_group().broadcast(t, src, async_op);
+    Tensor handle = t;
+    return default_group().broadcast(handle, src, async_op);
 }
 WorkPtr barrier(bool async_op, Site site) {
     auto tag = site_tag(site);

@@ -102,13 +102,15 @@ int local_world_size();
 // Collectives on the default group. Tensors must be contiguous CPU tensors (gloo); all_reduce,
 // reduce_scatter and broadcast write their tensor in place. Synchronous unless async_op. `site`
 // (the caller's file:line) is the calling site the flight recorder notes, unless a
-// dist::CollectiveSite is active on this thread.
+// dist::CollectiveSite is active on this thread. The written tensors are taken by const reference,
+// as libtorch's: a Tensor is a handle, so all_reduce(p.grad()) and all_reduce(t.view({-1})) write the
+// values they name.
 using Site = std::source_location;
-WorkPtr all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum, bool async_op = false, Site site = Site::current());
-WorkPtr reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum, bool async_op = false,
+WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::kSum, bool async_op = false, Site site = Site::current());
+WorkPtr reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum, bool async_op = false,
                        Site site = Site::current());
-WorkPtr all_gather(Tensor& output, const Tensor& input, bool async_op = false, Site site = Site::current());
-WorkPtr broadcast(Tensor& t, int src = 0, bool async_op = false, Site site = Site::current());
+WorkPtr all_gather(const Tensor& output, const Tensor& input, bool async_op = false, Site site = Site::current());
+WorkPtr broadcast(const Tensor& t, int src = 0, bool async_op = false, Site site = Site::current());
 WorkPtr barrier(bool async_op = false, Site site = Site::current());
 
 // Backend constructors (dist/gloo_group.cpp, dist/nccl_group.cpp). store is shared with the group.

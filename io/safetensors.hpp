@@ -42,6 +42,15 @@ struct SafetensorsFile {
     nn::NamedTensors tensors;                  // in file order; each alias right after its target
     Metadata metadata;                         // __metadata__ without the "ampgrad.tied" entry
     std::map<std::string, std::string> tied;   // alias -> the stored name it shares memory with
+
+    // The file read as the dict Python's safetensors.torch.load_file returns: file.at("w"), file["w"],
+    // file.size(), for (const auto& [name, t] : file)
+    const Tensor& at(const std::string& name) const { return tensors.at(name); }
+    const Tensor& operator[](const std::string& name) const { return tensors.at(name); }
+    bool contains(const std::string& name) const { return tensors.contains(name); }
+    size_t size() const { return tensors.size(); }
+    auto begin() const { return tensors.begin(); }
+    auto end() const { return tensors.end(); }
 };
 
 // Reads and validates the whole header first (io/safetensors_format.hpp), then allocates each

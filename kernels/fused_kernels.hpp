@@ -43,8 +43,8 @@ struct AdamTensors {
 
 // What GradScaler hands a step whose gradients are still multiplied by the loss scale (PyTorch's
 // grad_scale / found_inf arguments of its fused optimizers). Both are () f32 on the parameters'
-// device, or undefined. The kernel reads each gradient as grad * inv_scale (it leaves .grad as it
-// is), and when found_inf is nonzero it changes nothing at all, step counts included: the skip is
+// device, or undefined. The kernel reads each gradient as grad * inv_scale and stores that back into
+// .grad (as PyTorch's fused kernels do: after the step .grad is unscaled), and when found_inf is nonzero it changes nothing at all, step counts included: the skip is
 // decided where the flag lives, with no host read.
 struct StepScaling {
     Tensor inv_scale;     // undefined: 1 (the gradients were unscaled already, or never scaled)

@@ -18,6 +18,16 @@ namespace ampgrad::optim_math {
 template <typename T>
 AMPGRAD_HOST_DEVICE inline T read_grad(T sign, T grad, T inv_scale) { return sign * (grad * inv_scale); }
 
+// The gradient unscaled and stored back, as PyTorch's fused Adam/SGD leave .grad after a GradScaler
+// step (so .grad holds what unscale_ would have stored): grad * inv_scale rounded to T. Returns it;
+// the formulas then read it with inv_scale 1, which gives the same value read_grad would have.
+// inv_scale 1 (no loss scale) writes nothing.
+template <typename T>
+AMPGRAD_HOST_DEVICE inline T unscale_stored_grad(T& grad, T inv_scale) {
+    if (inv_scale != T(1)) grad = grad * inv_scale;
+    return grad;
+}
+
 // ---- SGD ----
 
 // SgdScalars rounded to T once per step.

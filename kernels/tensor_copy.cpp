@@ -67,4 +67,14 @@ AMPGRAD_INSTANTIATE(Float8_e5m2)
 AMPGRAD_INSTANTIATE(uint8_t)
 #undef AMPGRAD_INSTANTIATE
 
+// long long is int64_t's twin type on LP64 (int64_t is long): item<long long>() must link too.
+static_assert(sizeof(long long) == sizeof(int64_t));
+template <>
+std::vector<long long> Tensor::to_vector<long long>() const {
+    std::vector<int64_t> values = to_vector<int64_t>();
+    return std::vector<long long>(values.begin(), values.end());
+}
+template <>
+long long Tensor::item<long long>() const { return item<int64_t>(); }
+
 }  // namespace ampgrad

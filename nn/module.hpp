@@ -14,6 +14,7 @@
 //   auto net = std::make_shared<MLP>();   // net->named_parameters(): fc1.weight, fc1.bias, fc2.weight, fc2.bias
 #pragma once
 #include <functional>
+#include <type_traits>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +36,18 @@ public:
         const std::string& key() const { return first; }
         const Tensor& value() const { return second; }
     };
+    NamedTensors() = default;
+    // save_safetensors(path, {{"w", w}, {"b", b}}); in the list's order (ValueError on a duplicate)
+    NamedTensors(std::initializer_list<std::pair<std::string, Tensor>> items) {
+        for (const auto& [name, t] : items) insert(name, t);
+    }
+    // from any map of name -> Tensor (std::map, std::unordered_map), in its iteration order
+    template <typename Map>
+        requires std::is_convertible_v<typename Map::mapped_type, Tensor> &&
+                 std::is_convertible_v<typename Map::key_type, std::string>
+    NamedTensors(const Map& map) {   // NOLINT: a map reads as the dict it is
+        for (const auto& [name, t] : map) insert(name, t);
+    }
     void insert(std::string name, Tensor t);                // ValueError on a duplicate name
     const Tensor& at(const std::string& name) const;        // ValueError naming the key if missing
     Tensor& at(const std::string& name);
@@ -108,6 +121,42 @@ public:
     autograd::RemovableHandle register_forward_pre_hook(ForwardPreHookInputs hook);
     autograd::RemovableHandle register_forward_hook(ForwardHook hook);
     autograd::RemovableHandle register_forward_hook(ForwardHookInputs hook);
+    // Hooks that return nothing (PyTorch's usual `return None`) only look: they change nothing.
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, Module&, const Tensor&>>
+    autograd::RemovableHandle register_forward_pre_hook(F hook) {
+        return register_forward_pre_hook(ForwardPreHook([h = std::move(hook)](Module& m, const Tensor& x) mutable {
+            h(m, x);
+            return Tensor();
+        }));
+    }
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, Module&, const std::vector<Tensor>&>>
+    autograd::RemovableHandle register_forward_pre_hook(F hook) {
+        return register_forward_pre_hook(
+            ForwardPreHookInputs([h = std::move(hook)](Module& m, const std::vector<Tensor>& xs) mutable {
+                h(m, xs);
+                return std::vector<Tensor>{};
+            }));
+    }
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, Module&, const Tensor&, const Tensor&>>
+    autograd::RemovableHandle register_forward_hook(F hook) {
+        return register_forward_hook(
+            ForwardHook([h = std::move(hook)](Module& m, const Tensor& x, const Tensor& y) mutable {
+                h(m, x, y);
+                return Tensor();
+            }));
+    }
+    template <typename F>
+        requires std::is_void_v<std::invoke_result_t<F&, Module&, const std::vector<Tensor>&, const Tensor&>>
+    autograd::RemovableHandle register_forward_hook(F hook) {
+        return register_forward_hook(
+            ForwardHookInputs([h = std::move(hook)](Module& m, const std::vector<Tensor>& xs, const Tensor& y) mutable {
+                h(m, xs, y);
+                return Tensor();
+            }));
+    }
     bool has_forward_hooks() const { return !pre_hooks_->empty() || !post_hooks_->empty(); }
     // What PyTorch's Module.__call__ does around forward: pre-hooks, body(input), post-hooks.
     // Layers wrap their forward in it: `return with_forward_hooks(x, [&](const Tensor& in) {...});`

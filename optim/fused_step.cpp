@@ -17,7 +17,8 @@ bool HostScaling::skip() {
 
 Tensor HostScaling::unscaled(const Tensor& grad) const {
     if (!scaling_.inv_scale.defined()) return grad;
-    return mul(grad, to_device(scaling_.inv_scale, grad.device()));   // () f32 keeps grad's dtype
+    grad.copy_(mul(grad, to_device(scaling_.inv_scale, grad.device())));   // () f32 keeps grad's dtype
+    return grad;
 }
 
 }  // namespace ampgrad::optim

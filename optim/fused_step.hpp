@@ -51,7 +51,8 @@ class HostScaling {
 public:
     explicit HostScaling(const StepScaling& scaling) : scaling_(scaling) {}
     bool skip();                                  // found_inf is nonzero
-    Tensor unscaled(const Tensor& grad) const;    // grad * inv_scale (grad itself when undefined)
+    // grad * inv_scale, stored back into grad as the fused kernels do (grad as it is when undefined)
+    Tensor unscaled(const Tensor& grad) const;
 
 private:
     const StepScaling& scaling_;

@@ -12,16 +12,15 @@
 
 namespace ampgrad::zero {
 
+// Fields in API.md's order (stage, reduce_bucket_size, overlap_comm, gradient_accumulation_steps,
+// then fp16/bf16 and the loss scaler's), so designated initialisers written in that order compile:
+//   zero::ZeroConfig{.stage = 2, .gradient_accumulation_steps = 4, .bf16 = true}
 struct ZeroConfig {
-    int64_t train_batch_size = 0;                  // 0: micro * accumulation * world size; else checked
-    int64_t train_micro_batch_size_per_gpu = 1;
-    int64_t gradient_accumulation_steps = 1;
-    double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
     // zero_optimization
     int stage = 1;                                 // 0: nothing partitioned (data parallel); 1: optimizer states + f32 masters; 2: + gradients; 3: + parameters
     int64_t reduce_bucket_size = 500000000;        // elements per gradient bucket (stages 2, 3; stage 0's all-reduce)
-    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: elements gathered ahead of the forward, by the recorded order; 0: off
     bool overlap_comm = true;                      // reduce buckets asynchronously while backward runs
+    int64_t gradient_accumulation_steps = 1;
     // fp16 (dynamic loss scaling unless loss_scale > 0)
     bool fp16 = false;
     double loss_scale = 0.0;
@@ -32,6 +31,10 @@ struct ZeroConfig {
     double min_loss_scale = 1.0;
     // bf16: no loss scaling
     bool bf16 = false;
+    double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
+    int64_t train_batch_size = 0;                  // 0: micro * accumulation * world size; else checked
+    int64_t train_micro_batch_size_per_gpu = 1;
+    int64_t stage3_prefetch_bucket_size = 50000000;  // stage 3: elements gathered ahead of the forward, by the recorded order; 0: off
     // With fp16 or bf16 enabled, the engine casts the module's floating parameters to that dtype
     // itself, in place, as DeepSpeed's engine does (buffers keep their dtype). false: refuse a module
     // whose parameters are not already that dtype (DTypeError), for users who cast it themselves.

@@ -54,6 +54,8 @@ struct ModelStateBytes {
 // 2-byte params and grads. Stage 1: 4Ψ + KΨ/N; stage 2: 2Ψ + (2 + K)Ψ/N; stage 3: (4 + K)Ψ/N.
 double zero_paper_bytes(int stage, int64_t psi, int world_size, double k = 12.0);
 
+struct LoadResult;   // zero/checkpoint.hpp
+
 class ZeroEngine {
 public:
     // Broadcasts rank 0's parameters, lays out the partitions, hooks every trainable parameter.
@@ -72,6 +74,11 @@ public:
     // across ranks, update the scaler, then skip, or unscale + clip + step + all-gather.
     void step();
     bool is_gradient_accumulation_boundary() const;
+    // DeepSpeed's engine.save_checkpoint(save_dir, tag) / engine.load_checkpoint(load_dir): forwards to
+    // zero/checkpoint.hpp's functions (zero/checkpoint_methods.cpp). An empty tag is DeepSpeed's
+    // default, "global_step<N>". Both are collective. Returns the checkpoint directory.
+    std::string save_checkpoint(const std::string& save_dir, const std::string& tag = "");
+    LoadResult load_checkpoint(const std::string& load_dir);
     // Weight decay by parameter, as an optimizer's parameter groups give it (DeepSpeed hands the client
     // optimizer's groups to ZeRO; nanoGPT decays matrices and embeddings, not biases and norms):
     // AdamW's decoupled decay, master *= 1 - lr * weight_decay_of(name, param), applied to each

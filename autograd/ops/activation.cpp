@@ -124,6 +124,14 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
     });
 }
 
+// torch::gelu(x, approximate): "none" (erf) or "tanh"; anything else is refused, not read as a bool.
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+    if (approximate != "none" && approximate != "tanh")
+        throw ValueError(fmt::format("gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate));
+    return gelu(x, approximate == "tanh");
+}
+Tensor gelu(const Tensor& x, const char* approximate) { return gelu(x, std::string_view(approximate)); }
+
 // silu(x) = x s(x);  silu' = s (1 + x (1 - s))
 Tensor silu(const Tensor& x) {
     ops::check_defined("silu", x, "input");
@@ -139,5 +147,7 @@ Tensor silu(const Tensor& x) {
 namespace ampgrad::nn::functional {
 Tensor relu(const Tensor& x) { return ampgrad::relu(x); }
 Tensor gelu(const Tensor& x, bool t) { return ampgrad::gelu(x, t); }
+Tensor gelu(const Tensor& x, const GELUFuncOptions& o) { return ampgrad::gelu(x, std::string_view(o.approximate_)); }
+Tensor gelu(const Tensor& x, const char* approximate) { return ampgrad::gelu(x, approximate); }
 Tensor silu(const Tensor& x) { return ampgrad::silu(x); }
 }  // namespace ampgrad::nn::functional

@@ -274,4 +274,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, is_causal, std::nullopt);
 }
 
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::nullopt_t,
+                                   double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+    return scaled_dot_product_attention(q, k, v, Tensor(), dropout_p, is_causal, scale, enable_gqa);
+}
+
 }  // namespace ampgrad::nn::functional

@@ -391,7 +391,6 @@ Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator<(const Tensor& a, double s) { return lt(a, ops::wrapped_scalar(s, a)); }
-Tensor operator>(const Tensor& a, double s) { return gt(a, ops::wrapped_scalar(s, a)); }
+// The tensor-scalar comparisons and compound assignments: scalar_forms.cpp.
 
 }  // namespace ampgrad

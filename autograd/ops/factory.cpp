@@ -65,12 +65,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
     kernels::copy(k, u);
     Tensor lo = ops::expand_raw(full({}, static_cast<double>(low), TensorOptions(kInt64).device(dev)), shape);
     kernels::add_scaled(k, k, lo, 1.0);
-    return finish(ops::cast_raw(k, opts.dtype()), opts);
+    return finish(ops::cast_raw(k, opts.has_dtype() ? opts.dtype() : kInt64), opts);
 }
 
-Tensor arange(int64_t n, TensorOptions opts) { return arange(0.0, static_cast<double>(n), 1.0, opts); }
+Tensor randint(int64_t high, const Shape& shape, TensorOptions opts) { return randint(0, high, shape, opts); }
 
-Tensor arange(double start, double end, double step, TensorOptions opts) {
+Tensor arange_values(double start, double end, double step, bool integral, TensorOptions opts) {
+    if (!opts.has_dtype()) opts = opts.dtype(integral ? kInt64 : kFloat32);
     if (step == 0) throw ValueError("arange: step must be nonzero");
     int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
     if (n < 0) throw ValueError(fmt::format("arange: upper bound {} and step {} are inconsistent with start {}", end, step, start));
@@ -79,11 +80,12 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
     return tensor(values, {n}, opts);
 }
 
+// The options given override t's field by field (zeros_like(t, requires_grad(true)) keeps t's dtype).
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> opts) {
-    return zeros(t.sizes(), opts.value_or(t.options()));
+    return zeros(t.sizes(), opts ? t.options().merge_in(*opts) : t.options());
 }
 Tensor ones_like(const Tensor& t, std::optional<TensorOptions> opts) {
-    return ones(t.sizes(), opts.value_or(t.options()));
+    return ones(t.sizes(), opts ? t.options().merge_in(*opts) : t.options());
 }
 Tensor full_like(const Tensor& t, double value) { return full(t.sizes(), value, t.options()); }
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.options()); }
@@ -101,7 +103,7 @@ Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions op
     // on a GPU, as a forward's position ids, make no host synchronisation (also when the dtype
     // changes, as arange's doubles going up as int64: cuda/copy.cu then converts on the GPU).
     if (!opts.device().is_cpu()) host = host.pin_memory(opts.device().type);
-    Tensor t = make_empty(shape, opts.dtype(), opts.device());
+    Tensor t = make_empty(shape, opts.has_dtype() ? opts.dtype() : dtype_of<T>(), opts.device());
     kernels::copy(t, host);
     return finish(std::move(t), opts);
 }
@@ -134,7 +136,7 @@ AMPGRAD_INSTANTIATE(uint8_t)
 template <>
 Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape, TensorOptions opts) {
     std::vector<int32_t> ints(values.begin(), values.end());   // std::vector<bool> has no contiguous storage
-    return tensor(ints, shape, opts);
+    return tensor(ints, shape, opts.has_dtype() ? opts : opts.dtype(kBool));
 }
 template <>
 Tensor tensor<bool>(const std::vector<bool>& values, const Shape& shape) {

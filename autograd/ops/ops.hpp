@@ -2,23 +2,50 @@
 // Each is defined in autograd/ops/<family>.cpp with its backward beside its forward.
 // Shape letters: docs/notation.md. "(*)" means any shape; broadcasting follows PyTorch.
 #pragma once
+#include <iosfwd>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "core/tensor.hpp"
 
 namespace ampgrad {
 
+// `std::cout << t` prints the values and a "[ CPUFloatType{2,3} ]" footer, as libtorch (print.cpp)
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
 // ---- factories (autograd/ops/factory.cpp) ----
 Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
+// Options with no dtype give f32, except where a factory's arguments say otherwise, as in libtorch:
+// an integral fill value gives int64 (bool: kBool), randint int64, arange int64 when every bound is an
+// integer, tensor(std::vector<T>) T's dtype, and the *_like factories the model tensor's.
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+template <typename I> requires std::is_integral_v<I>
+Tensor full(const Shape& shape, I value, TensorOptions opts = {}) {
+    if (!opts.has_dtype()) opts = opts.dtype(std::is_same_v<I, bool> ? kBool : kInt64);
+    return full(shape, static_cast<double>(value), opts);
+}
 Tensor randn(const Shape& shape, TensorOptions opts = {});
 Tensor rand(const Shape& shape, TensorOptions opts = {});
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = TensorOptions(kInt64));
-Tensor arange(int64_t n, TensorOptions opts = TensorOptions(kInt64));
-Tensor arange(double start, double end, double step, TensorOptions opts = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {});
+Tensor randint(int64_t high, const Shape& shape, TensorOptions opts = {});   // low = 0
+// Values start, start + step, ... below end; `integral`: every bound was an integer (int64 by default).
+Tensor arange_values(double start, double end, double step, bool integral, TensorOptions opts);
+template <typename E> requires std::is_arithmetic_v<E>
+Tensor arange(E end, TensorOptions opts = {}) {
+    return arange_values(0.0, static_cast<double>(end), 1.0, std::is_integral_v<E>, opts);
+}
+template <typename S, typename E, typename St = int64_t>
+    requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St>
+Tensor arange(S start, E end, St step = 1, TensorOptions opts = {}) {
+    constexpr bool integral = std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<St>;
+    return arange_values(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step), integral,
+                         opts);
+}
 Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
 Tensor ones_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
 Tensor full_like(const Tensor& t, double value);
@@ -50,9 +77,13 @@ Tensor rsqrt(const Tensor& a);
 Tensor abs(const Tensor& a);
 Tensor square(const Tensor& a);
 Tensor reciprocal(const Tensor& a);
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi = std::nullopt);
+Tensor clamp_min(const Tensor& a, double lo);
+Tensor clamp_max(const Tensor& a, double hi);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+Tensor where(const Tensor& cond, double a, double b);   // f32, on cond's device
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // comparisons and logic: not differentiable, return kBool
@@ -62,6 +93,14 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// ... against a scalar, which takes a's dtype as a libtorch wrapped number does (f16 x == 0.1 compares
+// with f16(0.1))
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
 Tensor logical_not(const Tensor& a);
 Tensor isfinite(const Tensor& a);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
@@ -86,8 +125,26 @@ Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double s);
+Tensor operator!=(const Tensor& a, double s);
 Tensor operator<(const Tensor& a, double s);
+Tensor operator<=(const Tensor& a, double s);
 Tensor operator>(const Tensor& a, double s);
+Tensor operator>=(const Tensor& a, double s);
+Tensor operator==(double s, const Tensor& a);
+Tensor operator!=(double s, const Tensor& a);
+Tensor operator<(double s, const Tensor& a);
+Tensor operator<=(double s, const Tensor& a);
+Tensor operator>(double s, const Tensor& a);
+Tensor operator>=(double s, const Tensor& a);
+// compound assignment: in place, as libtorch's (x += y is x.add_(y))
+Tensor& operator+=(Tensor& a, const Tensor& b);
+Tensor& operator+=(Tensor& a, double s);
+Tensor& operator-=(Tensor& a, const Tensor& b);
+Tensor& operator-=(Tensor& a, double s);
+Tensor& operator*=(Tensor& a, const Tensor& b);
+Tensor& operator*=(Tensor& a, double s);
+Tensor& operator/=(Tensor& a, double s);   // a.mul_(1 / s) is not a / s: this is the exact division
 Tensor operator&(const Tensor& a, const Tensor& b);   // logical and of bool tensors
 Tensor operator|(const Tensor& a, const Tensor& b);   // logical or
 
@@ -124,16 +181,21 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor gelu(const Tensor& x, std::string_view approximate);   // "none" or "tanh" (ValueError otherwise)
+Tensor gelu(const Tensor& x, const char* approximate);        // (a literal would otherwise pick the bool)
 Tensor silu(const Tensor& x);
 
 // ---- reductions (autograd/ops/reduce.cpp); dims may be negative ----
 Tensor sum(const Tensor& x);
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+inline Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false) { return sum(x, Shape{dim}, keepdim); }
 Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+inline Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false) { return mean(x, Shape{dim}, keepdim); }
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
 Tensor max(const Tensor& x);
 Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
+inline Tensor amax(const Tensor& x, int64_t dim, bool keepdim = false) { return amax(x, Shape{dim}, keepdim); }
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor norm(const Tensor& x);                                   // L2 over all elements
@@ -320,8 +382,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                    double dropout_p = 0.0, bool is_causal = false,
                                    std::optional<double> scale = std::nullopt, bool enable_gqa = false);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal);
+// libtorch's spelling with no mask: scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, true)
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::nullopt_t no_mask,
+                                   double dropout_p = 0.0, bool is_causal = false,
+                                   std::optional<double> scale = std::nullopt, bool enable_gqa = false);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+// F::gelu(x, F::GELUFuncOptions().approximate("tanh")), as libtorch
+struct GELUFuncOptions {
+    std::string approximate_ = "none";
+    GELUFuncOptions& approximate(std::string a) { approximate_ = std::move(a); return *this; }
+};
+Tensor gelu(const Tensor& x, const GELUFuncOptions& options);
+Tensor gelu(const Tensor& x, const char* approximate);
 Tensor silu(const Tensor& x);
 // One token per row from logits (B,V) or (V) -> int64 (B,1) or (1): divide by temperature, keep
 // the top_k largest (others -inf), softmax, multinomial. temperature 0 means greedy (argmax).
@@ -335,7 +408,10 @@ Tensor sample_from_logits(const Tensor& logits, double temperature = 1.0, std::o
 // backward is recorded, as in PyTorch.
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                  DType out_dtype = kBFloat16, const Tensor& bias = {}, const Tensor& amax_out = {});
+using ampgrad::linear;   // F::linear(x, w, b): the same function (one entity, so no ambiguity)
 }  // namespace nn::functional
 namespace F = nn::functional;
+using nn::functional::log_softmax;   // ampgrad::softmax(x, dim) as libtorch's torch::softmax
+using nn::functional::softmax;
 
 }  // namespace ampgrad

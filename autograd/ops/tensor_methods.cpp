@@ -61,6 +61,8 @@ Tensor Tensor::tanh() const { return ampgrad::tanh(*this); }
 Tensor Tensor::sigmoid() const { return ampgrad::sigmoid(*this); }
 Tensor Tensor::relu() const { return ampgrad::relu(*this); }
 Tensor Tensor::gelu(bool approx) const { return ampgrad::gelu(*this, approx); }
+Tensor Tensor::gelu(const char* approximate) const { return ampgrad::gelu(*this, approximate); }
+Tensor Tensor::gelu(std::string_view approximate) const { return ampgrad::gelu(*this, approximate); }
 Tensor Tensor::silu() const { return ampgrad::silu(*this); }
 Tensor Tensor::neg() const { return ampgrad::neg(*this); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const { return ampgrad::clamp(*this, lo, hi); }
@@ -88,6 +90,28 @@ Tensor Tensor::logical_and(const Tensor& o) const { return ampgrad::logical_and(
 Tensor Tensor::logical_or(const Tensor& o) const { return ampgrad::logical_or(*this, o); }
 Tensor Tensor::logical_xor(const Tensor& o) const { return ampgrad::logical_xor(*this, o); }
 Tensor Tensor::logical_not() const { return ampgrad::logical_not(*this); }
+Tensor Tensor::add(const Tensor& o, double alpha) const { return ampgrad::add(*this, o, alpha); }
+Tensor Tensor::add(double s) const { return ampgrad::add(*this, s); }
+Tensor Tensor::sub(const Tensor& o, double alpha) const { return ampgrad::sub(*this, o, alpha); }
+Tensor Tensor::sub(double s) const { return *this - s; }
+Tensor Tensor::mul(const Tensor& o) const { return ampgrad::mul(*this, o); }
+Tensor Tensor::mul(double s) const { return ampgrad::mul(*this, s); }
+Tensor Tensor::div(const Tensor& o) const { return ampgrad::div(*this, o); }
+Tensor Tensor::div(double s) const { return ampgrad::div(*this, s); }
+Tensor Tensor::eq(const Tensor& o) const { return ampgrad::eq(*this, o); }
+Tensor Tensor::eq(double s) const { return ampgrad::eq(*this, s); }
+Tensor Tensor::ne(const Tensor& o) const { return ampgrad::ne(*this, o); }
+Tensor Tensor::ne(double s) const { return ampgrad::ne(*this, s); }
+Tensor Tensor::lt(const Tensor& o) const { return ampgrad::lt(*this, o); }
+Tensor Tensor::lt(double s) const { return ampgrad::lt(*this, s); }
+Tensor Tensor::le(const Tensor& o) const { return ampgrad::le(*this, o); }
+Tensor Tensor::le(double s) const { return ampgrad::le(*this, s); }
+Tensor Tensor::gt(const Tensor& o) const { return ampgrad::gt(*this, o); }
+Tensor Tensor::gt(double s) const { return ampgrad::gt(*this, s); }
+Tensor Tensor::ge(const Tensor& o) const { return ampgrad::ge(*this, o); }
+Tensor Tensor::ge(double s) const { return ampgrad::ge(*this, s); }
+Tensor Tensor::softmax(int64_t d) const { return F::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return F::log_softmax(*this, d); }
 
 Tensor Tensor::sum() const { return ampgrad::sum(*this); }
 Tensor Tensor::sum(const Shape& d, bool k) const { return ampgrad::sum(*this, d, k); }
@@ -133,21 +157,27 @@ Tensor Tensor::repeat_interleave(const Tensor& r, std::optional<int64_t> d, std:
     return ampgrad::repeat_interleave(*this, r, d, n);
 }
 
-Tensor& Tensor::add_(const Tensor& o, double alpha) { return ampgrad::add_(*this, o, alpha); }
-Tensor& Tensor::add_(double s) { return ampgrad::add_(*this, s); }
-Tensor& Tensor::mul_(const Tensor& o) { return ampgrad::mul_(*this, o); }
-Tensor& Tensor::mul_(double s) { return ampgrad::mul_(*this, s); }
-Tensor& Tensor::zero_() { return ampgrad::zero_(*this); }
-Tensor& Tensor::fill_(double v) { return ampgrad::fill_(*this, v); }
-Tensor& Tensor::copy_(const Tensor& src) { return ampgrad::copy_(*this, src); }
-Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) { return ampgrad::clamp_(*this, lo, hi); }
-Tensor& Tensor::scatter_(int64_t d, const Tensor& i, const Tensor& s) { return ampgrad::scatter_(*this, d, i, s); }
-Tensor& Tensor::scatter_(int64_t d, const Tensor& i, double v) { return ampgrad::scatter_(*this, d, i, v); }
-Tensor& Tensor::scatter_add_(int64_t d, const Tensor& i, const Tensor& s) {
-    return ampgrad::scatter_add_(*this, d, i, s);
+// The in-place methods are const (Tensor is a handle): `self()` is the same handle, for the free
+// functions' Tensor& parameter.
+Tensor& Tensor::add_(const Tensor& o, double alpha) const { return ampgrad::add_(self(), o, alpha); }
+Tensor& Tensor::add_(double s) const { return ampgrad::add_(self(), s); }
+Tensor& Tensor::mul_(const Tensor& o) const { return ampgrad::mul_(self(), o); }
+Tensor& Tensor::mul_(double s) const { return ampgrad::mul_(self(), s); }
+Tensor& Tensor::zero_() const { return ampgrad::zero_(self()); }
+Tensor& Tensor::fill_(double v) const { return ampgrad::fill_(self(), v); }
+Tensor& Tensor::copy_(const Tensor& src) const { return ampgrad::copy_(self(), src); }
+Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) const {
+    return ampgrad::clamp_(self(), lo, hi);
 }
-Tensor& Tensor::index_add_(int64_t d, const Tensor& i, const Tensor& s, double alpha) {
-    return ampgrad::index_add_(*this, d, i, s, alpha);
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, const Tensor& s) const {
+    return ampgrad::scatter_(self(), d, i, s);
+}
+Tensor& Tensor::scatter_(int64_t d, const Tensor& i, double v) const { return ampgrad::scatter_(self(), d, i, v); }
+Tensor& Tensor::scatter_add_(int64_t d, const Tensor& i, const Tensor& s) const {
+    return ampgrad::scatter_add_(self(), d, i, s);
+}
+Tensor& Tensor::index_add_(int64_t d, const Tensor& i, const Tensor& s, double alpha) const {
+    return ampgrad::index_add_(self(), d, i, s, alpha);
 }
 
 }  // namespace ampgrad

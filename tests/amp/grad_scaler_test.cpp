@@ -415,8 +415,37 @@ TEST_CASE("GradScaler: a fused optimizer unscales and skips inside its kernel, b
         CHECK(res_f[it].skipped() == (it == 2));
         CHECK(res_f[it].reason() == res_p[it].reason());
     }
-    // The kernel path leaves .grad scaled (as torch's fused optimizers do); unscale_ changed it in place.
-    CHECK(equal(fused_grads[0], plain_grads[0] * 1024.0));
+    // The kernel stores the unscaled gradient back, as torch's fused Adam does: after a clean step .grad
+    // is bit-identical to what unscale_ leaves (a skipped step leaves the gradients alone).
+    for (int it : {0, 1, 3}) {
+        CAPTURE(it);
+        CHECK(equal(fused_grads[it], plain_grads[it]));
+    }
+    CHECK(!equal(fused_grads[0] * 1024.0, plain_grads[0]));
+}
+
+TEST_CASE("GradScaler: after step() the gradients are unscaled with every optimizer, and step() converts to bool") {
+    auto grad_after_step = [](auto make_optimizer) {
+        manual_seed(9);
+        Tensor w = randn({4}).requires_grad_(true);
+        auto opt = make_optimizer(w);
+        amp::GradScaler scaler;                               // scale 65536
+        scaler.scale((w * 3.0).sum()).backward();
+        bool skipped = scaler.step(opt);
+        scaler.update();
+        CHECK(!skipped);
+        return w.grad().clone();
+    };
+    const Tensor threes = full({4}, 3.0);
+    using Params = std::vector<Tensor>;
+    auto adam = [](Tensor& w) { return optim::Adam(Params{w}, optim::AdamOptions(0.1)); };
+    auto adamw = [](Tensor& w) { return optim::AdamW(Params{w}, optim::AdamWOptions(0.1)); };
+    auto sgd_momentum = [](Tensor& w) { return optim::SGD(Params{w}, optim::SGDOptions(0.1).momentum(0.9)); };
+    auto sgd_unfused = [](Tensor& w) { return optim::SGD(Params{w}, optim::SGDOptions(0.1).fused(false)); };
+    CHECK(equal(grad_after_step(adam), threes));
+    CHECK(equal(grad_after_step(adamw), threes));
+    CHECK(equal(grad_after_step(sgd_momentum), threes));
+    CHECK(equal(grad_after_step(sgd_unfused), threes));
 }
 
 TEST_CASE("GradScaler: unscale_ before a fused step is honoured: the kernel does not divide again") {

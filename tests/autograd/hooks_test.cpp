@@ -275,3 +275,17 @@ TEST_CASE("hooks run under no-grad unless create_graph") {
     h.sum().backward(Tensor(), true, true);
     CHECK(grad_mode_in_hook);
 }
+
+TEST_CASE("hooks that return nothing only look: tensor, node pre- and post-hooks (libtorch takes both kinds)") {
+    Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+    Tensor h = x * 3.0;
+    Tensor seen_tensor, seen_pre, seen_post;
+    h.register_hook([&](const Tensor& g) { seen_tensor = g.clone(); });
+    h.grad_fn()->register_prehook([&](const tensor_list& g) { seen_pre = g[0].clone(); });
+    h.grad_fn()->register_hook([&](const tensor_list& gi, const tensor_list&) { seen_post = gi[0].clone(); });
+    (h * 2.0).sum().backward();
+    CHECK(seen_tensor.to_vector<double>() == std::vector<double>{2, 2});
+    CHECK(seen_pre.to_vector<double>() == std::vector<double>{2, 2});
+    CHECK(seen_post.to_vector<double>() == std::vector<double>{6, 6});
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{6, 6});   // nothing changed
+}

@@ -17,6 +17,7 @@ TEST_CASE("Device parses cpu, cuda and cuda:N and prints them back") {
     CHECK(Device("cuda:3").index == 3);
     CHECK(Device("cuda:3").str() == "cuda:3");
     CHECK(Device(kCPU, 5).index == 0);                                     // the CPU has no ordinal
+    CHECK(Device("cpu:0") == Device(kCPU));                                 // as PyTorch: cpu:0 is the CPU
     CHECK(Device(kCUDA, 1) != Device(kCUDA, 0));
     CHECK(Device(kCUDA) != Device(kCPU));
     CHECK(device_type_name(kCUDA) == "cuda");
@@ -25,7 +26,7 @@ TEST_CASE("Device parses cpu, cuda and cuda:N and prints them back") {
 }
 
 TEST_CASE("Device rejects malformed specs with a ValueError that quotes them") {
-    for (const char* bad : {"gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1x", "cuda0", "cpu:0", ""}) {
+    for (const char* bad : {"gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1x", "cuda0", "cpu:1", "cpu:", ""}) {
         CAPTURE(bad);
         std::string expected = fmt::format("cannot parse device spec '{}'", bad);
         CHECK_THROWS_WITH_AS(Device{std::string_view(bad)}, doctest::Contains(expected.c_str()), ValueError);

@@ -144,6 +144,17 @@ int run_collectives() {
         expect_close("async in flight", read(ts[static_cast<size_t>(k)]),
                      std::vector<double>(257, (1.0 + k) * dist::world_size()), 0);
     }
+    // libtorch's spellings: the written tensor by const reference (a gradient, a view); a bool sums as "or"
+    Tensor w = full({4}, 1.0 + dist::rank(), TensorOptions().requires_grad(true));
+    (w * 2.0).sum().backward();
+    dist::all_reduce(w.grad());                                   // grad() is const Tensor&
+    expect_close("all_reduce of p.grad()", read(w.grad()), std::vector<double>(4, 2.0 * dist::world_size()), 0);
+    Tensor square = full({2, 2}, 1.0);
+    dist::all_reduce(square.view({4}));                           // an rvalue view writes its base
+    expect_close("all_reduce of a view", read(square), std::vector<double>(4, dist::world_size()), 0);
+    Tensor flags = full({3}, dist::rank() == 0).to(kBool);
+    dist::all_reduce(flags);
+    expect_close("all_reduce sum of a bool is or", read(flags), std::vector<double>(3, 1.0), 0);
     dist::barrier();
     return g_failures ? 1 : 0;
 }

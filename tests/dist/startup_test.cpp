@@ -4,6 +4,7 @@
 // its host, long before their timeout (60 s here; the harness kills them after 30 s, which fails
 // the test).
 #include "dist/error.hpp"
+#include "dist/process_group.hpp"
 #include "dist/socket_address.hpp"
 #include "dist/store.hpp"
 #include "spawn.hpp"
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -89,4 +91,31 @@ TEST_CASE("dist: the advertised address is the one that routes to MASTER_ADDR, u
     }
     InterfaceVariablesCleared::clear();
     CHECK_THROWS_AS(route_source_address("no-such-host.invalid", 29500), DistError);
+}
+
+// torch.distributed's env:// rule: with WORLD_SIZE > 1 a rank must be told its RANK. A default of 0
+// had two such processes both claim rank 0, one failing to bind the store and the other waiting
+// for the whole timeout.
+TEST_CASE("dist: WORLD_SIZE above 1 without RANK is a ValueError naming RANK; one process needs nothing") {
+    struct SavedEnv {
+        std::string name;
+        std::optional<std::string> value;
+        explicit SavedEnv(std::string n) : name(std::move(n)) {
+            if (const char* v = std::getenv(name.c_str())) value = v;
+        }
+        ~SavedEnv() { value ? ::setenv(name.c_str(), value->c_str(), 1) : ::unsetenv(name.c_str()); }
+    };
+    SavedEnv rank("RANK"), world("WORLD_SIZE"), slurm_rank("SLURM_PROCID"), slurm_tasks("SLURM_NTASKS");
+    for (const char* name : {"RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) ::unsetenv(name);
+    ampgrad::dist::RendezvousInfo one = ampgrad::dist::rendezvous_info_from_env();
+    CHECK(one.rank == 0);
+    CHECK(one.world_size == 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    CHECK_THROWS_WITH_AS(ampgrad::dist::rendezvous_info_from_env(), doctest::Contains("RANK expected, but not set"),
+                         ampgrad::ValueError);
+    ampgrad::dist::InitOptions given;
+    given.rank = 1;
+    CHECK(ampgrad::dist::rendezvous_info_from_env(given).rank == 1);
+    ::setenv("RANK", "1", 1);
+    CHECK(ampgrad::dist::rendezvous_info_from_env().rank == 1);
 }

@@ -253,3 +253,23 @@ TEST_CASE("SafetensorsReader: one tensor at a time, by name; a missing name name
     CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 2);
     fs::remove_all(dir);
 }
+
+TEST_CASE("the obvious spellings: save from a braced list or a map, read the file as a dict") {
+    fs::path dir = scratch_dir();
+    Tensor w = tensor<float>({1, 2, 3, 4}, {2, 2}), b = tensor<int64_t>({7});
+    io::save_safetensors((dir / "a.safetensors").string(), {{"w", w}, {"b", b}});
+    io::SafetensorsFile file = io::load_safetensors((dir / "a.safetensors").string());
+    CHECK(file.size() == 2);
+    CHECK(equal(file.at("w"), w));
+    CHECK(equal(file["b"], b));
+    CHECK(file.contains("w"));
+    CHECK_THROWS_AS(file.at("missing"), ValueError);
+    std::vector<std::string> names;
+    for (const auto& [name, t] : file) names.push_back(name);
+    CHECK(names == std::vector<std::string>{"w", "b"});                 // the list's order
+    std::map<std::string, Tensor> dict{{"x", w}};
+    io::save_safetensors((dir / "m.safetensors").string(), dict);
+    CHECK(equal(io::load_safetensors((dir / "m.safetensors").string()).at("x"), w));
+    CHECK_THROWS_AS((nn::NamedTensors{{"w", w}, {"w", b}}), ValueError);  // duplicate name
+    fs::remove_all(dir);
+}

@@ -245,3 +245,22 @@ TEST_CASE("module: hooks of a several-input forward see every input; one-tensor 
     CHECK_FALSE(m.has_forward_hooks());
     CHECK_THROWS_AS(m.register_forward_hook(nn::ForwardHookInputs()), ValueError);
 }
+
+TEST_CASE("module: hooks that return nothing (PyTorch's `return None`) only look") {
+    auto fc = std::make_shared<nn::Linear>(3, 2);
+    int pre_calls = 0, post_calls = 0, inputs_calls = 0;
+    Tensor seen_output;
+    fc->register_forward_pre_hook([&](nn::Module&, const Tensor&) { ++pre_calls; });
+    fc->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& out) {
+        ++post_calls;
+        seen_output = out;
+    });
+    fc->register_forward_pre_hook([&](nn::Module&, const std::vector<Tensor>& xs) { inputs_calls += int(xs.size()); });
+    Tensor x = ones({1, 3});
+    Tensor y = fc->forward(x);
+    CHECK(pre_calls == 1);
+    CHECK(post_calls == 1);
+    CHECK(inputs_calls == 1);
+    CHECK(equal(y, linear(x, fc->weight, fc->bias)));            // unchanged
+    CHECK(seen_output.is_same(y));
+}

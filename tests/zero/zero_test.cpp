@@ -10,14 +10,18 @@
 #include "optim/sgd.hpp"
 #include "tests/dist/spawn.hpp"
 #include "tests/support/one_rank_group.hpp"
+#include "zero/checkpoint.hpp"
 #include "zero/config.hpp"
 #include "zero/engine.hpp"
 #include "zero/layout.hpp"
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace ampgrad;
 using namespace ampgrad_test;
@@ -115,6 +119,31 @@ TEST_CASE("zero engine: fp16/bf16 cast an f32 module's parameters in place (buff
     net->to(kFloat16);
     zero::ZeroEngine engine(net, refuse, sgd, &group);                      // already f16: accepted
     CHECK(engine.model_dtype() == kFloat16);
+}
+
+TEST_CASE("zero engine: designated initialisers in API.md's order; engine.save_checkpoint / load_checkpoint") {
+    ampgrad_test::OneRankGroup group;
+    const zero::ZeroConfig c{.stage = 2, .reduce_bucket_size = 1000, .overlap_comm = false,
+                             .gradient_accumulation_steps = 1, .fp16 = false, .gradient_clipping = 0.0};
+    CHECK(c.stage == 2);
+    manual_seed(5);
+    auto net = std::make_shared<NetWithBuffer>();
+    zero::ZeroEngine engine(net, c, sgd, &group);
+    Tensor x = randn({2, 4});                                          // (B,4)
+    engine.backward(net->fc->forward(x).pow(2.0).mean());
+    engine.step();
+    const std::vector<float> saved = net->fc->weight.to_vector<float>();
+    const auto root = std::filesystem::temp_directory_path() / fmt::format("ampgrad_zero_methods_{}", ::getpid());
+    const std::string dir = engine.save_checkpoint(root.string());    // DeepSpeed's default tag
+    CHECK(std::filesystem::path(dir).filename() == "global_step1");
+    engine.backward(net->fc->forward(x).pow(2.0).mean());
+    engine.step();
+    CHECK(net->fc->weight.to_vector<float>() != saved);
+    zero::LoadResult loaded = engine.load_checkpoint(root.string());  // through `latest`
+    CHECK(loaded.dir == dir);
+    CHECK(net->fc->weight.to_vector<float>() == saved);
+    CHECK(engine.global_steps() == 1);
+    std::filesystem::remove_all(root);
 }
 
 TEST_CASE("zero layout: contiguous partitions padded to the world size; owner-contiguous buckets") {
