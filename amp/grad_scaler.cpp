@@ -21,11 +21,17 @@ constexpr const char* kNoScaleHint =
     "but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) "
     "earlier in the iteration.";
 
-// f32 outputs are multiplied directly; f16/bf16 in f32 then rounded once (so a scale of 65536,
-// which f16 cannot hold, is never rounded to f16); f64 in f64.
+// PyTorch's outputs * scale, with its type promotion against the () f32 scale: f32 outputs are
+// multiplied directly; f16/bf16 ones with dims in f32, then rounded once to their dtype (so a scale
+// of 65536, which f16 cannot hold, is never rounded to f16); a () f16/bf16 output (a loss summed in
+// f16) meets the () scale as an equal and comes back f32, so 65536 * loss cannot overflow f16;
+// f64 in f64.
 Tensor scaled(const Tensor& out, const Tensor& scale) {
     if (out.dtype() == kFloat64) return out * to_dtype(scale, kFloat64);
-    if (is_reduced_float(out.dtype())) return to_dtype(to_dtype(out, kFloat32) * scale, out.dtype());
+    if (is_reduced_float(out.dtype())) {
+        Tensor product = to_dtype(out, kFloat32) * scale;
+        return out.dim() == 0 ? product : to_dtype(product, out.dtype());
+    }
     return out * scale;
 }
 

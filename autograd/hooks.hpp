@@ -10,8 +10,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
 
 #include "core/tensor.hpp"
 
@@ -139,3 +141,19 @@ RemovableHandle add_hook(const std::shared_ptr<HookList<Fn>>& list, Fn fn, std::
 }
 
 }  // namespace ampgrad::autograd
+
+namespace ampgrad {
+
+// Tensor::register_hook for a hook that returns nothing (declared in core/tensor.hpp): it only looks,
+// so the wrapper hands back an undefined Tensor, which keeps the gradient.
+template <typename F, typename Handle>
+    requires std::is_void_v<std::invoke_result_t<F&, const Tensor&>>
+Handle Tensor::register_hook(F hook) const {
+    return register_hook(std::function<Tensor(const Tensor&)>([h = std::move(hook)](const Tensor& g) mutable {
+        h(g);
+        return Tensor();
+    }));
+}
+
+}  // namespace ampgrad
+

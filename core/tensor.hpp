@@ -156,15 +156,10 @@ public:
                   bool create_graph = false, const tensor_list& inputs = {}) const;
     autograd::RemovableHandle register_hook(std::function<Tensor(const Tensor&)> hook) const;
     // A hook that returns nothing only looks (libtorch accepts both kinds): it keeps the gradient.
-    // (Handle: the complete type is autograd/hooks.hpp's, where the call is made.)
+    // Defined in autograd/hooks.hpp, where RemovableHandle is complete.
     template <typename F, typename Handle = autograd::RemovableHandle>
         requires std::is_void_v<std::invoke_result_t<F&, const Tensor&>>
-    Handle register_hook(F hook) const {
-        return register_hook(std::function<Tensor(const Tensor&)>([h = std::move(hook)](const Tensor& g) mutable {
-            h(g);
-            return Tensor();
-        }));
-    }
+    Handle register_hook(F hook) const;
     autograd::RemovableHandle register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) const;
     void retain_grad() const;
     bool retains_grad() const;

@@ -70,8 +70,10 @@ const char* const kUsage =
     "  --monitor-interval S how often, in seconds, to look for a failure on another host (default 1)\n"
     "  --rdzv-timeout S     how long node 0 waits for the hosts to join a round (default 30)\n"
     "  --rdzv-port P        the launchers' store on node 0, for restarts (default: master port + 1)\n"
+    "  --standalone         accepted for torchrun's command lines: one node is the default here\n"
     "  --help               this text\n"
     "\n"
+    "As torchrun, every flag may also be spelt with underscores (--nproc_per_node, --max_restarts).\n"
     "Under srun (one ampgrad-run task per node) the Slurm variables fill in the flags not given.\n"
     "Each output line is prefixed with \"[rank R] \". When a rank fails, the others are stopped and\n"
     "ampgrad-run exits with its code. See docs/distributed.md.\n";
@@ -151,6 +153,9 @@ Options parse(int argc, char** argv) {
             std::fputs(kUsage, stdout);
             std::exit(0);
         }
+        std::replace(flag.begin(), flag.begin() + static_cast<std::ptrdiff_t>(std::min(flag.find('='), flag.size())),
+                     '_', '-');                          // torchrun's --max_restarts is --max-restarts
+        if (flag == "--standalone") continue;            // torchrun's single-node rendezvous: ours by default
         if (auto eq = flag.find('='); eq != std::string::npos) {
             value = flag.substr(eq + 1);
             flag = flag.substr(0, eq);
@@ -161,11 +166,11 @@ Options parse(int argc, char** argv) {
             if (i + 1 >= argc) usage((flag + " needs a value").c_str());
             value = argv[++i];
         }
-        if (flag == "--nproc-per-node" || flag == "--nproc_per_node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
+        if (flag == "--nproc-per-node") o.nproc_per_node = parse_int("--nproc-per-node", value.c_str());
         else if (flag == "--nnodes") parse_nnodes(o, value), given.nnodes = true;
-        else if (flag == "--node-rank" || flag == "--node_rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
-        else if (flag == "--master-addr" || flag == "--master_addr") o.master_addr = value, given.master_addr = true;
-        else if (flag == "--master-port" || flag == "--master_port") o.master_port = parse_int("--master-port", value.c_str());
+        else if (flag == "--node-rank") o.node_rank = parse_int("--node-rank", value.c_str()), given.node_rank = true;
+        else if (flag == "--master-addr") o.master_addr = value, given.master_addr = true;
+        else if (flag == "--master-port") o.master_port = parse_int("--master-port", value.c_str());
         else if (flag == "--collective-timeout") {
             o.collective_timeout_s = parse_int("--collective-timeout", value.c_str());
             if (o.collective_timeout_s < 1) usage("--collective-timeout must be at least 1 second");

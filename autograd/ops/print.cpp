@@ -33,7 +33,10 @@ void print_matrix(std::ostream& os, const std::vector<double>& values, size_t fi
 
 std::string footer(const Tensor& t) {
     std::string sizes;
-    for (int64_t s : t.sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+    for (int64_t s : t.sizes()) {
+        if (!sizes.empty()) sizes += ',';
+        sizes += std::to_string(s);
+    }
     std::string device = t.device().is_cpu() ? "CPU" : "CUDA";
     return fmt::format("[ {}{}Type{{{}}} ]", device, scalar_type_name(t.dtype()), sizes);
 }
@@ -57,7 +60,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
                 std::string index;
                 int64_t rest = m;
                 for (int64_t d = t.dim() - 3; d >= 0; --d) {
-                    index = std::to_string(rest % t.size(d)) + (index.empty() ? "" : ",") + index;
+                    index.insert(0, std::to_string(rest % t.size(d)) + (index.empty() ? "" : ","));
                     rest /= t.size(d);
                 }
                 os << (m == 0 ? "" : "\n") << '(' << index << ",.,.) = \n";

@@ -184,6 +184,12 @@ TEST_CASE("GradScaler: f16/bf16 outputs are scaled in f32 and rounded once; list
     Tensor x = full({}, 2.0, TensorOptions().requires_grad(true));
     scaler.scale(x * 1.0).backward();
     CHECK(x.grad().item<float>() == 1024.0f);            // the scale flows into backward
+    // a () f16 loss promotes to f32 against the () f32 scale, as in PyTorch: 65536 * 3 stays finite
+    amp::GradScaler default_scale;
+    Tensor loss16 = full({}, 3.0, TensorOptions(kFloat16));
+    Tensor scaled16 = default_scale.scale(loss16);
+    CHECK(scaled16.dtype() == kFloat32);
+    CHECK(scaled16.item<float>() == 196608.0f);
 }
 
 TEST_CASE("GradScaler: update(new_scale) sets the scale") {

@@ -121,6 +121,13 @@ TEST_CASE("ampgrad-run: each rank's environment, with rank-prefixed stdout and s
     }
 }
 
+TEST_CASE("ampgrad-run takes torchrun's spellings: underscores in any flag, and --standalone") {
+    Launch r = launch({"--standalone", "--nproc_per_node=2", "--max_restarts", "0", "--master_port", "29613"}, "env");
+    CAPTURE(r.output);
+    CHECK(r.code == 0);
+    for (const char* line : {"[rank 1] WORLD_SIZE=2", "[rank 0] MASTER_PORT=29613"}) CHECK(has(r.output, line));
+}
+
 TEST_CASE("ampgrad-run: a failing rank stops the others and its exit code is returned") {
     Launch r = launch({"--nproc-per-node", "3"}, "exit7");
     CAPTURE(r.output);
