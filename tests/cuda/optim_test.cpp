@@ -176,7 +176,7 @@ TEST_CASE("cuda fused steps: found_inf = 1 changes nothing, step counts included
     }
 }
 
-TEST_CASE("cuda fused steps: a loss-scaled step with inv_scale equals the unscaled step" * skip_without_gpu()) {
+TEST_CASE("cuda fused steps: a loss-scaled step with inv_scale equals the unscaled step, .grad included" * skip_without_gpu()) {
     const double scale = 1024.0;                                            // a power of two: exact
     StepScaling scaled{scalar(1.0 / scale, kGpu), scalar(0.0, kGpu)};
     for (DType dtype : {kFloat32, kFloat64}) {
@@ -191,6 +191,7 @@ TEST_CASE("cuda fused steps: a loss-scaled step with inv_scale equals the unscal
         check_all_exact(other.gpu.exp_avgs, plain.gpu.exp_avgs);
         check_all_exact(other.gpu.exp_avg_sqs, plain.gpu.exp_avg_sqs);
         check_all_exact(other.gpu.steps, plain.gpu.steps);
+        check_all_exact(other.gpu.grads, plain.gpu.grads);       // stored back unscaled, as on the CPU
 
         SgdPair sgd_plain = sgd_state(dtype, true, 95), sgd_scaled = sgd_state(dtype, true, 95);
         for (Tensor& g : sgd_scaled.gpu.grads) g = to_gpu(to_host(g) * scale);
@@ -198,6 +199,7 @@ TEST_CASE("cuda fused steps: a loss-scaled step with inv_scale equals the unscal
         kernels::sgd_step(sgd_scaled.gpu, kSgd, scaled);
         check_all_exact(sgd_scaled.gpu.params, sgd_plain.gpu.params);
         check_all_exact(sgd_scaled.gpu.momentum_buffers, sgd_plain.gpu.momentum_buffers);
+        check_all_exact(sgd_scaled.gpu.grads, sgd_plain.gpu.grads);
     }
 }
 
