@@ -7,6 +7,8 @@
 // across OpenMP threads: no autograd, no temporaries. The file is built with -fno-math-errno
 // (meson.build) so that sqrt vectorizes. The generic path (any device, any float dtype) is built
 // from tensor ops in optim/sgd.cpp and optim/adam.cpp.
+#include <type_traits>
+
 #include "kernels/fused_kernels.hpp"
 #include "kernels/optim_math.hpp"
 #include "cpu/loops.hpp"
@@ -25,12 +27,16 @@ void sgd_loop(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
     T* g_in = grad.data_ptr<T>();                    // unscaled in place (optim_math::unscale_stored_grad)
     T* buf = kMomentum ? momentum_buffer.data_ptr<T>() : nullptr;
     const optim_math::SgdCoeffs<T> c = optim_math::sgd_coeffs<T>(s);
-    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
+    auto update = [=](int64_t begin, int64_t end, auto store) {
         T unused = T(0);
         for (int64_t i = begin; i < end; ++i) {
-            const T g = optim_math::unscale_stored_grad(g_in[i], inv_scale);
+            const T g = optim_math::unscale_stored_grad<decltype(store)::value>(g_in[i], inv_scale);
             p[i] = optim_math::sgd_element<T, kMomentum>(c, p[i], g, T(1), kMomentum ? buf[i] : unused);
         }
+    };
+    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
+        if (inv_scale == T(1)) update(begin, end, std::false_type{});
+        else update(begin, end, std::true_type{});
     });
 }
 
@@ -43,12 +49,16 @@ void adam_loop(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
     T* v = exp_avg_sq.data_ptr<T>();
     T* v_max = kAmsgrad ? max_exp_avg_sq.data_ptr<T>() : nullptr;
     const optim_math::AdamCoeffs<T> c = optim_math::adam_coeffs<T>(s, step);
-    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
+    auto update = [=](int64_t begin, int64_t end, auto store) {
         T unused = T(0);
         for (int64_t i = begin; i < end; ++i) {
-            const T g = optim_math::unscale_stored_grad(g_in[i], inv_scale);
+            const T g = optim_math::unscale_stored_grad<decltype(store)::value>(g_in[i], inv_scale);
             p[i] = optim_math::adam_element<T, kAmsgrad>(c, p[i], g, T(1), m[i], v[i], kAmsgrad ? v_max[i] : unused);
         }
+    };
+    parallel_for(param.numel(), kGrainSize, [=](int64_t begin, int64_t end) {
+        if (inv_scale == T(1)) update(begin, end, std::false_type{});
+        else update(begin, end, std::true_type{});
     });
 }
 

@@ -42,7 +42,8 @@ __global__ void sgd_kernel(int64_t n, T* param, T* grad, T* buf, optim_math::Sgd
     const T inv = inv_scale_of<T>(scaling);
     T unused = T(0);
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
-        const T g = optim_math::unscale_stored_grad(grad[i], inv);          // .grad left unscaled, as PyTorch's
+        // .grad left unscaled, as PyTorch's (inv is the same for every thread: no divergence)
+        const T g = inv != T(1) ? optim_math::unscale_stored_grad<true>(grad[i], inv) : grad[i];
         param[i] = optim_math::sgd_element<T, kMomentum>(c, param[i], g, T(1), kMomentum ? buf[i] : unused);
     }
 }
@@ -70,7 +71,7 @@ __global__ void adam_kernel(int64_t n, AdamPointers<T> t, AdamScalars s, const f
     const T inv = inv_scale_of<T>(scaling);
     T unused = T(0);
     for (int64_t i = first_index(); i < n; i += grid_stride()) {
-        const T g = optim_math::unscale_stored_grad(t.grad[i], inv);
+        const T g = inv != T(1) ? optim_math::unscale_stored_grad<true>(t.grad[i], inv) : t.grad[i];
         t.param[i] = optim_math::adam_element<T, kAmsgrad>(c, t.param[i], g, T(1), t.exp_avg[i], t.exp_avg_sq[i],
                                                            kAmsgrad ? t.max_exp_avg_sq[i] : unused);
     }

@@ -21,10 +21,12 @@ AMPGRAD_HOST_DEVICE inline T read_grad(T sign, T grad, T inv_scale) { return sig
 // The gradient unscaled and stored back, as PyTorch's fused Adam/SGD leave .grad after a GradScaler
 // step (so .grad holds what unscale_ would have stored): grad * inv_scale rounded to T. Returns it;
 // the formulas then read it with inv_scale 1, which gives the same value read_grad would have.
-// inv_scale 1 (no loss scale) writes nothing.
-template <typename T>
+// kStore is false for inv_scale 1 (no loss scale): nothing is written. A compile-time flag, so the
+// CPU loops pick their variant once and stay branch-free (a store under a per-element branch stops
+// them vectorizing).
+template <bool kStore, typename T>
 AMPGRAD_HOST_DEVICE inline T unscale_stored_grad(T& grad, T inv_scale) {
-    if (inv_scale != T(1)) grad = grad * inv_scale;
+    if constexpr (kStore) grad = grad * inv_scale;
     return grad;
 }
 
