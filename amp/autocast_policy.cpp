@@ -141,7 +141,8 @@ std::vector<std::optional<DType>> decide_casts(CastPolicy policy, std::span<cons
 
 std::string banned_message(std::string_view op) {
     return fmt::format(
-        "{}: unsafe to autocast: F::binary_cross_entropy takes probabilities, and a sigmoid rounded to "
+        "{}: torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+        "F::binary_cross_entropy takes probabilities, and a sigmoid rounded to "
         "f16/bf16 saturates to exactly 0 or 1, so log(p) is -inf. Many models use a sigmoid layer right "
         "before the binary cross entropy layer; in this case, combine the two layers using "
         "F::binary_cross_entropy_with_logits, which is safe to autocast (or compute this loss outside the "

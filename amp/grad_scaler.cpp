@@ -54,7 +54,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
 
 Tensor GradScaler::scale(const Tensor& outputs) {
     if (!options_.enabled) return outputs;
-    if (!outputs.defined()) throw ValueError("GradScaler.scale: outputs must be a Tensor or a list of Tensors: got an undefined tensor");
+    if (!outputs.defined()) throw ValueError("GradScaler.scale: outputs must be a Tensor or an iterable of Tensors: got an undefined tensor");
     if (!scale_.defined()) {                            // lazily, on the first output's device
         scale_ = full({}, initial_scale(), TensorOptions(kFloat32).device(outputs.device()));
         growth_tracker_ = full({}, static_cast<double>(init_growth_tracker_), TensorOptions(kInt32).device(outputs.device()));
@@ -118,7 +118,7 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, OptimizerState& st, 
             if (!grad.defined()) continue;
             if (grad.dtype() == kFloat16)
                 throw AmpError(fmt::format(
-                    "GradScaler.unscale_: Attempting to unscale FP16 gradients: {} has an f16 gradient {}; "
+                    "GradScaler.unscale_: Attempting to unscale FP16 gradients. {} has an f16 gradient {}; "
                     "keep parameters in f32 under autocast, or use amp::MasterWeightsOptimizer for f16 parameters",
                     detail::param_label(p, g, i), grad.describe()));
             auto it = std::find_if(by_device.begin(), by_device.end(),
@@ -160,7 +160,7 @@ StepResult GradScaler::step(optim::Optimizer& optimizer) {
     if (optimizer.supports_amp_scaling()) return step_in_kernel(optimizer, st);
     if (st.stage == Stage::kReady) unscale_(optimizer);
     if (st.found_inf.empty())
-        throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
+        throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer. (None of its parameters has a gradient.)");
 
     Tensor found_total = summed_found_inf(st);
     const bool found = found_total.item<float>() != 0.0f;                  // HOST SYNC: decide
@@ -180,7 +180,7 @@ StepResult GradScaler::step_in_kernel(optim::Optimizer& optimizer, OptimizerStat
     const bool unscaled = st.stage == Stage::kUnscaled;
     if (st.stage == Stage::kReady) unscale_grads(optimizer, st, /*check_only=*/true);
     if (st.found_inf.empty())
-        throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer: none of its parameters has a gradient.");
+        throw AmpError("GradScaler.step: No inf checks were recorded for this optimizer. (None of its parameters has a gradient.)");
     NoGradGuard no_grad;
     StepScaling scaling;
     scaling.found_inf = summed_found_inf(st);

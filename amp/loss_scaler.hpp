@@ -76,6 +76,7 @@ public:
     LossScalerStateDict state_dict() const override;
     void load_state_dict(const LossScalerStateDict& state) override;
 
+    double cur_scale() const { return cur_scale_; }   // DeepSpeed's name for loss_scale()
     int64_t cur_iter() const { return cur_iter_; }
     int64_t last_overflow_iter() const { return last_overflow_iter_; }
     int64_t cur_hysteresis() const { return cur_hysteresis_; }

@@ -251,4 +251,10 @@ void Trainer::restore_rank_streams(const nlohmann::json& state) {
     set_rng_state(rng);
 }
 
+void check_checkpoint_preset(const std::optional<std::string>& given, const std::string& saved, const std::string& dir) {
+    if (given && *given != saved)
+        throw ValueError(fmt::format("checkpoint {} was trained with preset \"{}\", not \"{}\" (drop --preset, or "
+                                     "train a new run)", dir, saved, *given));
+}
+
 }  // namespace ampgrad::app

@@ -16,6 +16,7 @@
 // `train --ckpt-async` writes the same directories from a copy of the state on a background thread
 // (app/async_checkpoint.hpp): publish_checkpoint is the one writer of both.
 #pragma once
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,10 @@ inline std::string resolve_checkpoint(const std::string& path) {
 // state.json of a checkpoint directory, parsed and checked (IOError for a missing, truncated or
 // corrupt file, naming it).
 nlohmann::json read_checkpoint_state(const std::string& checkpoint_dir);
+
+// A --preset that disagrees with the preset the checkpoint in `dir` was made with (`saved`) is a
+// ValueError naming both; no --preset (nullopt) always agrees.
+void check_checkpoint_preset(const std::optional<std::string>& given, const std::string& saved, const std::string& dir);
 
 // Saves `trainer` under root/step-N and points root/latest at it; keeps the newest `keep`
 // checkpoints. Returns the checkpoint's directory.

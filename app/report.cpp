@@ -13,9 +13,17 @@
 
 #include "app/checkpoint.hpp"
 #include "core/atomic_file.hpp"
+#include "core/device_properties.hpp"
 #include "core/error.hpp"
 
 namespace ampgrad::app {
+
+std::optional<double> mfu_per_token_per_s(const LanguageModel& lm, const std::string& device, int world) {
+    if (device != "cuda") return std::nullopt;
+    const std::optional<double> peak = peak_dense_bf16_flops(device_properties(Device(kCUDA, 0)).name);
+    if (!peak) return std::nullopt;
+    return lm.llmc_flops_per_token() / (*peak * static_cast<double>(world));
+}
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;

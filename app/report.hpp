@@ -20,6 +20,10 @@
 
 namespace ampgrad::app {
 
+// MFU per token/s of a run on `world` devices (llm.c's FLOPs per token over their summed peak),
+// or nullopt off the GPU or where the card's peak is unknown.
+std::optional<double> mfu_per_token_per_s(const LanguageModel& lm, const std::string& device, int world);
+
 class ProgressLine {
 public:
     // in_place: rewrite one line (a terminal); else print every `every` steps.

@@ -127,6 +127,9 @@ private:
     void key_streams(int64_t global_micro);                  // --deterministic (app/deterministic_run.hpp)
     Tensor loss_on(const Tensor& x, const Tensor& y);
     void backward_micro(const Tensor& loss, bool last);
+    int64_t open_data(const std::optional<data::Tokenizer>& tokenizer, bool training);   // the task's data; its vocabulary
+    void build_model(int64_t vocab, bool load_pretrained);
+    void build_optimizer(bool data_parallel);
     void open_corpus(const std::optional<data::Tokenizer>& tokenizer, bool training);   // text tokens or shards
     void open_shards(int64_t T, int64_t model_vocab, bool training);
     double mean_loss(const std::vector<std::pair<Tensor, Tensor>>& batches);

@@ -228,7 +228,7 @@ autograd::SavedTensorHooks Frame::recompute_hooks(int64_t gid) {
                         self->ignore_saved_mismatch_ = true;
                         return x.detach();
                     }
-                    throw AutogradError("checkpoint: trying to save more tensors during recomputation than during the "
+                    throw AutogradError("torch.utils.checkpoint: trying to save more tensors during recomputation than during the "
                                         "original forward pass.");
                 }
                 if (!self->holders_[idx].expired()) r.tensors[idx] = x.detach();
@@ -263,7 +263,7 @@ void Frame::check_recomputed(int64_t gid) {
     const Recomputation& r = recomputations_[gid];
     if (r.counter != holders_.size())
         throw AutogradError(fmt::format(
-            "checkpoint: A different number of tensors was saved during the original forward and recomputation.\n"
+            "torch.utils.checkpoint: A different number of tensors was saved during the original forward and recomputation.\n"
             "Number of tensors saved during forward: {}\nNumber of tensors saved during recomputation: {}",
             holders_.size(), r.counter));
     std::string diffs;
@@ -276,7 +276,7 @@ void Frame::check_recomputed(int64_t gid) {
                                  meta_str(was), meta_str(now));
     }
     if (!diffs.empty())
-        throw AutogradError("checkpoint: Recomputed values for the following tensors have different metadata than "
+        throw AutogradError("torch.utils.checkpoint: Recomputed values for the following tensors have different metadata than "
                             "during the forward pass.\n" + diffs);
 }
 
@@ -296,7 +296,7 @@ Tensor Frame::unpack(const Holder& holder) {
     }
     Recomputation& r = recomputations_[gid];
     if (r.unpacked[holder.index])
-        throw AutogradError("checkpoint: Unpack is being triggered for a tensor that was already unpacked once. If "
+        throw AutogradError("torch.utils.checkpoint: Unpack is being triggered for a tensor that was already unpacked once. If "
                             "you are calling ctx.saved_tensors in backward, make sure to do so only once. Otherwise "
                             "please open an issue with details on your use case.");
     Tensor t = std::move(r.tensors[holder.index]);   // freed as soon as it is handed out

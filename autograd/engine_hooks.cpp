@@ -3,6 +3,8 @@
 // for the order.
 #include "autograd/engine_hooks.hpp"
 
+#include <fmt/ranges.h>
+
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 
@@ -46,6 +48,9 @@ void check_list_hook_result(const tensor_list& before, const tensor_list& after,
     for (size_t i = 0; i < before.size(); ++i)
         if (before[i].defined() || after[i].defined()) check_hook_result(before[i], after[i], name);
 }
+
+// PyTorch prints shapes in these messages as lists: [2, 3].
+std::string bracket_shape(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 }  // namespace
 
@@ -97,7 +102,7 @@ void validate_grads(Node& node, tensor_list& grads) {
             } catch (const ShapeError&) {
                 throw AutogradError(fmt::format("Function {} returned an invalid gradient at index {} - got {} but "
                                                 "expected shape compatible with {}",
-                                                node.name(), i, g.shape_str(), shape_str(m.shape)));
+                                                node.name(), i, bracket_shape(g.sizes()), bracket_shape(m.shape)));
             }
         }
         if (g.device() != m.device) {

@@ -81,8 +81,9 @@ tensor_list CustomFunctionNode::apply(tensor_list&& grad_outputs) {
     }
     if (grads.size() != n_args)
         throw AutogradError(fmt::format("function {} returned an incorrect number of gradients (expected {}, got {}): "
-                                        "backward returns one gradient per forward argument",
-                                        name(), n_args, grads.size()));
+                                        "backward returns one gradient per forward argument (Function {} returned an "
+                                        "invalid number of gradients - expected {}, but got {})",
+                                        name(), n_args, grads.size(), name(), n_args, grads.size()));
     tensor_list result;
     result.reserve(num_grad_inputs());
     for (size_t i = 0; i < n_args; ++i) {

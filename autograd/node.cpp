@@ -1,10 +1,13 @@
 // node.cpp: Node bookkeeping (hooks, iterative release), FunctionNode and AccumulateGrad.
 #include "autograd/node.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <numeric>
 
 #include "autograd/autograd_meta.hpp"
 #include "autograd/engine.hpp"
+#include "autograd/function.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
@@ -56,7 +59,9 @@ std::string Node::name() const {
             n[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[i])));
         }
     }
-    return n + "Backward";
+    // A custom Function's node is "<Name>Backward", as PyTorch names a Python Function's node.
+    const bool custom = dynamic_cast<const CustomFunctionNode*>(this) != nullptr;
+    return n + (custom ? "Backward" : "Backward0");
 }
 
 bool Node::needs_input_grad(size_t i) const {
@@ -157,6 +162,56 @@ std::shared_ptr<HookList<TensorHook>> AccumulateGrad::tensor_pre_hooks(uint32_t)
     return m ? m->leaf_hooks : nullptr;
 }
 
+// ---- PyTorch's gradient layout contract (torch/csrc/autograd/utils/grad_layout_contract.h) ----
+// A parameter that is non-overlapping and dense (a permutation of a contiguous tensor, e.g. a
+// transposed weight) gets a .grad with its own strides; any other parameter a contiguous one.
+
+namespace {
+
+// Dims of size > 1, by stride ascending, must step through the storage with no gap and no overlap.
+bool non_overlapping_and_dense(const Tensor& t) {
+    if (t.is_contiguous()) return true;
+    std::vector<size_t> dims;
+    for (size_t d = 0; d < t.sizes().size(); ++d)
+        if (t.sizes()[d] != 1) dims.push_back(d);
+    std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return t.strides()[a] < t.strides()[b]; });
+    int64_t expected = 1;
+    for (size_t d : dims) {
+        if (t.strides()[d] != expected) return false;
+        expected *= t.sizes()[d];
+    }
+    return true;
+}
+
+bool obeys_layout_contract(const Tensor& grad, const Tensor& param) {
+    if (param.is_contiguous() || !non_overlapping_and_dense(param)) return grad.is_contiguous();
+    for (size_t d = 0; d < param.sizes().size(); ++d)
+        if (param.sizes()[d] != 1 && grad.strides()[d] != param.strides()[d]) return false;
+    return true;
+}
+
+// A copy of grad (no history) laid out as the contract asks for param.
+Tensor clone_obeying_contract(const Tensor& grad, const Tensor& param) {
+    NoGradGuard no_grad;
+    if (param.is_contiguous() || !non_overlapping_and_dense(param)) return grad.detach().clone();
+    const size_t n = param.sizes().size();
+    Shape order(n);                                          // dims by stride, outermost first
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        return param.strides()[static_cast<size_t>(a)] > param.strides()[static_cast<size_t>(b)];
+    });
+    Shape permuted_sizes(n), back(n);
+    for (size_t i = 0; i < n; ++i) {
+        permuted_sizes[i] = param.sizes()[static_cast<size_t>(order[i])];
+        back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    }
+    Tensor out = empty(permuted_sizes, TensorOptions(grad.dtype()).device(grad.device())).permute(back);
+    out.copy_(grad.detach());
+    return out;
+}
+
+}  // namespace
+
 // PyTorch's AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): steal, copy or add.
 tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
     Tensor& incoming = grad_outputs[0];
@@ -167,11 +222,13 @@ tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
         // Steal the buffer when nothing else can see it (no other handle, no other view of its
         // storage); otherwise keep our own copy. Under create_graph the copy is a differentiable
         // clone, so .grad carries history but never aliases the incoming tensor.
+        // The copy follows the parameter's layout (the contract above).
         bool can_steal = !GradMode::is_enabled() && incoming.impl_ptr().use_count() == 1 &&
-                         incoming.impl()->storage.use_count() == 1 && incoming.is_contiguous() && !maybe_meta(incoming);
+                         incoming.impl()->storage.use_count() == 1 && obeys_layout_contract(incoming, variable_) &&
+                         !maybe_meta(incoming);
         if (can_steal) m.grad = std::move(incoming);
         else if (GradMode::is_enabled()) m.grad = clone(incoming);
-        else m.grad = incoming.detach().clone();
+        else m.grad = clone_obeying_contract(incoming, variable_);
     } else if (GradMode::is_enabled()) {
         m.grad = m.grad + incoming;                 // create_graph: out of place, keeps history
     } else {

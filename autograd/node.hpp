@@ -63,7 +63,9 @@ public:
 
     // "mul", "matmul", "AccumulateGrad"...: used in errors, anomaly reports and graph dumps.
     std::string_view op() const { return op_; }
-    std::string name() const;                       // "MulBackward" style: op + "Backward"
+    // PyTorch's names: "MulBackward0" for a built-in op (op in CamelCase + "Backward0"),
+    // "<Name>Backward" for a custom Function, "AccumulateGrad" for a leaf's accumulator.
+    std::string name() const;
     uint64_t sequence_nr() const { return sequence_nr_; }
     const edge_list& next_edges() const { return next_edges_; }
     edge_list& mutable_next_edges() { return next_edges_; }

@@ -125,7 +125,7 @@ void check_inplace_history(std::string_view op, const Tensor& self) {
     const Tensor& base = m->view->base;
     if (base.is_leaf() && base.requires_grad())
         throw AutogradError(fmt::format("{}: a view of a leaf Variable that requires grad is being used in an in-place "
-                                        "operation ({}; its base is {})", op, self.describe(), base.describe()));
+                                        "operation. ({}; its base is {})", op, self.describe(), base.describe()));
     if (m->view->made_in_no_grad)
         throw AutogradError(fmt::format(
             "{}: A view was created in no_grad mode and is being modified inplace with grad mode enabled ({}). Given "

@@ -54,91 +54,119 @@ std::unique_ptr<optim::Optimizer> adamw(std::vector<Tensor> params) {
     return std::make_unique<optim::AdamW>(params, optim::AdamWOptions(1e-4));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
     int stage = 3;
     int64_t width = 1600, layers = 4, batch = 8, steps = 5, warmup = 2, bucket = 200000;
     std::string grad_accum = "fp32";
-    CLI::App app{"ZeRO model-state bytes per rank and step time (one rank per process, under ampgrad-run)"};
-    app.add_option("--stage", stage, "1, 2, 3; 0: DistributedDataParallel + master weights");
-    app.add_option("--width", width, "Linear(width, width) layers");
-    app.add_option("--layers", layers, "number of layers");
-    app.add_option("--batch", batch, "rows per rank per step");
-    app.add_option("--steps", steps, "timed steps");
-    app.add_option("--warmup", warmup, "untimed steps first");
-    app.add_option("--bucket", bucket, "reduce_bucket_size (elements)");
-    app.add_option("--grad-accum", grad_accum, "data_types.grad_accum_dtype: fp32 or fp16");
-    CLI11_PARSE(app, argc, argv);
+};
 
-    dist::init_process_group("gloo");
-    const int R = dist::rank(), W = dist::world_size();
-    set_rng_state({1, 0});
-    auto net = std::make_shared<Stack>(width, layers);
-    net->to(kFloat16);
-    int64_t psi = 0;
-    for (const Tensor& p : net->parameters()) psi += p.numel();
-    set_rng_state({100 + static_cast<uint64_t>(R), 0});
-    Tensor x = randn({batch, width}).to(kFloat16), y = randn({batch, width}).to(kFloat16);
-    auto loss_of = [&] {
-        Tensor d = net->forward(x) - y;
-        return (d * d).mean();
-    };
-
-    std::unique_ptr<zero::ZeroEngine> engine;
-    std::unique_ptr<dist::DistributedDataParallel> ddp;
-    std::unique_ptr<amp::MasterWeightsOptimizer> mwo;
-    if (stage == 0) {
-        ddp = std::make_unique<dist::DistributedDataParallel>(net);
-        mwo = std::make_unique<amp::MasterWeightsOptimizer>(
-            net->parameters(), [](std::vector<optim::ParamGroup> g) { return std::make_unique<optim::AdamW>(g, optim::AdamWOptions(1e-4)); },
-            std::make_unique<amp::StaticLossScaler>(256.0), amp::MasterWeightsOptions{.clip_grad = 1.0});
-    } else {
-        zero::ZeroConfig c = zero::parse_config(fmt::format(R"({{ "gradient_clipping": 1.0,
-            "zero_optimization": {{ "stage": {}, "reduce_bucket_size": {} }}, "data_types": {{ "grad_accum_dtype": "{}" }},
-            "fp16": {{ "enabled": true, "initial_scale_power": 8 }} }})", stage, bucket, grad_accum));
-        engine = std::make_unique<zero::ZeroEngine>(net, c, adamw);
-    }
-    zero::ModelStateBytes b;
-    auto one_step = [&] {
-        if (engine) {
-            engine->backward(loss_of());
-            engine->step();
+// One rank's trainer: the ZeRO engine (stages 1-3), or DDP + master weights (stage 0).
+class Training {
+public:
+    Training(const Args& a, std::shared_ptr<Stack> net) : net_(std::move(net)) {
+        if (a.stage == 0) {
+            ddp_ = std::make_unique<dist::DistributedDataParallel>(net_);
+            auto make_adamw = [](std::vector<optim::ParamGroup> g) {
+                return std::make_unique<optim::AdamW>(g, optim::AdamWOptions(1e-4));
+            };
+            mwo_ = std::make_unique<amp::MasterWeightsOptimizer>(net_->parameters(), make_adamw,
+                                                                 std::make_unique<amp::StaticLossScaler>(256.0),
+                                                                 amp::MasterWeightsOptions{.clip_grad = 1.0});
             return;
         }
-        mwo->backward(loss_of());
-        // Counted here, while the gradients exist (the engine's counts include its gradient buffers).
-        b = {};
-        for (const Tensor& p : net->parameters()) b.params += bytes_of(p), b.grads += bytes_of(p.grad());
-        for (const Tensor& m : mwo->master_params()) {
+        zero::ZeroConfig c = zero::parse_config(fmt::format(R"({{ "gradient_clipping": 1.0,
+            "zero_optimization": {{ "stage": {}, "reduce_bucket_size": {} }}, "data_types": {{ "grad_accum_dtype": "{}" }},
+            "fp16": {{ "enabled": true, "initial_scale_power": 8 }} }})", a.stage, a.bucket, a.grad_accum));
+        engine_ = std::make_unique<zero::ZeroEngine>(net_, c, adamw);
+    }
+
+    void step(const Tensor& loss) {
+        if (engine_) {
+            engine_->backward(loss);
+            engine_->step();
+            return;
+        }
+        mwo_->backward(loss);
+        count_stage0_bytes();   // while the gradients exist (the engine's counts include its gradient buffers)
+        mwo_->step();
+        mwo_->zero_grad();
+    }
+
+    zero::ModelStateBytes state_bytes() const { return engine_ ? engine_->model_state_bytes() : stage0_bytes_; }
+
+private:
+    void count_stage0_bytes() {
+        stage0_bytes_ = {};
+        zero::ModelStateBytes& b = stage0_bytes_;
+        for (const Tensor& p : net_->parameters()) b.params += bytes_of(p), b.grads += bytes_of(p.grad());
+        for (const Tensor& m : mwo_->master_params()) {
             b.optimizer += bytes_of(m);
-            if (const optim::ParamState* st = mwo->inner().find_state(m))
+            if (const optim::ParamState* st = mwo_->inner().find_state(m))
                 for (const auto& [key, t] : *st) b.optimizer += bytes_of(t);
         }
-        mwo->step();
-        mwo->zero_grad();
-    };
-    for (int64_t i = 0; i < warmup; ++i) one_step();
-    std::vector<double> ms, cpu_ms;
-    for (int64_t i = 0; i < steps; ++i) {
-        dist::barrier();
-        double t0 = bench::now_seconds(), c0 = bench::cpu_seconds();
-        one_step();
-        ms.push_back(1e3 * (bench::now_seconds() - t0));
-        cpu_ms.push_back(1e3 * (bench::cpu_seconds() - c0));
     }
-    if (engine) b = engine->model_state_bytes();
-    const double paper = zero::zero_paper_bytes(stage, psi, W);
-    const double extra = stage == 0 || grad_accum == "fp16" ? 0.0 : (stage == 1 ? 4.0 : 2.0) * static_cast<double>(psi) / W;
+
+    std::shared_ptr<Stack> net_;
+    std::unique_ptr<zero::ZeroEngine> engine_;
+    std::unique_ptr<dist::DistributedDataParallel> ddp_;
+    std::unique_ptr<amp::MasterWeightsOptimizer> mwo_;
+    zero::ModelStateBytes stage0_bytes_;
+};
+
+void print_result(const Args& a, int64_t psi, const zero::ModelStateBytes& b, double step_ms, double cpu_ms) {
+    const int R = dist::rank(), W = dist::world_size();
+    const double paper = zero::zero_paper_bytes(a.stage, psi, W);
+    const double extra =
+        a.stage == 0 || a.grad_accum == "fp16" ? 0.0 : (a.stage == 1 ? 4.0 : 2.0) * static_cast<double>(psi) / W;
     const double ours = paper + extra;
     std::printf("RESULT {\"rank\": %d, \"world\": %d, \"stage\": %d, \"psi\": %lld, \"params\": %lld, \"grads\": %lld, "
                 "\"optimizer\": %lld, \"total\": %lld, \"paper\": %.0f, \"ours_formula\": %.0f, \"vs_paper\": %.4f, "
                 "\"vs_ours\": %.4f, \"step_ms\": %.1f, \"cpu_ms\": %.1f, \"bucket\": %lld, \"grad_accum\": \"%s\"}\n",
-                R, W, stage, static_cast<long long>(psi), static_cast<long long>(b.params), static_cast<long long>(b.grads),
+                R, W, a.stage, static_cast<long long>(psi), static_cast<long long>(b.params), static_cast<long long>(b.grads),
                 static_cast<long long>(b.optimizer), static_cast<long long>(b.total()), paper, ours,
-                static_cast<double>(b.total()) / paper, static_cast<double>(b.total()) / ours, bench::median(ms), bench::median(cpu_ms),
-                static_cast<long long>(stage == 0 ? 0 : bucket), grad_accum.c_str());
+                static_cast<double>(b.total()) / paper, static_cast<double>(b.total()) / ours, step_ms, cpu_ms,
+                static_cast<long long>(a.stage == 0 ? 0 : a.bucket), a.grad_accum.c_str());
     std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Args a;
+    CLI::App app{"ZeRO model-state bytes per rank and step time (one rank per process, under ampgrad-run)"};
+    app.add_option("--stage", a.stage, "1, 2, 3; 0: DistributedDataParallel + master weights");
+    app.add_option("--width", a.width, "Linear(width, width) layers");
+    app.add_option("--layers", a.layers, "number of layers");
+    app.add_option("--batch", a.batch, "rows per rank per step");
+    app.add_option("--steps", a.steps, "timed steps");
+    app.add_option("--warmup", a.warmup, "untimed steps first");
+    app.add_option("--bucket", a.bucket, "reduce_bucket_size (elements)");
+    app.add_option("--grad-accum", a.grad_accum, "data_types.grad_accum_dtype: fp32 or fp16");
+    CLI11_PARSE(app, argc, argv);
+
+    dist::init_process_group("gloo");
+    set_rng_state({1, 0});
+    auto net = std::make_shared<Stack>(a.width, a.layers);
+    net->to(kFloat16);
+    int64_t psi = 0;
+    for (const Tensor& p : net->parameters()) psi += p.numel();
+    set_rng_state({100 + static_cast<uint64_t>(dist::rank()), 0});
+    Tensor x = randn({a.batch, a.width}).to(kFloat16), y = randn({a.batch, a.width}).to(kFloat16);   // (B,width)
+    auto loss_of = [&] {
+        Tensor d = net->forward(x) - y;
+        return (d * d).mean();
+    };
+    Training training(a, net);
+    for (int64_t i = 0; i < a.warmup; ++i) training.step(loss_of());
+    std::vector<double> ms, cpu_ms;
+    for (int64_t i = 0; i < a.steps; ++i) {
+        dist::barrier();
+        const double t0 = bench::now_seconds(), c0 = bench::cpu_seconds();
+        training.step(loss_of());
+        ms.push_back(1e3 * (bench::now_seconds() - t0));
+        cpu_ms.push_back(1e3 * (bench::cpu_seconds() - c0));
+    }
+    print_result(a, psi, training.state_bytes(), bench::median(ms), bench::median(cpu_ms));
     dist::destroy_process_group();
     return 0;
 }

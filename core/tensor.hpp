@@ -298,6 +298,10 @@ public:
     Tensor amin(int64_t dim, bool keepdim = false) const { return amin(Shape{dim}, keepdim); }
     Tensor argmin(int64_t dim, bool keepdim = false) const;
     Tensor prod() const;
+    Tensor all() const;                                       // kBool (): every element nonzero
+    Tensor all(int64_t dim, bool keepdim = false) const;
+    Tensor any() const;                                       // kBool (): some element nonzero
+    Tensor any(int64_t dim, bool keepdim = false) const;
     Tensor prod(int64_t dim, bool keepdim = false) const;
     Tensor var(const Shape& dims, double correction, bool keepdim = false) const;
     Tensor std(const Shape& dims = {}, double correction = 1.0, bool keepdim = false) const;

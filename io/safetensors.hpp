@@ -4,7 +4,7 @@
 //
 //   io::save_safetensors("model.safetensors", model->state_dict(), {{"step", "1000"}});
 //   io::SafetensorsFile f = io::load_safetensors("model.safetensors");
-//   model->load_state_dict(f.tensors);           // or io::load_state_dict(*model, path)
+//   model->load_state_dict(f);                   // or f.tensors, or io::load_state_dict(*model, path)
 //
 // Tied weights: entries that view the same memory (same storage, offset, shape, strides and
 // dtype, e.g. GPT's lm_head.weight and wte.weight) are written once, under the first name; the
@@ -51,6 +51,8 @@ struct SafetensorsFile {
     size_t size() const { return tensors.size(); }
     auto begin() const { return tensors.begin(); }
     auto end() const { return tensors.end(); }
+    // model->load_state_dict(io::load_safetensors(path)), as Python's model.load_state_dict(load_file(path))
+    operator const nn::NamedTensors&() const { return tensors; }   // NOLINT: the file reads as its dict
 };
 
 // Reads and validates the whole header first (io/safetensors_format.hpp), then allocates each

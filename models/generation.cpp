@@ -89,7 +89,8 @@ Sequences read_prompt(const Tensor& input_ids, const Tensor& attention_mask) {
 Tensor last_position(const Tensor& logits) { return logits.select(1, logits.size(1) - 1); }   // (B,T,V) -> (B,V)
 
 // The logits (B,V) of the next token. With a cache it holds every token but the newest (fed now);
-// a fresh or full cache is (re)filled with the context, or its latest half.
+// a fresh cache is filled with the prompt, and a full one is refilled with the latest max_length
+// tokens, so that past the context every step sees the window nanoGPT's crop gives it.
 Tensor next_logits(const CausalLM& model, KVCache* cache, const Sequences& seq) {
     const int64_t n = seq.length(), B = seq.batch();
     if (cache == nullptr) {                                   // no cache: the whole (cropped) context again
@@ -98,7 +99,7 @@ Tensor next_logits(const CausalLM& model, KVCache* cache, const Sequences& seq) 
         return last_position(model.forward_cached(seq.ids_at(n - w, w), fresh, seq.valid_at(n - w, w)));
     }
     if (cache->length() == 0 || cache->length() == cache->max_length()) {   // prefill
-        const int64_t w = cache->length() == 0 ? n : std::max<int64_t>(1, cache->max_length() / 2);
+        const int64_t w = std::min(n, cache->max_length());
         cache->reset();
         return last_position(model.forward_cached(seq.ids_at(n - w, w), *cache, seq.valid_at(n - w, w)));
     }

@@ -42,8 +42,9 @@ using StepCallback = std::function<void(const std::vector<int64_t>& tokens)>;
 
 // input_ids (B,T0) int64; attention_mask (B,T0) bool or integer, 1 at real tokens (undefined: all
 // real). Padding must be on the left. Returns (B,T0+n) int64, n <= max_new_tokens (fewer when every
-// row finished). No gradient is recorded. Beyond model.max_positions() tokens the context slides:
-// the cache is refilled with the latest half of it (without the cache: the latest max_positions).
+// row finished). No gradient is recorded. Beyond model.max_positions() tokens the context slides, as
+// nanoGPT crops it: every step sees the latest max_positions tokens (with the cache, each such step
+// refills it), so the cache and no-cache paths give the same tokens.
 // ValueError for a prompt longer than max_positions() or a bad option.
 Tensor generate(const CausalLM& model, const Tensor& input_ids, const Tensor& attention_mask,
                 const GenerationConfig& config, const StepCallback& on_step = {});

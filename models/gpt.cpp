@@ -236,7 +236,10 @@ Tensor GPT::forward(const Tensor& idx, const Tensor& targets) const {
                                      targets.defined() ? targets.describe() : std::string("undefined")));
     Tensor logits = forward(idx);                                                  // (B,T,V)
     const int64_t BT = logits.size(0) * logits.size(1);
-    return F::cross_entropy(logits.reshape({BT, cfg_.vocab_size}), targets.reshape({BT}));
+    Tensor flat = targets.reshape({BT});                                           // (B*T)
+    // nanoGPT's loss ignores -1 (its ignore_index), Hugging Face's -100: both are ignored here.
+    if (!is_floating(flat.dtype())) flat = where(flat == -1, -100.0, flat);
+    return F::cross_entropy(logits.reshape({BT, cfg_.vocab_size}), flat);
 }
 
 Tensor GPT::generate(const Tensor& idx, int64_t max_new_tokens, double temperature, std::optional<int64_t> top_k,

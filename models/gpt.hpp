@@ -104,7 +104,8 @@ public:
     explicit GPT(const GPTConfig& cfg);
 
     Tensor forward(const Tensor& idx) const override;                          // (B,T) int64 -> logits (B,T,V)
-    Tensor forward(const Tensor& idx, const Tensor& targets) const override;   // (B,T), (B,T) -> mean loss ()
+    // (B,T), (B,T) -> mean loss (); targets -1 (nanoGPT) and -100 (Hugging Face) are ignored
+    Tensor forward(const Tensor& idx, const Tensor& targets) const override;
     // The final LayerNorm's output (Hugging Face GPT2Model's last_hidden_state).
     Tensor hidden_states(const Tensor& idx) const;                    // (B,T) int64 -> (B,T,C)
 

@@ -231,7 +231,7 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
             fs::remove_all(final_dir);   // re-saving the same tag
             fs::rename(tmp, final_dir);
             fsync_directory(root);
-            write_file_atomic((fs::path(root) / "latest").string(), tag + "\n");
+            write_file_atomic((fs::path(root) / "latest").string(), tag);   // the tag alone, as DeepSpeed writes it
             prune(root, o.keep, tag);
         });
         if (!error.empty()) {

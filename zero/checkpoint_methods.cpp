@@ -4,6 +4,8 @@
 
 #include "zero/checkpoint.hpp"
 
+#include <filesystem>
+
 namespace ampgrad::zero {
 
 std::string ZeroEngine::save_checkpoint(const std::string& save_dir, const std::string& tag) {
@@ -11,6 +13,8 @@ std::string ZeroEngine::save_checkpoint(const std::string& save_dir, const std::
     return zero::save_checkpoint(*this, save_dir, chosen);
 }
 
-LoadResult ZeroEngine::load_checkpoint(const std::string& load_dir) { return zero::load_checkpoint(*this, load_dir); }
+LoadResult ZeroEngine::load_checkpoint(const std::string& load_dir, const std::string& tag) {
+    return zero::load_checkpoint(*this, tag.empty() ? load_dir : (std::filesystem::path(load_dir) / tag).string());
+}
 
 }  // namespace ampgrad::zero

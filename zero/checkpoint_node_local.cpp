@@ -88,7 +88,7 @@ std::string save_node_local(ZeroEngine& engine, const std::string& root, const s
     }
     agree(g, error, what);
     if (leader == R) attempt(error, [&] {
-        write_file_atomic((fs::path(root) / "latest").string(), tag + "\n");
+        write_file_atomic((fs::path(root) / "latest").string(), tag);   // the tag alone, as DeepSpeed writes it
         prune(root, o.keep, tag);
     });
     agree(g, error, what);

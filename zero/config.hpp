@@ -31,6 +31,10 @@ struct ZeroConfig {
     double min_loss_scale = 1.0;
     // bf16: no loss scaling
     bool bf16 = false;
+    // bf16.check_grad_overflow: with bf16, look for inf/NaN gradients and skip such a step (as fp16
+    // always does). DeepSpeed's default is off: no check, no collective, and a non-finite gradient
+    // reaches the weights.
+    bool bf16_check_grad_overflow = false;
     double gradient_clipping = 1.0;                // global L2 norm over every partition; 0: off (DeepSpeed's default is 1.0)
     int64_t train_batch_size = 0;                  // 0: micro * accumulation * world size; else checked
     int64_t train_micro_batch_size_per_gpu = 1;
@@ -48,6 +52,11 @@ struct ZeroConfig {
 
     // ValueError naming the field for an impossible value (stage not 0..3, window <= 0, ...).
     void validate() const;
+    // train_batch_size, or micro * accumulation * world_size when it is 0 (the engine checks they agree).
+    int64_t global_batch_size(int world_size) const {
+        return train_batch_size > 0 ? train_batch_size
+                                    : train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size;
+    }
 };
 
 // Parses DeepSpeed JSON text; `source` names it in errors (a file name).

@@ -42,6 +42,10 @@ std::unique_ptr<amp::LossScaler> make_scaler(const ZeroConfig& c) {
     o.min_scale = c.min_loss_scale;
     o.delayed_shift = c.hysteresis;
     o.consecutive_hysteresis = c.consecutive_hysteresis;
+    if (c.stage == 0) {   // DeepSpeed without ZeRO steps FP16_Optimizer: no hysteresis, and no error at min_scale
+        o.delayed_shift = 1;
+        o.raise_error_at_min_scale = false;
+    }
     return std::make_unique<amp::DynamicLossScaler>(o);
 }
 
@@ -168,7 +172,22 @@ Tensor ZeroEngine::backward(const Tensor& loss, bool retain_graph, bool scale_wr
     return scale_wrt_gas ? loss.detach() * (1.0 / static_cast<double>(config_.gradient_accumulation_steps)) : loss.detach();
 }
 
+NoSyncGuard::NoSyncGuard(ZeroEngine& engine) : engine_(&engine) {
+    if (engine.config_.stage >= 2)
+        throw ValueError(fmt::format("ZeroEngine.no_sync: no_sync context manager is incompatible with gradient "
+                                     "partitioning logic of ZeRO stage {}", engine.config_.stage));
+    if (engine.in_no_sync_) throw ValueError("ZeroEngine.no_sync: no_sync context manager reentry is unsupported");
+    engine.in_no_sync_ = true;
+}
+
+NoSyncGuard::~NoSyncGuard() {
+    if (engine_) engine_->in_no_sync_ = false;
+}
+
+NoSyncGuard ZeroEngine::no_sync() { return NoSyncGuard(*this); }
+
 bool ZeroEngine::is_gradient_accumulation_boundary() const {
+    if (boundary_override_) return *boundary_override_;
     return (micro_steps_ + 1) % config_.gradient_accumulation_steps == 0;
 }
 
@@ -294,13 +313,16 @@ void ZeroEngine::end_backward() {
         complete_pending();
         if (stage3_) stage3_->end_backward();
     } else if (is_gradient_accumulation_boundary()) {
-        if (config_.stage == 0) all_reduce_full_grads();
-        else reduce_full_grads();
+        unreduced_boundary_ = in_no_sync_;   // no_sync: the gradients stay local, accumulated
+        if (!in_no_sync_) {
+            if (config_.stage == 0) all_reduce_full_grads();
+            else reduce_full_grads();
+        }
     }
     if (scaler_ && !this_scaled_)
         throw AutogradError(
-            "ZeroEngine: Loss scaling is required for this configuration (fp16.enabled), but backward() was called "
-            "directly without scaling the loss: call engine.backward(loss), or engine.scale(loss).backward()");
+            "ZeroEngine: Loss scaling is required for this configuration, but backward() was called directly without "
+            "scaling the loss (fp16.enabled): call engine.backward(loss), or engine.scale(loss).backward()");
 }
 
 }  // namespace ampgrad::zero

@@ -34,6 +34,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,22 @@ struct ModelStateBytes {
 double zero_paper_bytes(int stage, int64_t psi, int world_size, double k = 12.0);
 
 struct LoadResult;   // zero/checkpoint.hpp
+class ZeroEngine;
+
+// engine.no_sync(): while it lives, an accumulation boundary's backward leaves the gradients
+// unreduced (DeepSpeed's no_sync context; stages 0 and 1 only). Move-only.
+class NoSyncGuard {
+public:
+    explicit NoSyncGuard(ZeroEngine& engine);
+    ~NoSyncGuard();
+    NoSyncGuard(NoSyncGuard&& other) noexcept : engine_(other.engine_) { other.engine_ = nullptr; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+private:
+    ZeroEngine* engine_;
+};
 
 class ZeroEngine {
 public:
@@ -73,12 +90,26 @@ public:
     // Call after every micro-batch's backward. At an accumulation boundary: agree on overflow
     // across ranks, update the scaler, then skip, or unscale + clip + step + all-gather.
     void step();
+    // (micro_steps + 1) % gradient_accumulation_steps == 0, unless set_gradient_accumulation_boundary
+    // overrides it (DeepSpeed's engine.set_gradient_accumulation_boundary: the caller decides, e.g. a
+    // pipeline schedule; reset_gradient_accumulation_boundary() returns to the count).
     bool is_gradient_accumulation_boundary() const;
+    void set_gradient_accumulation_boundary(bool is_boundary) { boundary_override_ = is_boundary; }
+    void reset_gradient_accumulation_boundary() { boundary_override_.reset(); }
+    // DeepSpeed's `with engine.no_sync():` for stages 0 and 1 (stages 2 and 3 reduce as the backward
+    // runs: ValueError, as DeepSpeed asserts; so does a second guard while one lives). Stages 0 and 1
+    // reduce only at an accumulation boundary, so on the other micro-steps it changes nothing; a
+    // boundary's backward inside it leaves the gradients local, and step() then refuses (ValueError)
+    // until a backward outside it has reduced them.
+    [[nodiscard]] NoSyncGuard no_sync();
+    // True when backward needs a scaled loss (fp16), as DeepSpeed's engine.needs_scaler().
+    bool needs_scaler() const { return config_.fp16; }
     // DeepSpeed's engine.save_checkpoint(save_dir, tag) / engine.load_checkpoint(load_dir): forwards to
     // zero/checkpoint.hpp's functions (zero/checkpoint_methods.cpp). An empty tag is DeepSpeed's
     // default, "global_step<N>". Both are collective. Returns the checkpoint directory.
     std::string save_checkpoint(const std::string& save_dir, const std::string& tag = "");
-    LoadResult load_checkpoint(const std::string& load_dir);
+    // tag: load load_dir/tag; empty: the checkpoint load_dir's `latest` names (or load_dir itself).
+    LoadResult load_checkpoint(const std::string& load_dir, const std::string& tag = "");
     // Weight decay by parameter, as an optimizer's parameter groups give it (DeepSpeed hands the client
     // optimizer's groups to ZeRO; nanoGPT decays matrices and embeddings, not biases and norms):
     // AdamW's decoupled decay, master *= 1 - lr * weight_decay_of(name, param), applied to each
@@ -92,6 +123,9 @@ public:
     int64_t global_steps() const { return global_steps_; }
     int64_t micro_steps() const { return micro_steps_; }
     int64_t skipped_steps() const { return skipped_steps_; }
+    // Samples trained on, all ranks together: global_steps * train_batch_size (DeepSpeed's counter,
+    // advanced at every boundary, a skipped step included).
+    int64_t global_samples() const { return global_steps_ * config_.global_batch_size(group_->world_size()); }
     int64_t epilogues_run() const { return epilogue_.epilogues_run(); }
     double loss_scale() const { return scaler_ ? scaler_->loss_scale() : 1.0; }
     double global_grad_norm() const { return grad_norm_; }   // unscaled, before clipping; last applied step
@@ -178,6 +212,10 @@ private:
     bool next_scaled_ = false;            // backward()/scale() was called for the next backward
     bool this_scaled_ = false;
     int64_t global_steps_ = 0, micro_steps_ = 0, skipped_steps_ = 0;
+    std::optional<bool> boundary_override_;   // set_gradient_accumulation_boundary
+    friend class NoSyncGuard;
+    bool in_no_sync_ = false;                 // a NoSyncGuard lives
+    bool unreduced_boundary_ = false;         // a boundary's backward ran inside no_sync
     bool step_applied_ = false;
     double grad_norm_ = 0.0;
     std::unique_ptr<Stage3> stage3_;

@@ -22,6 +22,9 @@ void ZeroEngine::step() {
     if (autograd::current_graph_task_depth() > 0)
         throw AutogradError("ZeroEngine.step: called while a backward is running (from a hook or a callback?)");
     const bool boundary = is_gradient_accumulation_boundary();
+    if (boundary && unreduced_boundary_)
+        throw ValueError("ZeroEngine.step: this accumulation boundary's backward ran inside no_sync(), so its gradients "
+                         "were never reduced across ranks; run the boundary's backward outside no_sync()");
     ++micro_steps_;
     if (!boundary) return;
     apply_step();
@@ -31,9 +34,13 @@ void ZeroEngine::step() {
 void ZeroEngine::apply_step() {
     NoGradGuard no_grad;
     // 1. Overflow, agreed: any non-finite element in any rank's partition skips the step everywhere.
-    Tensor found = (1.0 - isfinite(grad_partition_).to(kFloat32)).sum().reshape({1});
-    group_->all_reduce(found, dist::ReduceOp::kMax, /*async_op=*/false);
-    const bool overflow = found.item<float>() > 0.0f;
+    //    bf16 checks only with bf16.check_grad_overflow (DeepSpeed's default is no check, no skip).
+    bool overflow = false;
+    if (!config_.bf16 || config_.bf16_check_grad_overflow) {
+        Tensor found = (1.0 - isfinite(grad_partition_).to(kFloat32)).sum().reshape({1});
+        group_->all_reduce(found, dist::ReduceOp::kMax, /*async_op=*/false);
+        overflow = found.item<float>() > 0.0f;
+    }
     // 2. The scale the backward used, then the scaler's update (DeepSpeed's hysteresis; may throw at min).
     const double backward_scale = loss_scale();
     if (scaler_) scaler_->update_scale(overflow);

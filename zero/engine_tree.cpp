@@ -40,7 +40,9 @@ void ZeroEngine::end_backward_in_tree() {
     }
     micro_sums_.add(micro_grad_);
     micro_grad_ = Tensor();
-    if (is_gradient_accumulation_boundary()) reduce_in_tree();
+    if (!is_gradient_accumulation_boundary()) return;
+    unreduced_boundary_ = in_no_sync_;
+    if (!in_no_sync_) reduce_in_tree();
 }
 
 // Rank subtrees -> the whole sum (same bits on every rank) -> / (W * GAS) once -> this rank's partition.

@@ -18,7 +18,7 @@ using autograd::record;
 Tensor dropout(const Tensor& x, double p, bool training) {
     ops::check_defined("dropout", x, "input");
     if (!(p >= 0.0 && p <= 1.0))
-        throw ValueError(fmt::format("dropout: probability has to be between 0 and 1, but got {} (input is {})", p,
+        throw ValueError(fmt::format("dropout: dropout probability has to be between 0 and 1, but got {} (input is {})", p,
                                      x.describe()));
     if (!training || p == 0.0 || x.numel() == 0) return x;
     ops::check_floating("dropout", x);

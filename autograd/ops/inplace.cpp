@@ -25,7 +25,7 @@ void check_inplace_allowed(std::string_view op, const Tensor& self) {
     ops::check_defined(op, self, "self");
     if (!GradMode::is_enabled()) return;
     if (self.requires_grad() && self.is_leaf())
-        throw AutogradError(fmt::format("{}: a leaf Variable that requires grad is being used in an in-place operation "
+        throw AutogradError(fmt::format("{}: a leaf Variable that requires grad is being used in an in-place operation. "
                                         "({})", op, self.describe()));
 }
 

@@ -102,51 +102,16 @@ Tensor le(const Tensor& a, double s);
 Tensor gt(const Tensor& a, double s);
 Tensor ge(const Tensor& a, double s);
 Tensor logical_not(const Tensor& a);
+// torch.all / torch.any (autograd/ops/all_any.cpp): kBool, every / some element nonzero (NaN counts)
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor isfinite(const Tensor& a);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);   // same shape and bitwise-equal values
 
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a);
-Tensor operator+(const Tensor& a, double s);
-Tensor operator-(const Tensor& a, double s);
-Tensor operator*(const Tensor& a, double s);
-Tensor operator/(const Tensor& a, double s);
-Tensor operator+(double s, const Tensor& a);
-Tensor operator-(double s, const Tensor& a);
-Tensor operator*(double s, const Tensor& a);
-Tensor operator/(double s, const Tensor& a);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator==(const Tensor& a, double s);
-Tensor operator!=(const Tensor& a, double s);
-Tensor operator<(const Tensor& a, double s);
-Tensor operator<=(const Tensor& a, double s);
-Tensor operator>(const Tensor& a, double s);
-Tensor operator>=(const Tensor& a, double s);
-Tensor operator==(double s, const Tensor& a);
-Tensor operator!=(double s, const Tensor& a);
-Tensor operator<(double s, const Tensor& a);
-Tensor operator<=(double s, const Tensor& a);
-Tensor operator>(double s, const Tensor& a);
-Tensor operator>=(double s, const Tensor& a);
-// compound assignment: in place, as libtorch's (x += y is x.add_(y))
-Tensor& operator+=(Tensor& a, const Tensor& b);
-Tensor& operator+=(Tensor& a, double s);
-Tensor& operator-=(Tensor& a, const Tensor& b);
-Tensor& operator-=(Tensor& a, double s);
-Tensor& operator*=(Tensor& a, const Tensor& b);
-Tensor& operator*=(Tensor& a, double s);
-Tensor& operator/=(Tensor& a, double s);   // a.mul_(1 / s) is not a / s: this is the exact division
-Tensor operator&(const Tensor& a, const Tensor& b);   // logical and of bool tensors
-Tensor operator|(const Tensor& a, const Tensor& b);   // logical or
+// operators (+ - * / == < ... += -= *= /= & |): autograd/ops/operators.hpp, included below
 
 // ---- elementwise math (autograd/ops/math.cpp); integer inputs compute in f32 unless noted ----
 Tensor sin(const Tensor& a);
@@ -415,3 +380,5 @@ using nn::functional::log_softmax;   // ampgrad::softmax(x, dim) as libtorch's t
 using nn::functional::softmax;
 
 }  // namespace ampgrad
+
+#include "autograd/ops/operators.hpp"   // IWYU pragma: export

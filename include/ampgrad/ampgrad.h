@@ -61,6 +61,7 @@
 #include "models/pretrained.hpp"
 #include "models/qwen2.hpp"
 #include "models/quantize_nf4.hpp"
+#include "nn/activation.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/init.hpp"

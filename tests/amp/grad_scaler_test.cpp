@@ -1,12 +1,13 @@
 // grad_scaler_test.cpp: GradScaler against PyTorch's semantics (defaults, scale/unscale_/step/update,
 // the per-optimizer state machine and its errors, disabled mode, state_dict) and a PyTorch trace,
 // plus our additions: step() results, overflow provenance, min/max scale, `>=` growth, and the
-// error that names a missing update().
+// error that names a missing update(). The fused optimizers' path is in grad_scaler_fused_test.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 
+#include "tests/amp/scaler_toy.hpp"
 #include "tests/support/check_close.hpp"
 #include "tests/support/fixtures.hpp"
 
@@ -16,30 +17,6 @@ using namespace ampgrad::testing;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// One linear layer's weight, an SGD optimizer over it, and a fixed batch.
-struct Toy {
-    Tensor w, x;
-    optim::SGD opt;
-    explicit Toy(uint64_t seed = 1, double lr = 0.1)
-        : w(make_w(seed)), x(randn({5, 4})), opt(std::vector<Tensor>{w}, optim::SGDOptions(lr)) {}
-    static Tensor make_w(uint64_t seed) {
-        manual_seed(seed);
-        Tensor w = randn({3, 4}).requires_grad_(true);
-        w.set_name("fc.weight");
-        return w;
-    }
-    Tensor loss(double poison = 1.0) const { return linear(x, w).pow(2.0).mean() * poison; }
-};
-
-// One full iteration: zero_grad, scaled backward, step, update.
-amp::StepResult iterate(amp::GradScaler& scaler, Toy& toy, double poison = 1.0) {
-    toy.opt.zero_grad();
-    scaler.scale(toy.loss(poison)).backward();
-    amp::StepResult r = scaler.step(toy.opt);
-    scaler.update();
-    return r;
-}
 
 }  // namespace
 
@@ -245,7 +222,7 @@ TEST_CASE("GradScaler: the state machine's errors (PyTorch's texts)") {
     scaler.update();
     CHECK_THROWS_WITH_AS(scaler.update(), doctest::Contains("No inf checks were recorded prior to update."), AmpError);
     toy.opt.zero_grad();
-    CHECK_THROWS_WITH_AS(scaler.step(toy.opt), doctest::Contains("No inf checks were recorded for this optimizer"),
+    CHECK_THROWS_WITH_AS(scaler.step(toy.opt), doctest::Contains("No inf checks were recorded for this optimizer."),
                          AmpError);
 }
 
@@ -277,7 +254,7 @@ TEST_CASE("GradScaler: f16 gradients are refused and left untouched") {
     }
     REQUIRE(w.grad().dtype() == kFloat16);
     Tensor grad_before = w.grad().clone();
-    CHECK_THROWS_WITH_AS(scaler.unscale_(opt), doctest::Contains("Attempting to unscale FP16 gradients"), AmpError);
+    CHECK_THROWS_WITH_AS(scaler.unscale_(opt), doctest::Contains("Attempting to unscale FP16 gradients."), AmpError);
     CHECK_THROWS_WITH_AS(scaler.step(opt), doctest::Contains("half.weight"), AmpError);
     CHECK(equal(w.grad(), grad_before));
     Tensor b = randn({3}).to(kBFloat16).requires_grad_(true);   // bf16 grads are allowed (as PyTorch)
@@ -381,89 +358,4 @@ TEST_CASE("GradScaler: bad input gives typed errors") {
     disabled.load_state_dict(scaler.state_dict());       // loading into a disabled scaler does nothing
     CHECK(disabled.get_scale() == 1.0);
     CHECK_THROWS_AS(scaler.scale(Tensor()), ValueError);
-}
-
-// PyTorch's _step_supports_amp_scaling path: a fused optimizer gets the scaled gradients and the
-// found_inf flag, and its kernel unscales and skips; no host decision precedes the step.
-TEST_CASE("GradScaler: a fused optimizer unscales and skips inside its kernel, bit-identical to unscale-then-step") {
-    // unscale_first: the scaler unscales in place and the kernel gets no inv_scale
-    auto run = [](bool unscale_first, std::vector<Tensor>& grads_after) {
-        manual_seed(4);
-        Tensor w = randn({3, 4}).requires_grad_(true);
-        w.set_name("fc.weight");
-        Tensor x = randn({5, 4});
-        optim::AdamW opt(std::vector<Tensor>{w}, optim::AdamWOptions(1e-2));
-        amp::GradScalerOptions options;
-        options.init_scale = 1024.0;
-        amp::GradScaler scaler(options);
-        std::vector<amp::StepResult> results;
-        for (int it = 0; it < 4; ++it) {
-            opt.zero_grad();
-            const double poison = it == 2 ? std::numeric_limits<double>::infinity() : 1.0;
-            scaler.scale(linear(x, w).pow(2.0).mean() * poison).backward();
-            if (unscale_first) scaler.unscale_(opt);
-            results.push_back(scaler.step(opt));
-            grads_after.push_back(w.grad().clone());
-            scaler.update();
-        }
-        return std::tuple{w, opt.state(w)["exp_avg_sq"].clone(), opt.state(w)["step"].item<float>(), results,
-                          scaler.get_scale()};
-    };
-    std::vector<Tensor> fused_grads, plain_grads;
-    auto [w_f, v_f, step_f, res_f, scale_f] = run(false, fused_grads);
-    auto [w_p, v_p, step_p, res_p, scale_p] = run(true, plain_grads);
-    CHECK(equal(w_f, w_p));
-    CHECK(equal(v_f, v_p));
-    CHECK(step_f == 3.0f);
-    CHECK(step_p == 3.0f);
-    CHECK(scale_f == scale_p);
-    for (int it = 0; it < 4; ++it) {
-        CHECK(res_f[it].skipped() == (it == 2));
-        CHECK(res_f[it].reason() == res_p[it].reason());
-    }
-    // The kernel stores the unscaled gradient back, as torch's fused Adam does: after a clean step .grad
-    // is bit-identical to what unscale_ leaves (a skipped step leaves the gradients alone).
-    for (int it : {0, 1, 3}) {
-        CAPTURE(it);
-        CHECK(equal(fused_grads[it], plain_grads[it]));
-    }
-    CHECK(!equal(fused_grads[0] * 1024.0, plain_grads[0]));
-}
-
-TEST_CASE("GradScaler: after step() the gradients are unscaled with every optimizer, and step() converts to bool") {
-    auto grad_after_step = [](auto make_optimizer) {
-        manual_seed(9);
-        Tensor w = randn({4}).requires_grad_(true);
-        auto opt = make_optimizer(w);
-        amp::GradScaler scaler;                               // scale 65536
-        scaler.scale((w * 3.0).sum()).backward();
-        bool skipped = scaler.step(opt);
-        scaler.update();
-        CHECK(!skipped);
-        return w.grad().clone();
-    };
-    const Tensor threes = full({4}, 3.0);
-    using Params = std::vector<Tensor>;
-    auto adam = [](Tensor& w) { return optim::Adam(Params{w}, optim::AdamOptions(0.1)); };
-    auto adamw = [](Tensor& w) { return optim::AdamW(Params{w}, optim::AdamWOptions(0.1)); };
-    auto sgd_momentum = [](Tensor& w) { return optim::SGD(Params{w}, optim::SGDOptions(0.1).momentum(0.9)); };
-    auto sgd_unfused = [](Tensor& w) { return optim::SGD(Params{w}, optim::SGDOptions(0.1).fused(false)); };
-    CHECK(equal(grad_after_step(adam), threes));
-    CHECK(equal(grad_after_step(adamw), threes));
-    CHECK(equal(grad_after_step(sgd_momentum), threes));
-    CHECK(equal(grad_after_step(sgd_unfused), threes));
-}
-
-TEST_CASE("GradScaler: unscale_ before a fused step is honoured: the kernel does not divide again") {
-    Toy a(6), b(6);
-    amp::GradScaler scaler;
-    a.opt.zero_grad();
-    scaler.scale(a.loss()).backward();
-    scaler.unscale_(a.opt);                              // e.g. to clip
-    CHECK_FALSE(scaler.step(a.opt).skipped());
-    scaler.update();
-    b.opt.zero_grad();
-    b.loss().backward();
-    b.opt.step();
-    CHECK(equal(a.w, b.w));
 }

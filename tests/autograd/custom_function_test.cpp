@@ -183,9 +183,13 @@ TEST_CASE("backward must return one gradient per argument, of a compatible shape
                          doctest::Contains("function WrongCountBackward returned an incorrect number of gradients "
                                            "(expected 1, got 2)"),
                          AutogradError);
+    CHECK_THROWS_WITH_AS(WrongCount::apply(x).sum().backward(),   // validate_outputs' text too (PyTorch's engine)
+                         doctest::Contains("Function WrongCountBackward returned an invalid number of gradients - "
+                                           "expected 1, but got 2"),
+                         AutogradError);
     CHECK_THROWS_WITH_AS(WrongShape::apply(x).sum().backward(),
-                         doctest::Contains("WrongShapeBackward returned an invalid gradient at index 0 - got (5) but "
-                                           "expected shape compatible with (2)"),
+                         doctest::Contains("WrongShapeBackward returned an invalid gradient at index 0 - got [5] but "
+                                           "expected shape compatible with [2]"),
                          AutogradError);
 }
 

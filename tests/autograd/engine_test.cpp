@@ -59,8 +59,8 @@ TEST_CASE("nodes run newest first; a node runs once all its gradients arrived") 
     }
     d.sum().backward();
     REQUIRE(order.size() == 4);
-    CHECK(order[0] == "AddBackward");
-    CHECK(order[3] == "MulBackward");           // a's node: last, after exp and a*a
+    CHECK(order[0] == "AddBackward0");
+    CHECK(order[3] == "MulBackward0");           // a's node: last, after exp and a*a
     // d(3x exp + 9x^2)/dx = 3 exp(3x) + 18x
     Tensor expected = (x.detach() * 3.0).exp() * 3.0 + x.detach() * 18.0;
     CHECK_CLOSE(x.grad(), expected, tol_for(kFloat64));
@@ -283,4 +283,24 @@ TEST_CASE("engine handles f16 and bf16 graphs: gradients in the leaves' dtypes, 
         CHECK(x.grad().dtype() == dt);
         CHECK_CLOSE(x.grad().to(kFloat64), ref.grad(), tol_for(dt, 8));
     }
+}
+
+// PyTorch 2.15 gives these strides for the same three parameters (torch/csrc/autograd/utils/
+// grad_layout_contract.h): a transposed or permuted weight's .grad has the weight's strides, and a
+// parameter with gaps (a narrowed one) gets a contiguous .grad.
+TEST_CASE("AccumulateGrad: .grad follows a dense parameter's strides, else is contiguous (the layout contract)") {
+    Tensor t = randn({3, 4}).transpose(0, 1).requires_grad_(true);                 // (4,3) strides (1,4)
+    (t * 1.0).sum().backward();
+    CHECK(t.grad().strides() == Shape{1, 4});
+    CHECK(t.grad().to_vector<float>() == std::vector<float>(12, 1.0f));
+    Tensor p = randn({2, 3, 4}).permute({2, 0, 1}).requires_grad_(true);           // (4,2,3) strides (1,12,4)
+    (p * 2.0).sum().backward();
+    CHECK(p.grad().strides() == Shape{1, 12, 4});
+    CHECK(p.grad().to_vector<float>() == std::vector<float>(24, 2.0f));
+    Tensor n = randn({4, 6}).narrow(1, 0, 3).detach().requires_grad_(true);        // (4,3) strides (6,1)
+    (n * 1.0).sum().backward();
+    CHECK(n.grad().strides() == Shape{3, 1});
+    Tensor c = randn({2, 3}, TensorOptions().requires_grad(true));                  // contiguous: unchanged
+    (c * 3.0).sum().backward();
+    CHECK(c.grad().is_contiguous());
 }

@@ -138,6 +138,9 @@ TEST_CASE("Module helpers: a model with a tied head saves the table once and loa
     io::SafetensorsFile f = io::load_safetensors(p.string());
     CHECK(f.tensors.at("lm_head.weight").is_same(f.tensors.at("wte")));
     CHECK(f.metadata.at("model") == "tied");
+    auto c = std::make_shared<TiedLM>();
+    c->load_state_dict(io::load_safetensors(p.string()));          // the file reads as its dict
+    CHECK(equal(c->wte, a->wte));
 
     auto other = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(11, 5));
     CHECK_THROWS_AS(io::load_state_dict(*other, p.string()), ValueError);      // strict: other keys

@@ -114,17 +114,29 @@ TEST_CASE("rows stop at the end token, then emit the pad token; the loop ends wh
     CHECK(generate(lm, ids({1}), Tensor(), g).size(1) == 21);
 }
 
-TEST_CASE("the context slides past max_positions, with and without the cache") {
+TEST_CASE("the context slides past max_positions as nanoGPT crops it, with and without the cache") {
     manual_seed(13);
     GPT model(toy_config());                                                           // 16 positions
     GenerationConfig g;
     g.max_new_tokens = 30;
+    std::vector<Tensor> outs;
     for (bool use_cache : {true, false}) {
         g.use_cache = use_cache;
         Tensor out = generate(model, ids({1, 2, 3}), Tensor(), g);
         CHECK(out.sizes() == Shape{1, 33});
         for (int64_t t : out.to_vector<int64_t>()) CHECK((t >= 0 && t < 11));
+        outs.push_back(out);
     }
+    CHECK(equal(outs[0], outs[1]));   // every step past 16 tokens sees the latest 16, in both modes
+    // nanoGPT's loop: greedy on the logits of the last 16 tokens, cropped every step
+    std::vector<int64_t> seq = {1, 2, 3};
+    for (int i = 0; i < 30; ++i) {
+        const int64_t n = static_cast<int64_t>(seq.size()), w = std::min<int64_t>(n, 16);
+        Tensor window = ids(std::vector<int64_t>(seq.end() - w, seq.end()));
+        Tensor logits = model.forward(window).select(1, w - 1);                       // (1,V)
+        seq.push_back(argmax(logits, -1).item<int64_t>());
+    }
+    CHECK(outs[0].to_vector<int64_t>() == seq);
     CountingLM lm;                                                                     // 32 positions, exact
     g.max_new_tokens = 50;
     Tensor counted = generate(lm, ids({0}), Tensor(), g);

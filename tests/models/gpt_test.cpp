@@ -98,6 +98,19 @@ TEST_CASE("forward: logits (B,T,V) over the real vocabulary; loss near ln V at i
     CHECK(model.forward(short_x).sizes() == Shape{3, 5, 11});
 }
 
+TEST_CASE("forward(idx, targets): nanoGPT's -1 and Hugging Face's -100 targets are ignored alike") {
+    manual_seed(3);
+    GPTConfig cfg = toy_config();
+    GPT model(cfg);
+    auto [x, y] = periodic_batch(2, 8, cfg.vocab_size, 0);
+    Tensor keep = (arange(8) < 5).unsqueeze(0).expand({2, 8});                    // (2,8): the first 5 count
+    Tensor y_nanogpt = where(keep, y, full({2, 8}, -1)), y_hf = where(keep, y, full({2, 8}, -100));
+    const double expected = model.forward(x, y_hf).item<double>();
+    CHECK(model.forward(x, y_nanogpt).item<double>() == expected);
+    Tensor logits = model.forward(x).narrow(1, 0, 5).reshape({10, cfg.vocab_size});
+    CHECK(expected == doctest::Approx(F::cross_entropy(logits, y.narrow(1, 0, 5).reshape({10})).item<double>()));
+}
+
 TEST_CASE("training: AdamW drives the loss of a deterministic sequence far below ln V") {
     manual_seed(3);
     GPTConfig cfg = toy_config();

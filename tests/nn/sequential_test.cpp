@@ -87,3 +87,23 @@ TEST_CASE("a network trains: SGD with clip_grad_norm_ lowers an MSE loss") {
     }
     CHECK(last < 0.3 * first);
 }
+
+TEST_CASE("activation modules (nn::ReLU, GELU, Tanh, Sigmoid, SiLU) are their ops, parameter-free, in a Sequential") {
+    manual_seed(2);
+    Tensor x = randn({3, 5}, TensorOptions().requires_grad(true));               // (B,5)
+    CHECK(equal(nn::ReLU().forward(x), relu(x)));
+    CHECK(equal(nn::GELU().forward(x), gelu(x)));
+    CHECK(equal(nn::GELU("tanh").forward(x), gelu(x, "tanh")));
+    CHECK_FALSE(equal(nn::GELU("tanh").forward(x), gelu(x)));
+    CHECK(equal(nn::Tanh().forward(x), tanh(x)));
+    CHECK(equal(nn::Sigmoid().forward(x), sigmoid(x)));
+    CHECK(equal(nn::SiLU().forward(x), silu(x)));
+    CHECK_THROWS_WITH_AS(nn::GELU("fast"), doctest::Contains("approximate must be \"none\" or \"tanh\""), ValueError);
+    auto mlp = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(5, 4), std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(4, 2));
+    CHECK(mlp->named_parameters().keys() == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+    Tensor y = mlp->forward(x);                                                    // (3,2)
+    CHECK(equal(y, mlp->at<nn::Linear>(2)->forward(relu(mlp->at<nn::Linear>(0)->forward(x)))));
+    y.sum().backward();
+    CHECK(x.grad().sizes() == Shape{3, 5});
+}

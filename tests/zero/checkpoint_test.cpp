@@ -107,7 +107,7 @@ TEST_CASE("zero checkpoint: 6 steps straight == 3 steps, save, fresh processes, 
             CAPTURE(name);
             CHECK(slurp(fa / name) == slurp(fc / name));
         }
-        CHECK(slurp(dir / "c" / "latest") == "step-00000006\n");
+        CHECK(slurp(dir / "c" / "latest") == "step-00000006");   // the tag alone, as DeepSpeed writes it
         fs::remove_all(dir);
     }
 }

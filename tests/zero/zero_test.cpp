@@ -5,6 +5,7 @@
 // against single-process training with 1, 2 and 4 ranks, accumulation (also F_A F_B B_A B_B),
 // checkpointing (with frozen parameters inside the checkpoint), a plain out.backward(grad), a
 // backward inside a forward, and an fp16 overflow in one rank's partition.
+#include "amp/loss_scaler.hpp"
 #include "autograd/ops/ops.hpp"
 #include "nn/linear.hpp"
 #include "optim/sgd.hpp"
@@ -18,6 +19,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +60,16 @@ TEST_CASE("zero config: DeepSpeed keys; an unknown key is an error naming it") {
     CHECK_THROWS_WITH_AS(zero::parse_config(R"({"gradient_accumulation_steps": 1.5})"),
                          doctest::Contains("not an integer"), ValueError);
     CHECK_THROWS_AS(zero::parse_config("{not json"), ValueError);
+    // DeepSpeed's scheduling knobs load (type-checked, no effect); bf16.check_grad_overflow is read
+    zero::ZeroConfig ds = zero::parse_config(R"({"steps_per_print": 10, "wall_clock_breakdown": false,
+        "bf16": {"enabled": true, "check_grad_overflow": true},
+        "zero_optimization": {"stage": 2, "contiguous_gradients": true, "reduce_scatter": true,
+                              "allgather_partitions": true, "allgather_bucket_size": 5e8}})");
+    CHECK(ds.stage == 2);
+    CHECK(ds.bf16_check_grad_overflow);
+    CHECK_FALSE(zero::ZeroConfig{}.bf16_check_grad_overflow);                 // DeepSpeed's default
+    CHECK_THROWS_WITH_AS(zero::parse_config(R"({"zero_optimization": {"contiguous_gradients": 1}})"),
+                         doctest::Contains("not a boolean"), ValueError);
 }
 
 namespace {
@@ -144,6 +157,128 @@ TEST_CASE("zero engine: designated initialisers in API.md's order; engine.save_c
     CHECK(net->fc->weight.to_vector<float>() == saved);
     CHECK(engine.global_steps() == 1);
     std::filesystem::remove_all(root);
+}
+
+TEST_CASE("zero bf16: an inf gradient skips the step only with check_grad_overflow, as DeepSpeed") {
+    ampgrad_test::OneRankGroup group;
+    for (bool check : {true, false}) {
+        CAPTURE(check);
+        manual_seed(8);
+        auto net = std::make_shared<NetWithBuffer>();
+        zero::ZeroConfig c{.stage = 2, .bf16 = true};
+        c.bf16_check_grad_overflow = check;
+        zero::ZeroEngine engine(net, c, sgd, &group);
+        Tensor x = randn({2, 4}).to(kBFloat16);                              // (B,4)
+        engine.backward(net->fc->forward(x).pow(2.0).mean() * std::numeric_limits<double>::infinity());
+        engine.step();
+        const bool finite = isfinite(net->fc->weight).all().item<bool>();
+        CHECK(engine.skipped_steps() == (check ? 1 : 0));
+        CHECK(finite == check);                                               // unchecked: the inf reaches the weights
+    }
+}
+
+TEST_CASE("zero engine: DeepSpeed's needs_scaler, set_gradient_accumulation_boundary, global_samples, load by tag") {
+    ampgrad_test::OneRankGroup group;
+    manual_seed(6);
+    auto net = std::make_shared<NetWithBuffer>();
+    zero::ZeroEngine engine(net, zero::ZeroConfig{.stage = 1, .gradient_accumulation_steps = 2, .fp16 = true,
+                                                  .train_micro_batch_size_per_gpu = 3},
+                            sgd, &group);
+    CHECK(engine.needs_scaler());
+    CHECK_FALSE(engine.is_gradient_accumulation_boundary());          // micro-step 0 of 2
+    engine.set_gradient_accumulation_boundary(true);                  // the caller decides
+    CHECK(engine.is_gradient_accumulation_boundary());
+    Tensor x = randn({3, 4}).to(kFloat16);                            // (B,4)
+    engine.backward(net->fc->forward(x).pow(2.0).mean());
+    engine.step();                                                    // a boundary: steps at micro-step 0
+    CHECK(engine.global_steps() == 1);
+    CHECK(engine.global_samples() == 6);                              // micro 3 x accumulation 2 x 1 rank
+    engine.reset_gradient_accumulation_boundary();
+    CHECK(engine.is_gradient_accumulation_boundary());                // (micro_steps 1 + 1) % 2 == 0
+    const auto root = std::filesystem::temp_directory_path() / fmt::format("ampgrad_zero_tag_{}", ::getpid());
+    engine.save_checkpoint(root.string(), "first");
+    const std::vector<float> saved = net->fc->weight.to(kFloat32).to_vector<float>();
+    engine.backward(net->fc->forward(x).pow(2.0).mean());
+    engine.step();
+    engine.save_checkpoint(root.string(), "second");                  // `latest` names "second"
+    zero::LoadResult loaded = engine.load_checkpoint(root.string(), "first");
+    CHECK(std::filesystem::path(loaded.dir).filename() == "first");
+    CHECK(net->fc->weight.to(kFloat32).to_vector<float>() == saved);
+    std::filesystem::remove_all(root);
+    zero::ZeroEngine bf16(std::make_shared<NetWithBuffer>(), zero::ZeroConfig{.stage = 1, .bf16 = true}, sgd, &group);
+    CHECK_FALSE(bf16.needs_scaler());
+}
+
+TEST_CASE("zero engine: no_sync() on the micro-steps of stages 0 and 1; refused in stages 2 and 3") {
+    ampgrad_test::OneRankGroup group;
+    for (int stage : {0, 1}) {
+        CAPTURE(stage);
+        auto run = [&](bool use_no_sync) {
+            manual_seed(9);
+            auto net = std::make_shared<NetWithBuffer>();
+            zero::ZeroEngine engine(net, zero::ZeroConfig{.stage = stage, .gradient_accumulation_steps = 2}, sgd, &group);
+            Tensor x = randn({2, 4});                                        // (B,4)
+            {
+                std::optional<zero::NoSyncGuard> quiet;
+                if (use_no_sync) quiet.emplace(engine.no_sync());            // the first micro-step only
+                engine.backward(net->fc->forward(x).pow(2.0).mean());
+                engine.step();
+            }
+            engine.backward(net->fc->forward(x * 2.0).pow(2.0).mean());      // the boundary, outside it
+            engine.step();
+            return net->fc->weight.to_vector<float>();
+        };
+        CHECK(run(true) == run(false));                                       // nothing to skip before a boundary
+        manual_seed(9);
+        auto net = std::make_shared<NetWithBuffer>();
+        zero::ZeroEngine engine(net, zero::ZeroConfig{.stage = stage}, sgd, &group);   // every step a boundary
+        {
+            zero::NoSyncGuard quiet = engine.no_sync();
+            CHECK_THROWS_WITH_AS(static_cast<void>(engine.no_sync()), doctest::Contains("reentry is unsupported"), ValueError);
+            engine.backward(net->fc->forward(randn({2, 4})).pow(2.0).mean());
+            CHECK_THROWS_WITH_AS(engine.step(), doctest::Contains("ran inside no_sync()"), ValueError);
+        }
+        engine.backward(net->fc->forward(randn({2, 4})).pow(2.0).mean());    // reduces both; the step goes on
+        engine.step();
+        CHECK(engine.global_steps() == 1);
+    }
+    for (int stage : {2, 3}) {
+        auto net = std::make_shared<NetWithBuffer>();
+        zero::ZeroEngine engine(net, zero::ZeroConfig{.stage = stage}, sgd, &group);
+        CHECK_THROWS_WITH_AS(static_cast<void>(engine.no_sync()), doctest::Contains("incompatible with gradient partitioning logic of ZeRO stage"),
+                             ValueError);
+    }
+}
+
+TEST_CASE("zero fp16 loss scaler: stage 0 is DeepSpeed's FP16_Optimizer (no hysteresis, no error at the minimum)") {
+    ampgrad_test::OneRankGroup group;
+    for (int stage : {0, 1}) {
+        CAPTURE(stage);
+        manual_seed(7);
+        auto net = std::make_shared<NetWithBuffer>();
+        zero::ZeroEngine engine(net, zero::ZeroConfig{.stage = stage, .fp16 = true, .initial_scale_power = 1}, sgd,
+                                &group);
+        auto* scaler = dynamic_cast<amp::DynamicLossScaler*>(engine.loss_scaler());
+        REQUIRE(scaler != nullptr);
+        Tensor x = randn({2, 4}).to(kFloat16);                        // (B,4)
+        std::vector<double> scales;
+        auto overflow_step = [&] {
+            engine.backward(net->fc->forward(x).pow(2.0).mean() * std::numeric_limits<double>::infinity());
+            engine.step();
+            scales.push_back(scaler->cur_scale());
+        };
+        overflow_step();
+        overflow_step();
+        if (stage == 0) {                                             // halves at once, holds at min_scale 1
+            overflow_step();
+            CHECK(scales == std::vector<double>{1.0, 1.0, 1.0});
+            CHECK(engine.skipped_steps() == 3);
+        } else {                                                      // hysteresis 2: the first overflow keeps 2
+            CHECK(scales == std::vector<double>{2.0, 1.0});
+            CHECK_THROWS_WITH_AS(overflow_step(), doctest::Contains("Current loss scale already at minimum"),
+                                 std::exception);
+        }
+    }
 }
 
 TEST_CASE("zero layout: contiguous partitions padded to the world size; owner-contiguous buckets") {

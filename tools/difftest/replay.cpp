@@ -97,31 +97,64 @@ std::string error_class(const std::exception& e) {
     return "Error";
 }
 
-json run_case(const json& c) {
-    json r{{"id", c.at("id")}};
-    std::string stage = "forward";
-    try {
-        tensor_list leaves, regs;
-        for (const auto& in : c.at("inputs")) {
+// One case's program, run on its inputs: the leaves (as decoded), the registers the program reads
+// (the leaves in their layouts, then each step's outputs) and the case's outputs.
+struct CaseRun {
+    tensor_list leaves, regs;
+    std::vector<tensor_list> steps;
+
+    Tensor& ref(const json& a) {
+        if (a.is_number()) return regs.at(a.get<size_t>());
+        return steps.at(a[0].get<size_t>()).at(a[1].get<size_t>());
+    }
+    void load_inputs(const json& inputs) {
+        for (const auto& in : inputs) {
             Tensor base = decode(in);
             if (in.value("requires_grad", false)) base.requires_grad_(true);
             leaves.push_back(base);
             regs.push_back(apply_layout(base, in.value("layout", std::string("c"))));
         }
-        std::vector<tensor_list> steps;
-        auto ref = [&](const json& a) -> Tensor& {
-            if (a.is_number()) return regs.at(a.get<size_t>());
-            return steps.at(a[0].get<size_t>()).at(a[1].get<size_t>());
-        };
-        for (const auto& step : c.at("prog")) {
+    }
+    void run_program(const json& prog) {
+        for (const auto& step : prog) {
             tensor_list args;
             for (const auto& a : step.at("args")) args.push_back(ref(a));
             steps.push_back(difftest::run_op(step.at("op").get<std::string>(), args, step.value("kw", json::object())));
         }
+    }
+};
+
+// The second derivative: the gradient of sum_i <g_i, v_i> with respect to the leaves (null where
+// nothing depends on a leaf).
+json second_grads(const json& c, const tensor_list& g, const tensor_list& wrt, const std::vector<size_t>& wrt_index,
+                  size_t n_leaves) {
+    Tensor total;
+    for (size_t i = 0; i < wrt.size(); ++i) {
+        const json& v = c.at("vs")[wrt_index[i]];
+        if (!g[i].defined() || !g[i].requires_grad() || v.is_null()) continue;
+        Tensor term = (g[i] * decode(v).to(g[i].dtype())).sum().to(kFloat64);
+        total = total.defined() ? total + term : term;
+    }
+    json grads2 = json::array();
+    for (size_t i = 0; i < n_leaves; ++i) grads2.push_back(nullptr);
+    if (total.defined()) {
+        tensor_list g2 = autograd::grad({total}, wrt, {}, std::nullopt, false, true);
+        for (size_t i = 0; i < wrt.size(); ++i) grads2[wrt_index[i]] = encode(g2[i]);
+    }
+    return grads2;
+}
+
+json run_case(const json& c) {
+    json r{{"id", c.at("id")}};
+    std::string stage = "forward";
+    try {
+        CaseRun run;
+        run.load_inputs(c.at("inputs"));
+        run.run_program(c.at("prog"));
         tensor_list outs, douts;
         json out_json = json::array();
         for (size_t i = 0; i < c.at("outputs").size(); ++i) {
-            Tensor o = ref(c.at("outputs")[i]);
+            Tensor o = run.ref(c.at("outputs")[i]);
             out_json.push_back(encode(o));
             const json& d = c.at("douts")[i];
             if (!d.is_null() && o.requires_grad()) { outs.push_back(o); douts.push_back(decode(d)); }
@@ -129,32 +162,19 @@ json run_case(const json& c) {
         r["outputs"] = out_json;
         tensor_list wrt;
         std::vector<size_t> wrt_index;
-        for (size_t i = 0; i < leaves.size(); ++i)
-            if (leaves[i].requires_grad()) { wrt.push_back(leaves[i]); wrt_index.push_back(i); }
+        for (size_t i = 0; i < run.leaves.size(); ++i)
+            if (run.leaves[i].requires_grad()) { wrt.push_back(run.leaves[i]); wrt_index.push_back(i); }
         if (outs.empty() || wrt.empty()) { r["stage"] = "ok"; return r; }
         stage = "backward";
-        bool dbl = c.value("double", false);
+        const bool dbl = c.value("double", false);
         tensor_list g = autograd::grad(outs, wrt, douts, true, dbl, true);
         json grads = json::array();
-        for (size_t i = 0; i < leaves.size(); ++i) grads.push_back(nullptr);
+        for (size_t i = 0; i < run.leaves.size(); ++i) grads.push_back(nullptr);
         for (size_t i = 0; i < wrt.size(); ++i) grads[wrt_index[i]] = encode(g[i]);
         r["grads"] = grads;
         if (dbl) {
             stage = "double";
-            Tensor total;
-            for (size_t i = 0; i < wrt.size(); ++i) {
-                const json& v = c.at("vs")[wrt_index[i]];
-                if (!g[i].defined() || !g[i].requires_grad() || v.is_null()) continue;
-                Tensor term = (g[i] * decode(v).to(g[i].dtype())).sum().to(kFloat64);
-                total = total.defined() ? total + term : term;
-            }
-            json grads2 = json::array();
-            for (size_t i = 0; i < leaves.size(); ++i) grads2.push_back(nullptr);
-            if (total.defined()) {
-                tensor_list g2 = autograd::grad({total}, wrt, {}, std::nullopt, false, true);
-                for (size_t i = 0; i < wrt.size(); ++i) grads2[wrt_index[i]] = encode(g2[i]);
-            }
-            r["grads2"] = grads2;
+            r["grads2"] = second_grads(c, g, wrt, wrt_index, run.leaves.size());
         }
         r["stage"] = "ok";
     } catch (const std::exception& e) {

@@ -102,7 +102,7 @@ TEST_CASE("dropout in f16/bf16 draws the same mask as f64 and stays within dtype
 TEST_CASE("dropout rejects a probability outside [0, 1]") {
     Tensor x = zeros({2});
     CHECK_THROWS_WITH_AS(F::dropout(x, -0.1),
-                         doctest::Contains("dropout: probability has to be between 0 and 1, but got -0.1"), ValueError);
+                         doctest::Contains("dropout: dropout probability has to be between 0 and 1, but got -0.1"), ValueError);
     CHECK_THROWS_AS(F::dropout(x, 1.5), ValueError);
     CHECK_THROWS_AS(F::dropout(x, NAN), ValueError);
     CHECK_THROWS_AS(F::dropout(x, 2.0, false), ValueError);                    // checked in eval mode too

@@ -62,7 +62,7 @@ TEST_CASE("a view and its base share one version counter") {
 TEST_CASE("in-place on a leaf that requires grad is an error unless grad mode is off") {
     Tensor w = ones({3}, TensorOptions().requires_grad(true));
     CHECK_THROWS_WITH_AS(w.add_(1.0),
-                         doctest::Contains("a leaf Variable that requires grad is being used in an in-place operation"),
+                         doctest::Contains("a leaf Variable that requires grad is being used in an in-place operation."),
                          AutogradError);
     CHECK_THROWS_AS(w.mul_(2.0), AutogradError);
     CHECK_THROWS_AS(w.zero_(), AutogradError);
