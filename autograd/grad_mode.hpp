@@ -23,5 +23,15 @@ private:
 
 struct NoGradGuard : AutoGradMode { NoGradGuard() : AutoGradMode(false) {} };
 struct EnableGradGuard : AutoGradMode { EnableGradGuard() : AutoGradMode(true) {} };
+// c10::InferenceMode's spelling: here it is no-grad mode (no graph is recorded); tensors made in it
+// are ordinary tensors.
+struct InferenceMode : AutoGradMode { explicit InferenceMode(bool enabled = true) : AutoGradMode(!enabled) {} };
+
+// libtorch also spells these under torch::autograd::.
+namespace autograd {
+using ampgrad::AutoGradMode;
+using ampgrad::GradMode;
+using ampgrad::NoGradGuard;
+}  // namespace autograd
 
 }  // namespace ampgrad

@@ -36,7 +36,7 @@ Device::Device(std::string_view spec) {
         index = 0;
         if (rest.empty()) return;
         if (rest[0] == ':') {
-            auto [p, ec] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), index);
+            auto [p, ec] = std::from_chars(rest.data() + 1, rest.data() + rest.size(), index.value);
             const bool whole = ec == std::errc() && p == rest.data() + rest.size();
             if (whole && (type == DeviceType::kCPU ? index == 0 : index >= 0)) return;   // "cpu:0" as PyTorch
         }
@@ -45,7 +45,7 @@ Device::Device(std::string_view spec) {
 }
 
 std::string Device::str() const {
-    return is_cpu() ? std::string("cpu") : fmt::format("{}:{}", device_type_name(type), index);
+    return is_cpu() ? std::string("cpu") : fmt::format("{}:{}", device_type_name(type), index.value);
 }
 
 std::string_view device_type_name(DeviceType t) { return kDeviceTypeNames[device_type_index(t)]; }

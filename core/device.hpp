@@ -32,19 +32,31 @@ inline constexpr DeviceType kCUDA = DeviceType::kCUDA;
 // The position of a device type in per-device-type tables.
 constexpr size_t device_type_index(DeviceType t) { return static_cast<size_t>(t); }
 
+// A field read both ways: as a value (d.type == kCPU, the way ampgrad's code reads it) and as
+// libtorch's accessor (d.type() == kCPU, d.index()). It converts to, and assigns from, its T.
+template <typename T>
+struct DeviceField {
+    T value{};
+    constexpr DeviceField() = default;
+    constexpr DeviceField(T v) : value(v) {}                 // NOLINT: assigned from a plain T
+    constexpr operator T() const { return value; }            // NOLINT: read as a plain T
+    constexpr T operator()() const { return value; }          // libtorch's d.type(), d.index()
+};
+
 struct Device {
-    DeviceType type = DeviceType::kCPU;
-    int index = 0;                          // ordinal on accelerators; always 0 for the CPU
+    DeviceField<DeviceType> type = DeviceType::kCPU;
+    DeviceField<int> index = 0;             // ordinal on accelerators; always 0 for the CPU
 
     Device() = default;
     Device(DeviceType t, int i = 0) : type(t), index(t == DeviceType::kCPU ? 0 : i) {}  // NOLINT
     explicit Device(std::string_view spec);  // "cpu", "cuda", "cuda:1"; throws ValueError otherwise
     Device(const char* spec) : Device(std::string_view(spec)) {}  // NOLINT
 
-    bool is_cpu() const { return type == DeviceType::kCPU; }
-    bool is_cuda() const { return type == DeviceType::kCUDA; }
+    bool is_cpu() const { return type.value == DeviceType::kCPU; }
+    bool is_cuda() const { return type.value == DeviceType::kCUDA; }
     std::string str() const;                // "cpu", "cuda:0"
-    bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+    bool operator==(const Device& o) const { return type.value == o.type.value && index.value == o.index.value; }
+    bool has_index() const { return !is_cpu(); }   // libtorch's: the CPU has no ordinal
 };
 
 std::string_view device_type_name(DeviceType t);

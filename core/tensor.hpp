@@ -186,6 +186,11 @@ public:
     // ---- views ----
     Tensor view(const Shape& shape) const;
     Tensor reshape(const Shape& shape) const;
+    // x.view(-1), x.reshape(n): one integer is a 1-d shape, as libtorch's IntArrayRef takes it
+    template <typename I> requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+    Tensor view(I n) const { return view(Shape{static_cast<int64_t>(n)}); }
+    template <typename I> requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+    Tensor reshape(I n) const { return reshape(Shape{static_cast<int64_t>(n)}); }
     Tensor transpose(int64_t d0, int64_t d1) const;
     Tensor t() const { return transpose(0, 1); }
     Tensor permute(const Shape& dims) const;
@@ -197,6 +202,8 @@ public:
     Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
     Tensor select(int64_t dim, int64_t index) const;
     tensor_list split(int64_t split_size, int64_t dim = 0) const;
+    tensor_list chunk(int64_t chunks, int64_t dim = 0) const;
+    Tensor masked_fill(const Tensor& mask, double value) const;
     Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
     Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
                  std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;

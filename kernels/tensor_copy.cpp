@@ -39,7 +39,7 @@ std::vector<T> Tensor::to_vector() const {
 
 double Tensor::item_double() const {
     if (numel() != 1)
-        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
+        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to Scalar ({})", numel(),
                                      describe()));
     return to_vector<double>()[0];
 }
@@ -47,7 +47,7 @@ double Tensor::item_double() const {
 template <typename T>
 T Tensor::item() const {
     if (numel() != 1)
-        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to a scalar ({})", numel(),
+        throw ValueError(fmt::format("item: a Tensor with {} elements cannot be converted to Scalar ({})", numel(),
                                      describe()));
     return to_vector<T>()[0];
 }

@@ -140,7 +140,7 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
 }
 
 void Module::collect_modules(const std::string& prefix,
-                             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+                             std::vector<NamedModule>& out,
                              std::vector<const Module*>& seen) const {
     for (const auto& [name, child] : children_) {
         if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
@@ -151,9 +151,9 @@ void Module::collect_modules(const std::string& prefix,
     }
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(const std::string& prefix,
+std::vector<NamedModule> Module::named_modules(const std::string& prefix,
                                                                                    bool include_self) const {
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+    std::vector<NamedModule> out;
     std::vector<const Module*> seen{this};
     if (include_self) {
         auto self = std::const_pointer_cast<Module>(weak_from_this().lock());

@@ -67,6 +67,13 @@ private:
 using StateDict = NamedTensors;
 
 class Module;
+// One (name, module) of named_children() / named_modules(): a pair (structured bindings work) with
+// libtorch's item.key() / item.value().
+struct NamedModule : std::pair<std::string, std::shared_ptr<Module>> {
+    using std::pair<std::string, std::shared_ptr<Module>>::pair;
+    const std::string& key() const { return first; }
+    const std::shared_ptr<Module>& value() const { return second; }
+};
 // Forward hooks, as PyTorch's Module.register_forward_pre_hook / register_forward_hook. PyTorch hands
 // a hook the tuple of forward's arguments; here a hook takes either all of the module's tensor
 // inputs (`const std::vector<Tensor>& inputs`: an attention block's x, cos and sin) or, the
@@ -108,11 +115,11 @@ public:
     std::vector<Tensor> buffers(bool recurse = true) const;
     NamedTensors named_buffers(bool recurse = true) const;
     std::vector<std::shared_ptr<Module>> children() const;
-    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
+    const std::vector<NamedModule>& named_children() const { return children_; }
     // This module (named `prefix`, "" by default) and every descendant, depth first in registration
     // order, keyed by dotted path ("h.0.attn"); a module reachable twice is listed once, as in
     // PyTorch. include_self needs the module to be owned by a std::shared_ptr (ValueError if not).
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(const std::string& prefix = "",
+    std::vector<NamedModule> named_modules(const std::string& prefix = "",
                                                                                bool include_self = true) const;
     std::vector<std::shared_ptr<Module>> modules(bool include_self = true) const;
 
@@ -213,7 +220,7 @@ private:
     void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,
                  std::vector<const TensorImpl*>& seen) const;
     void collect_state(const std::string& prefix, NamedTensors& out) const;
-    void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+    void collect_modules(const std::string& prefix, std::vector<NamedModule>& out,
                          std::vector<const Module*>& seen) const;
     void rename_parameters(const std::string& prefix);
     void check_new_name(const std::string& kind, const std::string& name) const;
@@ -225,7 +232,7 @@ private:
     bool training_ = true;
     std::vector<std::pair<std::string, Tensor>> params_;
     std::vector<std::pair<std::string, Tensor>> buffers_;
-    std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+    std::vector<NamedModule> children_;
     // one-tensor hooks are stored wrapped in the inputs form
     std::shared_ptr<autograd::HookList<ForwardPreHookInputs>> pre_hooks_ =
         std::make_shared<autograd::HookList<ForwardPreHookInputs>>();

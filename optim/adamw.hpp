@@ -18,6 +18,10 @@ public:
     // decoupled_weight_decay is forced on, whatever `options` says.
     AdamW(std::vector<Tensor> params, const AdamOptions& options = AdamWOptions());
     AdamW(std::vector<ParamGroup> groups, const AdamOptions& defaults = AdamWOptions());
+    // AdamW(params, lr): AdamWOptions(lr), so weight_decay keeps AdamW's default 1e-2 (a bare double
+    // would otherwise become AdamOptions(lr), whose weight_decay is 0).
+    AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamWOptions(lr)) {}
+    AdamW(std::vector<ParamGroup> groups, double lr) : AdamW(std::move(groups), AdamWOptions(lr)) {}
 };
 
 }  // namespace ampgrad::optim

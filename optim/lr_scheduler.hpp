@@ -90,6 +90,8 @@ struct StepLROptions {
 class StepLR : public LRScheduler {
 public:
     StepLR(Optimizer& optimizer, StepLROptions options);
+    StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1)   // libtorch's spelling
+        : StepLR(optimizer, StepLROptions{step_size, gamma}) {}
     double lr_at(int64_t step, double base_lr) const override;
 
 private:

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "autograd/ops/factories.hpp"   // IWYU pragma: export
 #include "core/tensor.hpp"
 
 namespace ampgrad {
@@ -16,44 +17,7 @@ namespace ampgrad {
 // `std::cout << t` prints the values and a "[ CPUFloatType{2,3} ]" footer, as libtorch (print.cpp)
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// ---- factories (autograd/ops/factory.cpp) ----
-Tensor empty(const Shape& shape, TensorOptions opts = {});
-Tensor zeros(const Shape& shape, TensorOptions opts = {});
-Tensor ones(const Shape& shape, TensorOptions opts = {});
-// Options with no dtype give f32, except where a factory's arguments say otherwise, as in libtorch:
-// an integral fill value gives int64 (bool: kBool), randint int64, arange int64 when every bound is an
-// integer, tensor(std::vector<T>) T's dtype, and the *_like factories the model tensor's.
-Tensor full(const Shape& shape, double value, TensorOptions opts = {});
-template <typename I> requires std::is_integral_v<I>
-Tensor full(const Shape& shape, I value, TensorOptions opts = {}) {
-    if (!opts.has_dtype()) opts = opts.dtype(std::is_same_v<I, bool> ? kBool : kInt64);
-    return full(shape, static_cast<double>(value), opts);
-}
-Tensor randn(const Shape& shape, TensorOptions opts = {});
-Tensor rand(const Shape& shape, TensorOptions opts = {});
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = {});
-Tensor randint(int64_t high, const Shape& shape, TensorOptions opts = {});   // low = 0
-// Values start, start + step, ... below end; `integral`: every bound was an integer (int64 by default).
-Tensor arange_values(double start, double end, double step, bool integral, TensorOptions opts);
-template <typename E> requires std::is_arithmetic_v<E>
-Tensor arange(E end, TensorOptions opts = {}) {
-    return arange_values(0.0, static_cast<double>(end), 1.0, std::is_integral_v<E>, opts);
-}
-template <typename S, typename E, typename St = int64_t>
-    requires std::is_arithmetic_v<S> && std::is_arithmetic_v<E> && std::is_arithmetic_v<St>
-Tensor arange(S start, E end, St step = 1, TensorOptions opts = {}) {
-    constexpr bool integral = std::is_integral_v<S> && std::is_integral_v<E> && std::is_integral_v<St>;
-    return arange_values(static_cast<double>(start), static_cast<double>(end), static_cast<double>(step), integral,
-                         opts);
-}
-Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
-Tensor ones_like(const Tensor& t, std::optional<TensorOptions> opts = std::nullopt);
-Tensor full_like(const Tensor& t, double value);
-Tensor empty_like(const Tensor& t);
-Tensor scalar_tensor(double value, TensorOptions opts = {});
-template <typename T> Tensor tensor(const std::vector<T>& values, const Shape& shape, TensorOptions opts);
-template <typename T> Tensor tensor(const std::vector<T>& values, const Shape& shape);   // dtype from T
-template <typename T> Tensor tensor(const std::vector<T>& values);                        // 1-d
+// ---- factories: autograd/ops/factories.hpp, included above ----
 
 // ---- elementwise arithmetic (autograd/ops/elementwise.cpp) ----
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
@@ -376,7 +340,13 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 using ampgrad::linear;   // F::linear(x, w, b): the same function (one entity, so no ambiguity)
 }  // namespace nn::functional
 namespace F = nn::functional;
-using nn::functional::log_softmax;   // ampgrad::softmax(x, dim) as libtorch's torch::softmax
+// libtorch also spells these in torch:: (torch::softmax, torch::dropout, ...): the same functions
+using nn::functional::binary_cross_entropy_with_logits;
+using nn::functional::dropout;
+using nn::functional::layer_norm;
+using nn::functional::log_softmax;
+using nn::functional::mse_loss;
+using nn::functional::scaled_dot_product_attention;
 using nn::functional::softmax;
 
 }  // namespace ampgrad

@@ -25,6 +25,8 @@ Tensor Tensor::expand(const Shape& s) const { return ampgrad::expand(*this, s); 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t len) const { return ampgrad::narrow(*this, d, start, len); }
 Tensor Tensor::select(int64_t d, int64_t i) const { return ampgrad::select(*this, d, i); }
 tensor_list Tensor::split(int64_t size, int64_t d) const { return ampgrad::split(*this, size, d); }
+tensor_list Tensor::chunk(int64_t chunks, int64_t d) const { return ampgrad::chunk(*this, chunks, d); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return ampgrad::masked_fill(*this, mask, value); }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
     int64_t n = dim();
     if (n == 0) return reshape({1});

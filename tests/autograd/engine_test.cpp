@@ -304,3 +304,20 @@ TEST_CASE("AccumulateGrad: .grad follows a dense parameter's strides, else is co
     (c * 3.0).sum().backward();
     CHECK(c.grad().is_contiguous());
 }
+
+TEST_CASE("grad mode under libtorch's names: autograd::GradMode, autograd::AutoGradMode, InferenceMode") {
+    Tensor x = randn({2}, TensorOptions().requires_grad(true));
+    {
+        InferenceMode inference;
+        CHECK_FALSE(autograd::GradMode::is_enabled());
+        CHECK_FALSE((x * 2.0).requires_grad());
+    }
+    {
+        autograd::AutoGradMode off(false);
+        CHECK_FALSE((x * 2.0).requires_grad());
+        autograd::NoGradGuard still_off;
+        CHECK_FALSE(GradMode::is_enabled());
+    }
+    CHECK(autograd::GradMode::is_enabled());
+    CHECK((x * 2.0).requires_grad());
+}

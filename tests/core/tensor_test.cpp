@@ -43,3 +43,22 @@ TEST_CASE("is_cpu / is_cuda, an untyped data_ptr, item and to_vector as long lon
     CHECK(t.select(0, 1).item<long long>() == 8LL);
     CHECK(t.to_vector<long long>() == std::vector<long long>{7, 8});
 }
+
+TEST_CASE("libtorch's spellings: device().type() / index(), view(-1), reshape(n), chunk and masked_fill methods") {
+    Tensor x = arange(6.0).reshape({2, 3});
+    CHECK(x.device().type() == kCPU);
+    CHECK(x.device().type == kCPU);                    // ampgrad's field form reads the same
+    CHECK(x.device().index() == 0);
+    CHECK_FALSE(x.device().has_index());
+    Device d("cuda:1");
+    CHECK(d.type() == kCUDA);
+    CHECK(d.index() == 1);
+    CHECK(d.has_index());
+    CHECK(x.view(-1).sizes() == Shape{6});
+    CHECK(x.reshape(6).sizes() == Shape{6});
+    tensor_list parts = x.chunk(3, 1);
+    CHECK(parts.size() == 3);
+    CHECK(parts[0].sizes() == Shape{2, 1});
+    Tensor filled = x.masked_fill(x > 2.0, -1.0);
+    CHECK(filled.to_vector<float>() == std::vector<float>{0, 1, 2, -1, -1, -1});
+}

@@ -57,6 +57,14 @@ TEST_CASE("named_parameters lists own parameters first, then children depth firs
     CHECK(net->named_parameters().at("block.fc1.weight").is_same(net->block->fc1->weight));
     for (const Tensor& p : net->parameters()) CHECK(p.requires_grad());
     for (const auto& item : net->named_parameters()) CHECK(item.value().name() == item.key());   // libtorch style
+    CHECK(net->block->named_children()[1].key() == "scale");
+    std::vector<std::string> module_names;
+    for (const auto& item : net->named_modules()) {                               // libtorch's item.key()/value()
+        module_names.push_back(item.key());
+        CHECK(item.value() != nullptr);
+    }
+    CHECK(module_names == std::vector<std::string>{"", "block", "block.fc1", "block.scale", "block.fc2"});
+    for (const auto& [name, module] : net->named_modules()) CHECK(module != nullptr);   // still a pair
 }
 
 TEST_CASE("a parameter shared by two modules (tied weights) is listed once but saved under both keys") {

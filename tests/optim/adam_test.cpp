@@ -35,6 +35,15 @@ TEST_CASE("AdamW built from AdamWOptions defaults to weight_decay 0.01, decouple
     }
 }
 
+TEST_CASE("AdamW(params, lr) keeps AdamW's weight decay 1e-2, as torch.optim.AdamW(params, lr) does") {
+    Tensor p = ones({1}, TensorOptions().requires_grad(true));
+    optim::AdamW opt({p}, 0.1);
+    CHECK(opt.param_groups()[0].option("weight_decay") == 0.01);
+    (p.sum() * 0.0).backward();
+    opt.step();
+    CHECK(p.item<float>() == doctest::Approx(0.999));   // torch: 1 - 0.1 * 0.01 (decay alone; the gradient is 0)
+}
+
 TEST_CASE("Adam with betas/eps/amsgrad set through AdamOptions follows torch") {
     Fixture fx = load_fixture("optim_adam_l2_amsgrad");
     std::vector<Tensor> params = fixture_params(fx);

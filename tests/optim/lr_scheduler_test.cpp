@@ -48,6 +48,9 @@ TEST_CASE("StepLR matches torch.optim.lr_scheduler.StepLR") {
     TwoGroups m;
     optim::StepLR sched(*m.opt, {.step_size = 4, .gamma = 0.5});
     check_against("lr_step", sched, *m.opt);
+    TwoGroups positional;
+    optim::StepLR libtorch_spelling(*positional.opt, 4, 0.5);   // libtorch's StepLR(optimizer, step_size, gamma)
+    check_against("lr_step", libtorch_spelling, *positional.opt);
 }
 
 TEST_CASE("ConstantLR matches torch.optim.lr_scheduler.ConstantLR; the default keeps the lr") {

@@ -91,3 +91,36 @@ TEST_CASE("TensorOptions: unset fields answer the defaults; merge_in takes the s
     CHECK(kLong == kInt64);
     CHECK(kInt == kInt32);
 }
+
+// libtorch's braced and scalar forms. A braced list is a std::vector<T> (T's dtype, so that the
+// explicit tensor<double>({...}) stays f64); a number is libtorch's torch::tensor(3.5), a 0-dim f32.
+TEST_CASE("tensor({...}) and tensor(scalar): libtorch's forms; one integer is a 1-d size") {
+    Tensor a = tensor({1.0, 2.0, 3.0, 4.0}, {2, 2});
+    CHECK(a.dtype() == kFloat64);
+    CHECK(a.sizes() == Shape{2, 2});
+    CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+    CHECK(tensor<double>({1, 2}).dtype() == kFloat64);
+    CHECK(tensor({1.f, 2.f}).dtype() == kFloat32);
+    CHECK(tensor({1.f, 2.f}, {2}, kBFloat16).dtype() == kBFloat16);
+    CHECK(tensor({int64_t{1}, int64_t{2}}).dtype() == kInt64);
+    CHECK(tensor({true, false}).dtype() == kBool);
+    Tensor d = tensor({0.1, 1.0, 1e-4}, TensorOptions().dtype(kFloat64).requires_grad(true));
+    CHECK(d.dtype() == kFloat64);
+    CHECK(d.requires_grad());
+    CHECK(d.to_vector<double>()[0] == 0.1);
+    CHECK(tensor({0.5, 1.5}, kFloat64).dtype() == kFloat64);
+    Tensor s = tensor(3.5);
+    CHECK(s.dim() == 0);
+    CHECK(s.dtype() == kFloat32);
+    CHECK(s.item<float>() == 3.5f);
+    CHECK(tensor(7).dtype() == kInt64);
+    CHECK(tensor(std::vector<double>{1, 2}, TensorOptions().requires_grad(true)).sizes() == Shape{2});
+    CHECK(ones(5).sizes() == Shape{5});
+    CHECK(zeros(3, kFloat64).dtype() == kFloat64);
+    CHECK(randn(4).sizes() == Shape{4});
+    CHECK(rand(int64_t{2}).sizes() == Shape{2});
+    CHECK(empty(0).numel() == 0);
+    CHECK(zeros({}).dim() == 0);                       // a braced list stays a Shape: 0-dim
+    CHECK(zeros({5}).sizes() == Shape{5});
+    CHECK(full({}, 2.0).dim() == 0);
+}
