@@ -200,6 +200,7 @@ TrainRun::TrainRun(const TrainOptions& o, std::unique_ptr<Trainer> trainer)
         const auto [trainable, total] = models::trainable_and_total_parameters(module);
         progress_.set_parameter_counts(trainable, total);
     }
+    start_ = Clock::now();   // the run's clock includes the async checkpointer's and HellaSwag's set-up
     if (o.ckpt_async) {   // the fence: the background copy of the last save must be done before the optimizer writes
         async_ckpt_ = std::make_unique<AsyncCheckpointer>();
         trainer_->set_before_optimizer_step([this] {
@@ -208,7 +209,6 @@ TrainRun::TrainRun(const TrainOptions& o, std::unique_ptr<Trainer> trainer)
     }
     hellaswag_ = HellaswagDuringTraining::make(*trainer_);
     if (hellaswag_) std::printf("%s\n", hellaswag_->describe(cfg_).c_str());
-    start_ = Clock::now();
 }
 
 void TrainRun::run_steps(StepFile& step_file) {

@@ -51,6 +51,8 @@ Node::~Node() {
 
 std::string Node::name() const {
     if (is_accumulate_grad()) return "AccumulateGrad";
+    if (op_ == "GraphRoot") return "GraphRoot";   // PyTorch's two engine nodes keep their plain names
+    if (op_ == "copy_slices") return "CopySlices";
     std::string n(op_);
     if (!n.empty()) n[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(n[0])));
     for (size_t i = 0; i < n.size(); ++i) {       // snake_case -> CamelCase: layer_norm -> LayerNorm
@@ -190,24 +192,21 @@ bool obeys_layout_contract(const Tensor& grad, const Tensor& param) {
     return true;
 }
 
-// A copy of grad (no history) laid out as the contract asks for param.
+// A copy of grad laid out as the contract asks for param: for a dense non-contiguous param, the
+// gradient permuted so that param's dims run outermost first, copied contiguous, and permuted back.
+// clone() keeps the graph under create_graph; without grad mode the copy has no history.
 Tensor clone_obeying_contract(const Tensor& grad, const Tensor& param) {
-    NoGradGuard no_grad;
-    if (param.is_contiguous() || !non_overlapping_and_dense(param)) return grad.detach().clone();
+    const Tensor source = GradMode::is_enabled() ? grad : grad.detach();
+    if (param.is_contiguous() || !non_overlapping_and_dense(param)) return source.clone();
     const size_t n = param.sizes().size();
     Shape order(n);                                          // dims by stride, outermost first
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
         return param.strides()[static_cast<size_t>(a)] > param.strides()[static_cast<size_t>(b)];
     });
-    Shape permuted_sizes(n), back(n);
-    for (size_t i = 0; i < n; ++i) {
-        permuted_sizes[i] = param.sizes()[static_cast<size_t>(order[i])];
-        back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    }
-    Tensor out = empty(permuted_sizes, TensorOptions(grad.dtype()).device(grad.device())).permute(back);
-    out.copy_(grad.detach());
-    return out;
+    Shape back(n);
+    for (size_t i = 0; i < n; ++i) back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    return source.permute(order).clone().permute(back);
 }
 
 }  // namespace
@@ -227,7 +226,6 @@ tensor_list AccumulateGrad::apply(tensor_list&& grad_outputs) {
                          incoming.impl()->storage.use_count() == 1 && obeys_layout_contract(incoming, variable_) &&
                          !maybe_meta(incoming);
         if (can_steal) m.grad = std::move(incoming);
-        else if (GradMode::is_enabled()) m.grad = clone(incoming);
         else m.grad = clone_obeying_contract(incoming, variable_);
     } else if (GradMode::is_enabled()) {
         m.grad = m.grad + incoming;                 // create_graph: out of place, keeps history

@@ -96,6 +96,7 @@ void ZeroEngine::restore_counters(int64_t global_steps, int64_t micro_steps, int
     global_steps_ = global_steps;
     micro_steps_ = micro_steps;
     skipped_steps_ = skipped_steps;
+    unreduced_boundary_ = false;   // a loaded checkpoint starts a fresh accumulation window
 }
 
 Tensor ZeroEngine::full_grad(const std::string& name) {

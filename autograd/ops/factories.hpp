@@ -84,8 +84,13 @@ Tensor tensor(std::initializer_list<T> values, O opts) {   // 1-d
 // integer (bool: kBool), as libtorch's, unless the options name a dtype.
 template <typename T> requires std::is_arithmetic_v<T>
 Tensor tensor(T value, TensorOptions opts = {}) {
-    const DType natural = std::is_same_v<T, bool> ? kBool : std::is_floating_point_v<T> ? kFloat32 : kInt64;
-    return tensor(std::vector<double>{static_cast<double>(value)}, Shape{}, opts.has_dtype() ? opts : opts.dtype(natural));
+    if constexpr (std::is_same_v<T, bool>) {
+        return tensor(std::vector<bool>{value}, Shape{}, opts.has_dtype() ? opts : opts.dtype(kBool));
+    } else if constexpr (std::is_floating_point_v<T>) {
+        return tensor(std::vector<double>{static_cast<double>(value)}, Shape{}, opts.has_dtype() ? opts : opts.dtype(kFloat32));
+    } else {   // exact: an int64 value past 2^53 does not go through a double
+        return tensor(std::vector<int64_t>{static_cast<int64_t>(value)}, Shape{}, opts.has_dtype() ? opts : opts.dtype(kInt64));
+    }
 }
 
 }  // namespace ampgrad

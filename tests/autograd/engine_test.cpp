@@ -303,6 +303,11 @@ TEST_CASE("AccumulateGrad: .grad follows a dense parameter's strides, else is co
     Tensor c = randn({2, 3}, TensorOptions().requires_grad(true));                  // contiguous: unchanged
     (c * 3.0).sum().backward();
     CHECK(c.grad().is_contiguous());
+    Tensor g = randn({3, 4}).transpose(0, 1).requires_grad_(true);                 // create_graph: the same layout
+    (g * g).sum().backward({}, std::nullopt, /*create_graph=*/true);
+    CHECK(g.grad().strides() == Shape{1, 4});
+    CHECK(g.grad().requires_grad());                                              // and a differentiable .grad
+    CHECK(allclose(g.grad(), g.detach() * 2.0));
 }
 
 TEST_CASE("grad mode under libtorch's names: autograd::GradMode, autograd::AutoGradMode, InferenceMode") {
