@@ -60,6 +60,27 @@ void apply(const json& obj, const std::string& prefix, const std::map<std::strin
     }
 }
 
+// DeepSpeed keys that tune how DeepSpeed schedules its own work, where ampgrad has one way
+// (contiguous gradient partitions, one reduce-scatter per bucket, gathers on demand): accepted,
+// their type checked, without effect, so that a DeepSpeed config file loads as it is.
+void add_accepted_keys(std::map<std::string, Setter>& table, const std::string& source) {
+    auto accepted = [&](const std::string& key, bool is_bool) {
+        table[key] = [key, is_bool, &source](ZeroConfig&, const json& v) {
+            if (is_bool) get_as<bool>(v, key, source);
+            else get_as<double>(v, key, source);
+        };
+    };
+    for (const char* key : {"zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
+                            "zero_optimization.allgather_partitions", "zero_optimization.round_robin_gradients",
+                            "zero_optimization.ignore_unused_parameters",
+                            "zero_optimization.stage3_gather_16bit_weights_on_model_save", "wall_clock_breakdown"})
+        accepted(key, true);
+    for (const char* key : {"zero_optimization.allgather_bucket_size", "zero_optimization.sub_group_size",
+                            "zero_optimization.stage3_max_live_parameters", "zero_optimization.stage3_max_reuse_distance",
+                            "zero_optimization.stage3_param_persistence_threshold", "steps_per_print"})
+        accepted(key, false);
+}
+
 }  // namespace
 
 ZeroConfig parse_config(const std::string& json_text, const std::string& source) {
@@ -94,24 +115,7 @@ ZeroConfig parse_config(const std::string& json_text, const std::string& source)
     num("bf16.enabled", &ZeroConfig::bf16);
     num("bf16.check_grad_overflow", &ZeroConfig::bf16_check_grad_overflow);
     num("data_types.grad_accum_dtype", &ZeroConfig::grad_accum_dtype);
-    // DeepSpeed keys that tune how DeepSpeed schedules its own work, where ampgrad has one way
-    // (contiguous gradient partitions, one reduce-scatter per bucket, gathers on demand): accepted,
-    // their type checked, without effect, so that a DeepSpeed config file loads as it is.
-    auto accepted = [&](const std::string& key, bool is_bool) {
-        table[key] = [key, is_bool, &source](ZeroConfig&, const json& v) {
-            if (is_bool) get_as<bool>(v, key, source);
-            else get_as<double>(v, key, source);
-        };
-    };
-    for (const char* key : {"zero_optimization.contiguous_gradients", "zero_optimization.reduce_scatter",
-                            "zero_optimization.allgather_partitions", "zero_optimization.round_robin_gradients",
-                            "zero_optimization.ignore_unused_parameters",
-                            "zero_optimization.stage3_gather_16bit_weights_on_model_save", "wall_clock_breakdown"})
-        accepted(key, true);
-    for (const char* key : {"zero_optimization.allgather_bucket_size", "zero_optimization.sub_group_size",
-                            "zero_optimization.stage3_max_live_parameters", "zero_optimization.stage3_max_reuse_distance",
-                            "zero_optimization.stage3_param_persistence_threshold", "steps_per_print"})
-        accepted(key, false);
+    add_accepted_keys(table, source);
     ZeroConfig c;
     auto section = [&](const std::string& name) {
         table[name] = [&, name](ZeroConfig& cfg, const json& v) { apply(v, name, table, cfg, source); };
