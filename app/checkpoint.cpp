@@ -13,6 +13,8 @@
 #include "app/trainer.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/error_context.hpp"
+#include "core/json_file.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint.hpp"
@@ -52,11 +54,16 @@ nlohmann::json read_checkpoint_state(const std::string& dir) {
     } catch (const nlohmann::json::exception& e) {
         throw IOError(fmt::format("checkpoint {}: truncated or corrupt JSON: {}", path, e.what()));
     }
-    if (!j.is_object() || j.value("format", "") != "ampgrad-gpt-checkpoint")
+    if (!j.is_object() || !j.contains("format") || j["format"] != "ampgrad-gpt-checkpoint")
         throw IOError(fmt::format("checkpoint {}: not an ampgrad GPT checkpoint (no \"format\": "
                                   "\"ampgrad-gpt-checkpoint\")", path));
     for (const char* key : {"step", "run_config", "model_config", "tokenizer", "rng", "precision"})
         if (!j.contains(key)) throw IOError(fmt::format("checkpoint {}: the key \"{}\" is missing", path, key));
+    for (const char* key : {"run_config", "model_config", "tokenizer", "rng", "precision"})
+        if (!j[key].is_object()) throw FormatError(fmt::format("checkpoint {}: \"{}\" is not an object", path, key));
+    if (!j["step"].is_number_integer() || !j["run_config"].contains("preset") || !j["run_config"]["preset"].is_string())
+        throw FormatError(fmt::format("checkpoint {}: \"step\" is not an integer or \"run_config\" has no \"preset\" "
+                                      "string", path));
     return j;
 }
 
@@ -162,6 +169,17 @@ nlohmann::json Trainer::state_json() const {
 std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> zero_stage, bool for_inference,
                                          const ResumeOverrides& layout) {
     const std::string dir = resolve_checkpoint(path);
+    try {
+        return resume_from(dir, zero_stage, for_inference, layout);
+    } catch (const nlohmann::json::exception& e) {   // state.json (or a rank file's client state) of the wrong layout
+        throw FormatError(fmt::format("checkpoint {}: {}", dir, json_error_text(e)));
+    } catch (const Error& e) {   // a fact found deep in the load (a run config value, a tokenizer), said with the checkpoint
+        rethrow_with_context(e, "checkpoint " + dir);
+    }
+}
+
+std::unique_ptr<Trainer> Trainer::resume_from(const std::string& dir, std::optional<int64_t> zero_stage,
+                                              bool for_inference, const ResumeOverrides& layout) {
     const nlohmann::json state = read_checkpoint_state(dir);
     RunConfig cfg = run_config_from_json(state.at("run_config"));
     const bool saved_zero = cfg.zero >= 0;

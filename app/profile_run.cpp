@@ -70,6 +70,16 @@ double flops_of(const nlohmann::json& span) {
     return (*args)["flops"].get<double>();
 }
 
+// A complete span ("ph": "X") whose fields have the types the summary reads. Other events (and
+// spans another tool wrote with other types) are not summarised.
+bool is_complete_span(const nlohmann::json& e) {
+    auto optional_integer = [&](const char* key) { return !e.contains(key) || e[key].is_number_integer(); };
+    auto optional_string = [&](const char* key) { return !e.contains(key) || e[key].is_string(); };
+    return e.is_object() && e.contains("ph") && e["ph"] == "X" && e.contains("ts") && e["ts"].is_number() &&
+           e.contains("dur") && e["dur"].is_number() && e.contains("name") && e["name"].is_string() &&
+           optional_integer("pid") && optional_integer("tid") && optional_string("cat");
+}
+
 void add_track(std::vector<const nlohmann::json*>& spans, bool group_by_input_shape,
                std::map<std::string, SpanSummary>& by_name) {
     std::sort(spans.begin(), spans.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
@@ -119,7 +129,7 @@ std::vector<SpanSummary> summarize_trace(const std::string& path, bool group_by_
     const nlohmann::json trace = read_chrome_trace(path, "trace summary");
     std::map<std::pair<int64_t, int64_t>, std::vector<const nlohmann::json*>> tracks;
     for (const nlohmann::json& e : trace["traceEvents"]) {
-        if (e.value("ph", "") != "X" || !e.contains("ts") || !e.contains("dur") || !e.contains("name")) continue;
+        if (!is_complete_span(e)) continue;
         tracks[{e.value("pid", int64_t{0}), e.value("tid", int64_t{0})}].push_back(&e);
     }
     std::map<std::string, SpanSummary> by_name;

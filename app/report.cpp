@@ -28,6 +28,27 @@ std::optional<double> mfu_per_token_per_s(const LanguageModel& lm, const std::st
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
+// ---- plots ----
+
+namespace {
+
+// A metrics.jsonl record write_plots can draw: a train record with its numbers and "skipped", or an
+// eval record with its losses. Anything else (a line cut short by a crash, a record an older or
+// newer build wrote differently) is left out of the plot rather than stopping it.
+bool is_plottable(const nlohmann::json& j) {
+    if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !j.contains("step") || !j["step"].is_number())
+        return false;
+    auto numbers = [&](std::initializer_list<const char*> keys) {
+        for (const char* k : keys)
+            if (!j.contains(k) || !(j[k].is_number() || j[k].is_null())) return false;
+        return true;
+    };
+    if (j["kind"] == "train") return numbers({"loss", "lr", "scale"}) && j.contains("skipped") && j["skipped"].is_boolean();
+    return j["kind"] == "eval" && numbers({"train_loss", "val_loss"});
+}
+
+}  // namespace
+
 // ---- progress line ----
 
 ProgressLine::ProgressLine(int64_t total_steps, int64_t first_step, bool in_place, int64_t every)
@@ -162,7 +183,7 @@ std::vector<std::string> write_plots(const std::string& metrics_path, const std:
     std::string line;
     while (std::getline(in, line)) {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded()) continue;
+        if (!is_plottable(j)) continue;   // a line cut short by a crash, or not a record of ours
         if (j.value("kind", "") == "train") {
             const double gn = j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : NAN;
             train << j["step"] << ' ' << j["loss"] << ' ' << j["lr"] << ' ' << j["scale"] << ' '

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 
 namespace ampgrad::app {
 
@@ -128,7 +129,7 @@ RunConfig run_config_from_json(const nlohmann::json& j) {
         try {
             j.at(key).get_to(field);
         } catch (const nlohmann::json::exception& e) {
-            throw ValueError(fmt::format("run config: the key \"{}\" has a bad value: {}", key, e.what()));
+            throw ValueError(fmt::format("run config: the key \"{}\" has a bad value: {}", key, json_error_text(e)));
         }
     };
     if (j.contains("model")) get("model", c.model);   // absent before --model: a GPT

@@ -8,6 +8,7 @@
 
 #include "app/checkpoint.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "io/safetensors.hpp"
 #include "zero/checkpoint.hpp"
 #include "zero/checkpoint_files.hpp"
@@ -74,8 +75,10 @@ CanonicalState read_zero_checkpoint(const fs::path& dir) {
 
 CanonicalState read_canonical_state(const std::string& checkpoint_dir) {
     const fs::path dir(checkpoint_dir);
-    if (fs::exists(dir / zero::kManifestName)) return read_zero_checkpoint(dir);
-    if (fs::exists(dir / "model.safetensors")) return read_plain_checkpoint(dir);
+    if (fs::exists(dir / zero::kManifestName))
+        return with_json_errors("verify", checkpoint_dir, [&] { return read_zero_checkpoint(dir); });
+    if (fs::exists(dir / "model.safetensors"))
+        return with_json_errors("verify", checkpoint_dir, [&] { return read_plain_checkpoint(dir); });
     throw IOError(fmt::format("verify: '{}' is not a checkpoint (no model.safetensors and no {})", checkpoint_dir,
                               zero::kManifestName));
 }

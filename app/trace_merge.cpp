@@ -41,6 +41,9 @@ nlohmann::json merge_traces(const std::vector<std::string>& files) {
     for (size_t i = 0; i < files.size(); ++i) {
         const nlohmann::json trace = read_chrome_trace(files[i], "trace merge");
         for (const nlohmann::json& e : trace["traceEvents"]) {
+            if (!e.is_object() || (e.contains("pid") && !e["pid"].is_number_integer()))
+                throw FormatError(fmt::format("trace merge: {}: an event that is not an object with an integer \"pid\": {}",
+                                              files[i], e.dump().substr(0, 200)));
             const int64_t pid = e.value("pid", int64_t{0});
             auto [it, fresh] = owner.emplace(pid, i);
             if (!fresh && it->second != i)

@@ -21,6 +21,7 @@
 #include "app/trainer.hpp"
 #include "core/device_properties.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "models/lora.hpp"
 
 namespace ampgrad::app {
@@ -57,7 +58,9 @@ std::unique_ptr<Trainer> open_trainer(const TrainOptions& o) {
     const std::string dir = resolve_checkpoint(o.resume);
     const nlohmann::json saved = read_checkpoint_state(dir).at("run_config");
     check_checkpoint_preset(o.preset_given, saved.at("preset").get<std::string>(), dir);
-    const ResumeOverrides overrides = check_resume_flags(o.run, o.flags_given, saved, dir);
+    const ResumeOverrides overrides = with_json_errors("checkpoint", dir, [&] {
+        return check_resume_flags(o.run, o.flags_given, saved, dir);
+    });
     std::unique_ptr<Trainer> trainer = Trainer::resume(dir, o.zero_given, /*for_inference=*/false, overrides);
     if (trainer->rank() == 0)
         std::printf("resumed from %s at step %lld\n", dir.c_str(), static_cast<long long>(trainer->step()));

@@ -114,6 +114,9 @@ public:
     int64_t skipped_steps() const { return zero_ ? zero_->skipped_steps() : precision_->skipped_steps(); }
 
 private:
+    // resume's work; resume adds the checkpoint to every error of it.
+    static std::unique_ptr<Trainer> resume_from(const std::string& dir, std::optional<int64_t> zero_stage,
+                                                bool for_inference, const ResumeOverrides& layout);
     // training: false for sample and eval (one process, never distributed).
     Trainer(const RunConfig& cfg, const std::optional<data::Tokenizer>& tokenizer, bool training);
     void join_process_group();

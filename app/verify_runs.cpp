@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 
 namespace ampgrad::app {
 namespace {
@@ -78,7 +79,9 @@ MetricRecords read_metrics(const std::string& run_dir) {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
         if (j.is_discarded() || !j.is_object() || !j.contains("step"))
             throw FormatError(fmt::format("verify: {}/metrics.jsonl line {} is not a metrics record", run_dir, line_number));
-        std::pair<int64_t, std::string> key{j["step"].get<int64_t>(), j.value("kind", "train")};
+        std::pair<int64_t, std::string> key = with_json_errors(
+            "verify", fmt::format("{}/metrics.jsonl line {}", run_dir, line_number),
+            [&] { return std::pair<int64_t, std::string>{j["step"].get<int64_t>(), j.value("kind", "train")}; });
         records[std::move(key)] = std::move(j);
     }
     return records;

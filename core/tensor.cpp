@@ -39,10 +39,16 @@ std::string shape_str(const Shape& sizes) {
 }
 
 Tensor make_empty(const Shape& sizes, DType dtype, Device device) {
-    for (int64_t s : sizes)
+    // The byte count, checked: a shape whose product wraps (a corrupt file's size, say (2^62, 8))
+    // must not become a small allocation under a huge shape. PyTorch: "Storage size calculation overflowed".
+    int64_t nbytes = static_cast<int64_t>(element_size(dtype));
+    for (int64_t s : sizes) {
         if (s < 0) throw ShapeError(fmt::format("empty: negative dimension in shape {}", shape_str(sizes)));
-    size_t nbytes = static_cast<size_t>(shape_numel(sizes)) * element_size(dtype);
-    auto storage = std::make_shared<StorageImpl>(nbytes, device);
+        if (__builtin_mul_overflow(nbytes, s, &nbytes))
+            throw ShapeError(fmt::format("empty: the storage size of shape {} in {} overflows 64 bits", shape_str(sizes),
+                                         dtype_name(dtype)));
+    }
+    auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(nbytes), device);
     return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes), 0, dtype,
                                                std::make_shared<VersionCounter>()));
 }

@@ -3,12 +3,14 @@
 #include "models/gpt.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/checkpoint.hpp"
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
+#include "models/config_limits.hpp"
 #include "models/generation.hpp"
 #include "models/gpt_mfu.hpp"
 #include "nn/init.hpp"
@@ -36,6 +38,27 @@ GPTConfig GPTConfig::preset(const std::string& name) {
     return c;
 }
 
+namespace {
+
+// GPTConfig's parameters (the tied head counted once, padded rows included) in the arithmetic of
+// Number: int64_t for num_parameters, double for validate's bound, which a corrupt config's sizes
+// must not overflow.
+template <class Number>
+Number count_parameters(const GPTConfig& g) {
+    const Number C = static_cast<Number>(g.n_embd);
+    const Number per_block = 2 * 2 * C            // ln_1, ln_2
+                             + 3 * C * C + 3 * C  // c_attn
+                             + C * C + C          // attn.c_proj
+                             + 4 * C * C + 4 * C  // c_fc
+                             + 4 * C * C + C;     // mlp.c_proj
+    Number padded_vocab;   // rows of wte: V rounded up to a multiple of 64
+    if constexpr (std::is_integral_v<Number>) padded_vocab = g.padded_vocab_size();
+    else padded_vocab = std::ceil(static_cast<double>(g.vocab_size) / 64) * 64;
+    return padded_vocab * C + static_cast<Number>(g.block_size) * C + static_cast<Number>(g.n_layer) * per_block + 2 * C;
+}
+
+}  // namespace
+
 void GPTConfig::validate() const {
     auto positive = [](const char* field, int64_t v) {
         if (v <= 0) throw ValueError(fmt::format("GPTConfig: {} must be positive, but is {}", field, v));
@@ -51,17 +74,10 @@ void GPTConfig::validate() const {
         throw ValueError(fmt::format("GPTConfig: dropout must be in [0, 1), but is {}", dropout));
     if (!(layer_norm_epsilon > 0.0))
         throw ValueError(fmt::format("GPTConfig: layer_norm_epsilon must be positive, but is {}", layer_norm_epsilon));
+    check_model_size("GPTConfig", count_parameters<double>(*this));
 }
 
-int64_t GPTConfig::num_parameters() const {
-    const int64_t C = n_embd;
-    const int64_t per_block = 2 * 2 * C            // ln_1, ln_2
-                              + 3 * C * C + 3 * C  // c_attn
-                              + C * C + C          // attn.c_proj
-                              + 4 * C * C + 4 * C  // c_fc
-                              + 4 * C * C + C;     // mlp.c_proj
-    return padded_vocab_size() * C + block_size * C + n_layer * per_block + 2 * C;
-}
+int64_t GPTConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 double GPTConfig::flops_per_token() const {
     const double n = static_cast<double>(num_parameters() - block_size * n_embd);

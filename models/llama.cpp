@@ -10,6 +10,7 @@
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
 #include "core/profiler.hpp"
+#include "models/config_limits.hpp"
 #include "models/generation.hpp"
 #include "models/llama_json.hpp"
 #include "nn/init.hpp"
@@ -58,6 +59,25 @@ void check_rope_scaling(const nn::Llama3RopeScaling& s) {
 
 }  // namespace
 
+namespace {
+
+// LlamaConfig's parameters (a tied head counted once) in the arithmetic of Number: int64_t for
+// num_parameters, double for validate's bound, which a corrupt config's sizes must not overflow.
+template <class Number>
+Number count_parameters(const LlamaConfig& c) {
+    const Number H = static_cast<Number>(c.hidden_size), I = static_cast<Number>(c.intermediate_size);
+    const Number HS = static_cast<Number>(c.head_size());
+    const Number q = static_cast<Number>(c.num_attention_heads) * HS, kv = static_cast<Number>(c.num_key_value_heads) * HS;
+    const Number biases = c.attention_bias ? q + 2 * kv + H : (c.qkv_bias ? q + 2 * kv : 0);
+    const Number attention = H * q + 2 * H * kv + q * H + biases;
+    const Number mlp = 3 * H * I + (c.mlp_bias ? 2 * I + H : 0);
+    const Number per_layer = attention + mlp + 2 * H;   // + input_layernorm, post_attention_layernorm
+    const Number embeddings = static_cast<Number>(c.vocab_size) * H * (c.tie_word_embeddings ? 1 : 2);
+    return embeddings + static_cast<Number>(c.num_hidden_layers) * per_layer + H;
+}
+
+}  // namespace
+
 void LlamaConfig::validate() const {
     auto positive = [](const char* field, double v) {
         if (!(v > 0)) throw ValueError(fmt::format("LlamaConfig: {} must be positive, but is {}", field, v));
@@ -83,18 +103,10 @@ void LlamaConfig::validate() const {
         throw ValueError(fmt::format("LlamaConfig: num_attention_heads ({}) must be a multiple of num_key_value_heads "
                                      "({})", num_attention_heads, num_key_value_heads));
     if (rope_scaling) check_rope_scaling(*rope_scaling);
+    check_model_size("LlamaConfig", count_parameters<double>(*this));
 }
 
-int64_t LlamaConfig::num_parameters() const {
-    const int64_t H = hidden_size, I = intermediate_size, q = num_attention_heads * head_size();
-    const int64_t kv = num_key_value_heads * head_size();
-    const int64_t biases = attention_bias ? q + 2 * kv + H : (qkv_bias ? q + 2 * kv : 0);
-    const int64_t attention = H * q + 2 * H * kv + q * H + biases;
-    const int64_t mlp = 3 * H * I + (mlp_bias ? 2 * I + H : 0);
-    const int64_t per_layer = attention + mlp + 2 * H;   // + input_layernorm, post_attention_layernorm
-    const int64_t embeddings = vocab_size * H * (tie_word_embeddings ? 1 : 2);
-    return embeddings + num_hidden_layers * per_layer + H;
-}
+int64_t LlamaConfig::num_parameters() const { return count_parameters<int64_t>(*this); }
 
 double LlamaConfig::flops_per_token() const {
     const int64_t lookup_only = tie_word_embeddings ? 0 : vocab_size * hidden_size;   // the untied embedding table

@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "io/safetensors.hpp"
 #include "models/lora.hpp"
 
@@ -20,19 +21,6 @@ namespace {
 constexpr const char* kKeyPrefix = "base_model.model.";
 constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
-
-nlohmann::json read_json_file(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in) throw IOError(fmt::format("load_peft_adapter: cannot open {}", path.string()));
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-        return nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::parse_error& e) {
-        throw FormatError(fmt::format("load_peft_adapter: {}: not valid JSON (corrupt or truncated?): {}",
-                                      path.string(), e.what()));
-    }
-}
 
 // PEFT writes init_lora_weights as true, false or a string ("gaussian", ...).
 std::string init_text(const nlohmann::json& j) {
@@ -90,6 +78,8 @@ LoraConfig LoraConfig::from_json(const nlohmann::json& j) {
                 throw ValueError(fmt::format("{}: {} is {}; ampgrad supports one r and lora_alpha for every "
                                              "layer", where, key, j[key].dump()));
         LoraConfig c;
+        if (!j.at("r").is_number_integer())   // PEFT's r is an int; get<int64_t> would truncate 1.5 and wrap 1e300
+            throw FormatError(fmt::format("{}: r is {}, not an integer", where, j["r"].dump()));
         c.r = j.at("r").get<int64_t>();
         c.lora_alpha = j.value("lora_alpha", 8.0);
         c.lora_dropout = j.value("lora_dropout", 0.0);
@@ -112,7 +102,7 @@ LoraConfig LoraConfig::from_json(const nlohmann::json& j) {
 }
 
 LoraConfig read_peft_config(const std::string& dir) {
-    return LoraConfig::from_json(read_json_file(std::filesystem::path(dir) / kConfigFile));
+    return LoraConfig::from_json(read_json_file((std::filesystem::path(dir) / kConfigFile).string(), "load_peft_adapter"));
 }
 
 void save_peft_adapter(CausalLM& model, LoraConfig config, const std::string& dir) {
@@ -127,6 +117,20 @@ void save_peft_adapter(CausalLM& model, LoraConfig config, const std::string& di
     io::write_file_atomic((std::filesystem::path(dir) / kConfigFile).string(), config.to_json().dump(2) + "\n");
 }
 
+namespace {
+
+// The config's r against the rank of the file's lora_A matrices (r, in), before any adapter is
+// built: a corrupt r (2^40) would otherwise allocate (r, in) matrices first.
+void check_rank(const LoraConfig& config, const io::SafetensorsReader& file, const std::string& dir) {
+    for (const io::TensorEntry& entry : file.header().tensors)
+        if (entry.name.ends_with(".lora_A.weight") && (entry.shape.size() != 2 || entry.shape[0] != config.r))
+            throw ValueError(fmt::format("load_peft_adapter: {} says r = {}, but {} holds {} of shape ({})",
+                                         (std::filesystem::path(dir) / kConfigFile).string(), config.r, file.path(),
+                                         entry.name, fmt::join(entry.shape, ",")));
+}
+
+}  // namespace
+
 LoraConfig load_peft_adapter(CausalLM& model, const std::string& dir) {
     LoraConfig config = read_peft_config(dir);
     nn::Module& module = as_module(model);
@@ -135,7 +139,13 @@ LoraConfig load_peft_adapter(CausalLM& model, const std::string& dir) {
                                      "fresh base model", dir));
     const std::string path = (std::filesystem::path(dir) / kWeightsFile).string();
     io::SafetensorsReader file(path);
-    apply_lora(module, config);
+    check_rank(config, file, dir);
+    try {
+        apply_lora(module, config);
+    } catch (const ValueError& e) {   // targets, bias, dropout: facts of the config file
+        throw ValueError(fmt::format("load_peft_adapter: {}: {}", (std::filesystem::path(dir) / kConfigFile).string(),
+                                     e.what()));
+    }
     nn::NamedTensors params = module.named_parameters();
     std::set<std::string> loaded;
     NoGradGuard no_grad;
@@ -144,8 +154,11 @@ LoraConfig load_peft_adapter(CausalLM& model, const std::string& dir) {
                                                                : entry.name;
         const Tensor* p = params.find(name);
         if (!p)
-            throw ValueError(fmt::format("load_peft_adapter: {}: tensor {} names no parameter of the {} model",
-                                         path, entry.name, model.family()));
+            throw ValueError(fmt::format("load_peft_adapter: {}: tensor {} names no parameter of the {} model with the "
+                                         "adapters adapter_config.json asks for (target_modules {})", path, entry.name,
+                                         model.family(), config.target_regex.empty()
+                                             ? fmt::format("[{}]", fmt::join(config.target_modules, ", "))
+                                             : config.target_regex));
         Tensor t = file.read(entry.name);
         if (t.sizes() != p->sizes())
             throw ShapeError(fmt::format("load_peft_adapter: {}: tensor {} is {} but the model's {} is {}", path,

@@ -12,6 +12,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "io/safetensors.hpp"
 #include "models/lora.hpp"
 #include "models/pretrained_registry.hpp"
@@ -47,19 +48,9 @@ std::string hf_dtype_name(DType d) {
 
 namespace {
 
-// A JSON object from a file: IOError when it cannot be read, FormatError when it is not JSON.
+// A JSON object from a file: IOError when it cannot be read, FormatError when it is not a JSON object.
 nlohmann::json read_json_object(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IOError(fmt::format("from_pretrained: {}: cannot open: {}", path.string(), std::strerror(errno)));
-    std::stringstream text;
-    text << in.rdbuf();
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::parse_error& e) {
-        throw FormatError(fmt::format("from_pretrained: {}: not valid JSON (corrupt or truncated?): {}", path.string(),
-                                      e.what()));
-    }
+    nlohmann::json j = read_json_file(path.string(), "from_pretrained");
     if (!j.is_object()) throw FormatError(fmt::format("from_pretrained: {}: not a JSON object", path.string()));
     return j;
 }
@@ -191,6 +182,26 @@ void check_weights(const std::vector<std::unique_ptr<io::SafetensorsReader>>& fi
 }
 
 
+// A config.json that does not belong to the weights beside it (a corrupt or edited size) is refused
+// before the model is built, from the headers alone: the parameters it implies must be held by the
+// weight files. The slack covers what a file leaves out (GPT-2's padded vocabulary rows, a tied
+// head); a config that is only slightly off is caught tensor by tensor by check_weights.
+void check_config_fits_weights(const PretrainedConfig& c, const std::string& dir, const std::string& config_path) {
+    const double implied = c.gpt ? static_cast<double>(c.gpt->num_parameters())
+                                 : c.llama ? static_cast<double>(c.llama->num_parameters()) : 0.0;
+    double stored = 0;
+    for (const std::string& f : find_weight_files(dir).files)
+        for (const io::TensorEntry& e : io::read_safetensors_header(f).tensors) {
+            double numel = 1;
+            for (int64_t d : e.shape) numel *= static_cast<double>(d);
+            stored += numel;
+        }
+    if (implied > 2 * stored + (1 << 20))
+        throw ValueError(fmt::format("from_pretrained: {} describes a model of {:.4g} parameters, but the weight files "
+                                     "in {} hold only {:.4g} values: the config does not belong to these weights",
+                                     config_path, implied, dir, stored));
+}
+
 // A model with LoRA adapters saves as a plain folder only once they are merged into the weights
 // (models/lora.hpp): the adapters' own tensors are left out. Unmerged adapters are refused.
 nn::NamedTensors without_merged_lora(nn::Module& module, nn::NamedTensors tensors, const std::string& dir) {
@@ -267,8 +278,11 @@ PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions&
                                      dtype_name(options.dtype)));
     const std::string config_path = config_path_of(dir);
     const nlohmann::json config = read_json_object(config_path);
-    const auto [arch, name] = choose_architecture(config, config_path);
-    detail::PlannedModel planned = arch->build(config, config_path, name, options);
+    detail::PlannedModel planned = with_json_errors("from_pretrained", config_path, [&] {
+        const auto [arch, name] = choose_architecture(config, config_path);
+        check_config_fits_weights(arch->describe(config, config_path, name), dir, config_path);
+        return arch->build(config, config_path, name, options);
+    });
     load_weights(planned.plan, dir, config_path);
     if (options.device != Device(kCPU)) planned.model.module->to(options.device);
     return planned.model;
@@ -276,7 +290,9 @@ PretrainedModel from_pretrained(const std::string& dir, const PretrainedOptions&
 
 void load_pretrained_weights(const PretrainedModel& model, const std::string& dir) {
     const std::string config_path = config_path_of(dir);
-    const auto [arch, name] = choose_architecture(read_json_object(config_path), config_path);
+    const nlohmann::json config = read_json_object(config_path);
+    const auto [arch, name] = with_json_errors("load_pretrained_weights", config_path,
+                                               [&] { return choose_architecture(config, config_path); });
     const Architecture& mine = architecture_of(model, "load_pretrained_weights", dir);
     if (arch->family != mine.family)
         throw ValueError(fmt::format("load_pretrained_weights: {} holds a {} (model_type \"{}\"), not a \"{}\" model",
@@ -288,8 +304,10 @@ void load_pretrained_weights(const PretrainedModel& model, const std::string& di
 PretrainedConfig read_pretrained_config(const std::string& dir) {
     const std::string config_path = config_path_of(dir);
     const nlohmann::json config = read_json_object(config_path);
-    const auto [arch, name] = choose_architecture(config, config_path);
-    return arch->describe(config, config_path, name);
+    return with_json_errors("from_pretrained", config_path, [&] {
+        const auto [arch, name] = choose_architecture(config, config_path);
+        return arch->describe(config, config_path, name);
+    });
 }
 
 GPTConfig read_gpt2_config(const std::string& dir) {

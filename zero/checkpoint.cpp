@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
 #include "core/atomic_file.hpp"
+#include "core/json_file.hpp"
 #include "core/profiler.hpp"
 #include "core/philox.hpp"
 #include "io/safetensors.hpp"
@@ -392,15 +393,18 @@ LoadResult load_checkpoint(ZeroEngine& engine, const std::string& path) {
     if (std::count(modes.begin(), modes.end(), node_local) != static_cast<int64_t>(modes.size()))
         throw CheckpointError(fmt::format("load_checkpoint {}: the ranks found node-local and shared checkpoints "
                                           "under this path; give every host the same kind", path));
-    if (node_local) return load_node_local(engine, resolve_checkpoint(path));
-    attempt(error, [&] { res = load_here(engine, path); });
+    // A manifest or a rank file's metadata with a key missing or of the wrong type: a CheckpointError naming the path.
+    auto load = [&](auto&& how) { return with_json_errors<CheckpointError>("load_checkpoint", path, how); };
+    if (node_local) return load([&] { return load_node_local(engine, resolve_checkpoint(path)); });
+    attempt(error, [&] { res = load([&] { return load_here(engine, path); }); });
     agree(engine.group(), error, "load_checkpoint " + path);
     return res;
 }
 
 void load_module_parameters(nn::Module& module, const std::string& path) {
     NoGradGuard no_grad;
-    const SavedCheckpoint ck = open_checkpoint(resolve_checkpoint(path));
+    const SavedCheckpoint ck = with_json_errors<CheckpointError>("load_module_parameters", path,
+                                                [&] { return open_checkpoint(resolve_checkpoint(path)); });
     std::vector<std::string> names;
     std::vector<Tensor> params;
     for (const auto& [name, p] : module.named_parameters())

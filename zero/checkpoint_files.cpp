@@ -216,9 +216,10 @@ json read_manifest(const std::string& dir) {
     } catch (const json::exception& e) {
         fail(path, fmt::format("truncated or corrupt JSON: {}", e.what()));
     }
-    if (!m.is_object() || m.value("format", "") != "ampgrad-zero-checkpoint")
+    if (!m.is_object() || !m.contains("format") || m["format"] != "ampgrad-zero-checkpoint")
         fail(path, "not an ampgrad ZeRO manifest (no \"format\": \"ampgrad-zero-checkpoint\")");
-    if (m.value("version", 0) != 1) fail(path, fmt::format("version {} is not supported (1 is)", m.value("version", 0)));
+    if (!m.contains("version") || m["version"] != 1)
+        fail(path, fmt::format("version {} is not supported (1 is)", m.contains("version") ? m["version"].dump() : "(none)"));
     for (const char* key : {"world_size", "stage", "numel", "parameters", "files", "optimizer", "scaler", "counters",
                             "scheduler"})
         if (!m.contains(key)) fail(path, fmt::format("the key \"{}\" is missing", key));

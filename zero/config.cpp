@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -33,6 +34,9 @@ T get_as(const json& v, const std::string& key, const std::string& source) {
         }
         if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
             double d = v.get<double>();   // DeepSpeed configs write 5e8 for counts
+            constexpr double lowest = static_cast<double>(std::numeric_limits<T>::lowest());
+            constexpr double past_max = 2.0 * (static_cast<double>(std::numeric_limits<T>::max() / 2) + 1);
+            if (!(d >= lowest && d < past_max)) throw std::runtime_error("out of range");
             if (d != static_cast<double>(static_cast<T>(d))) throw std::runtime_error("not an integer");
             return static_cast<T>(d);
         }
@@ -125,7 +129,12 @@ ZeroConfig parse_config(const std::string& json_text, const std::string& source)
     section("bf16");
     section("data_types");
     apply(root, "", table, c, source);
-    c.validate();
+    try {
+        c.validate();
+    } catch (const ValueError& e) {   // "ZeRO config: <fact>" -> "ZeRO config <source>: <fact>"
+        const std::string fact = std::string(e.what()).substr(std::string("ZeRO config: ").size());
+        throw ValueError(fmt::format("ZeRO config {}: {}", source, fact));
+    }
     return c;
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "tests/data/bpe_fixtures.hpp"
+#include "tests/support/corrupt_inputs.hpp"
 
 using namespace ampgrad;
 using namespace ampgrad::testing;
@@ -190,4 +191,16 @@ TEST_CASE("data::Tokenizer holds a BPE: the command's tokenizer, <|endoftext|> a
     CHECK(tok.decode({15496, 995}) == "Hello world");
     CHECK_THROWS_AS(tok.decode_one(50257), IndexError);
     CHECK_THROWS_AS(data::Tokenizer::from_bpe(nullptr), ValueError);
+}
+
+TEST_CASE("every corruption of vocab.json or merges.txt is an ampgrad::Error naming the file") {
+    // A trained tokenizer's files (tests/fixtures/bpe/trained_512): vocab.json's values retyped or
+    // dropped, merges.txt's lines deleted, doubled or replaced by junk.
+    const fs::path dir = bpe_temp_dir("corrupt_files");
+    fs::copy(fs::path(std::getenv("AMPGRAD_FIXTURES")) / "bpe" / "trained_512", dir, fs::copy_options::recursive);
+    auto load = [&] { data::BpeTokenizer::from_hf_dir(dir.string()); };
+    const std::string vocab = (dir / "vocab.json").string(), merges = (dir / "merges.txt").string();
+    CHECK(check_file_corruptions(vocab, json_corruptions(read_whole_file(vocab), 40), load, "vocab.json") > 40);
+    CHECK(check_file_corruptions(merges, line_corruptions(read_whole_file(merges)), load, "merges.txt") > 3);
+    fs::remove_all(dir);
 }

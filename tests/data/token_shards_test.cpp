@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "data/token_shards.hpp"
 #include "tests/data/bpe_fixtures.hpp"
+#include "tests/support/corrupt_inputs.hpp"
 
 using namespace ampgrad;
 namespace fs = std::filesystem;
@@ -155,6 +156,20 @@ TEST_CASE("every corrupt shard is a FormatError naming the file and the offset")
     check_format_error(p7, {"token 2", "id 300", "byte offset 1028", "vocabulary of 256"}, [&] { data::check_shard(p7, 256); });
     CHECK(data::check_shard(p7, 301).max_token == 300);
     CHECK_THROWS_AS(data::read_shard_header((dir / "missing.bin").string()), IOError);
+}
+
+TEST_CASE("every corruption of a shard is refused with an ampgrad::Error naming it, or reads within the vocabulary") {
+    // Truncated, overwritten (the header's words included) and padded: opening and scanning the
+    // shard either fails naming the file or yields tokens inside the vocabulary check's answer.
+    const fs::path dir = bpe_temp_dir("corrupt_any");
+    const std::string path = (dir / "s_train_000001.bin").string();
+    write_bytes(path, llmc_shard_bytes(20240520, 1, {1, 2, 3, 4, 5, 6, 7, 8}, 2));
+    const size_t refused = testing::check_file_corruptions(path, testing::byte_corruptions(testing::read_whole_file(path)), [&] {
+        data::MappedShard shard(path);
+        data::check_shard(path, 256);
+    }, "s_train_000001.bin");
+    CHECK(refused > 10);   // most single bytes land in the header's 253 unused words, which llm.c ignores too
+    fs::remove_all(dir);
 }
 
 TEST_CASE("a ShardWriter destroyed before finish() leaves no file, not even its temporary one") {

@@ -9,6 +9,7 @@
 
 #include "models/lora.hpp"
 #include "tests/support/check_close.hpp"
+#include "tests/support/corrupt_inputs.hpp"
 #include "tests/support/fixtures.hpp"
 #include "tests/support/one_rank_group.hpp"
 #include "zero/engine.hpp"
@@ -177,4 +178,19 @@ TEST_CASE("the optimizer holds state for the adapters only: AdamW and ZeRO stage
         CHECK(optimizer_bytes >= 12 * adapter_numel);
         CHECK(optimizer_bytes <= 12 * adapter_numel + 64 * 12);
     }
+}
+
+TEST_CASE("every corruption of a PEFT adapter folder is an ampgrad::Error naming the file") {
+    // adapter_config.json's values retyped or dropped, adapter_model.safetensors truncated and
+    // overwritten; each loaded into a fresh base model (a refused adapter may leave layers behind).
+    const std::string dir = scratch_dir("lora_corrupt");
+    std::filesystem::copy(fixture_dir("peft_lora/gpt2"), dir, std::filesystem::copy_options::recursive);
+    auto load = [&] {
+        auto lm = base_model("gpt2");
+        models::load_peft_adapter(*lm, dir);
+    };
+    const std::string config = dir + "/adapter_config.json", weights = dir + "/adapter_model.safetensors";
+    CHECK(check_file_corruptions(config, json_corruptions(read_whole_file(config)), load, "adapter_config.json") > 10);
+    CHECK(check_file_corruptions(weights, byte_corruptions(read_whole_file(weights)), load, "adapter_model.safetensors") > 10);
+    std::filesystem::remove_all(dir);
 }

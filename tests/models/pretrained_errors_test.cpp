@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ampgrad/ampgrad.h"
+#include "support/corrupt_inputs.hpp"
 
 using namespace ampgrad;
 namespace fs = std::filesystem;
@@ -17,10 +18,10 @@ namespace {
 // A scratch copy of the fixture folder `name`, removed at the end of the case.
 struct FolderCopy {
     fs::path dir;
-    explicit FolderCopy(const std::string& name) {
+    explicit FolderCopy(const std::string& name, const std::string& family = "hf_gpt2") {
         static int n = 0;
         dir = fs::temp_directory_path() / fmt::format("ampgrad_hf_bad_{}_{}", ::getpid(), n++);
-        fs::copy(fs::path(std::getenv("AMPGRAD_FIXTURES")) / "hf_gpt2" / name, dir, fs::copy_options::recursive);
+        fs::copy(fs::path(std::getenv("AMPGRAD_FIXTURES")) / family / name, dir, fs::copy_options::recursive);
     }
     ~FolderCopy() { fs::remove_all(dir); }
     std::string file(const std::string& f) const { return (dir / f).string(); }
@@ -148,6 +149,33 @@ TEST_CASE("from_pretrained: corrupt JSON (config.json, the index) is a FormatErr
     FolderCopy g("lm");
     fs::remove(g.dir / "model.safetensors");
     CHECK_LOAD_THROWS(g.dir.string(), IOError, "no model.safetensors and no model.safetensors.index.json");
+}
+
+TEST_CASE("from_pretrained: every corruption of config.json or of the weights is an ampgrad::Error naming the file") {
+    // Each value of config.json retyped or dropped, and the weights truncated, overwritten and padded:
+    // GPT-2, Llama and Qwen2 folders. A config with absurd sizes is refused before the model is built.
+    for (const auto& [family, name] : std::vector<std::pair<std::string, std::string>>{
+             {"hf_gpt2", "lm"}, {"hf_llama", "llama"}, {"hf_qwen2", "qwen2"}}) {
+        CAPTURE(family);
+        FolderCopy f(name, family);
+        auto load = [&] { models::from_pretrained(f.dir.string()); };
+        const std::string config = f.file("config.json"), weights = f.file("model.safetensors");
+        CHECK(testing::check_file_corruptions(config, testing::json_corruptions(testing::read_whole_file(config)), load,
+                                              "config.json") > 20);
+        CHECK(testing::check_file_corruptions(weights, testing::byte_corruptions(testing::read_whole_file(weights)), load,
+                                              "model.safetensors") > 20);
+    }
+}
+
+TEST_CASE("from_pretrained: a config.json far larger than its weights is refused before the model is built") {
+    FolderCopy f("lm");
+    nlohmann::json c = f.config();
+    c["n_layer"] = int64_t{1} << 36;   // 2^36 blocks of 8 channels: within the size limit, not in an 18 KB file
+    f.set_config(c);
+    CHECK_LOAD_THROWS(f.dir.string(), ValueError, f.file("config.json"), "the config does not belong to these weights");
+    c["n_layer"] = int64_t{1} << 62;   // past any model: refused by GPTConfig::validate
+    f.set_config(c);
+    CHECK_LOAD_THROWS(f.dir.string(), ValueError, "a corrupt or mistyped size");
 }
 
 TEST_CASE("from_pretrained: the Hub's spellings load: no prefix, attn.bias buffers, a stored lm_head") {

@@ -3,7 +3,14 @@
 // processes (stages 0-3), resharding 4 -> 2, 4 -> 3, 2 -> 4 and 3 -> 2 across stages 1, 2 and 3, stage 0's
 // checkpoints into stages 1 and 3 and back, corrupt / partial / mismatched checkpoints, and a rank
 // SIGKILLed in the middle of a step.
+#include "autograd/ops/ops.hpp"
+#include "nn/linear.hpp"
+#include "optim/sgd.hpp"
 #include "tests/dist/spawn.hpp"
+#include "tests/support/corrupt_inputs.hpp"
+#include "tests/support/one_rank_group.hpp"
+#include "zero/checkpoint.hpp"
+#include "zero/engine.hpp"
 
 #include <doctest/doctest.h>
 
@@ -202,4 +209,33 @@ TEST_CASE("zero: a rank SIGKILLed in the middle of a step gives the others an er
     CHECK(contains(out, "lost rank 1"));
     CHECK(elapsed_ms(out) >= 0);
     CHECK(elapsed_ms(out) < 3000 + 2500);
+}
+
+TEST_CASE("zckpt: every corruption of a checkpoint's manifest or rank file is an ampgrad::Error naming it") {
+    // One rank in this process: the manifest's values retyped or dropped, the rank file truncated,
+    // overwritten and padded. Each load either succeeds (a flipped bit in a weight is not seen) or
+    // fails naming the checkpoint; the good checkpoint still loads after all of them.
+    using namespace ampgrad;
+    ampgrad_test::OneRankGroup group;
+    manual_seed(3);
+    auto net = std::make_shared<nn::Linear>(4, 3);
+    zero::ZeroConfig c;
+    c.stage = 1;
+    zero::ZeroEngine engine(net, c, [](std::vector<Tensor> p) {
+        return std::make_unique<optim::SGD>(p, optim::SGDOptions(0.1));
+    }, &group);
+    engine.backward(net->forward(randn({2, 4})).pow(2.0).mean());   // (B,3) -> ()
+    engine.step();
+    const fs::path root = scratch("corrupt_any");
+    const fs::path dir = engine.save_checkpoint(root.string(), "step-00000001");
+    auto load = [&] { zero::load_checkpoint(engine, dir.string()); };
+    const std::string manifest = (dir / "manifest.json").string(), rank_file = (dir / "rank-00000-of-00001.safetensors").string();
+    CHECK(ampgrad::testing::check_file_corruptions(manifest, ampgrad::testing::json_corruptions(
+                                                                 ampgrad::testing::read_whole_file(manifest)),
+                                                   load, "step-00000001") > 40);
+    CHECK(ampgrad::testing::check_file_corruptions(rank_file, ampgrad::testing::byte_corruptions(
+                                                                  ampgrad::testing::read_whole_file(rank_file)),
+                                                   load, "step-00000001") > 20);
+    load();
+    fs::remove_all(root);
 }

@@ -10,6 +10,7 @@
 #include "nn/linear.hpp"
 #include "optim/sgd.hpp"
 #include "tests/dist/spawn.hpp"
+#include "tests/support/corrupt_inputs.hpp"
 #include "tests/support/one_rank_group.hpp"
 #include "zero/checkpoint.hpp"
 #include "zero/config.hpp"
@@ -91,6 +92,14 @@ std::unique_ptr<optim::Optimizer> sgd(std::vector<Tensor> masters) {
 
 // Issue 23: DeepSpeed's engine casts the module to the 16-bit dtype itself (deepspeed/runtime/engine.py,
 // _cast_module_mixed_precision: parameters only, buffers keep their dtype); ours used to throw.
+TEST_CASE("zero config: every corruption of a DeepSpeed JSON config is an ampgrad::Error naming it") {
+    const std::string good = R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+        "zero_optimization": {"stage": 2, "reduce_bucket_size": 5e8}, "fp16": {"enabled": true, "hysteresis": 1}})";
+    CHECK(ampgrad::testing::check_corruptions(ampgrad::testing::json_corruptions(good),
+                                              [](const std::string& text) { zero::parse_config(text, "ds.json"); },
+                                              "ds.json") > 40);
+}
+
 TEST_CASE("zero engine: fp16/bf16 cast an f32 module's parameters in place (buffers kept); or refuse") {
     ampgrad_test::OneRankGroup group;
     for (bool fp16 : {true, false}) {
