@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <new>
 
 #include "app/commands.hpp"
 #include "app/data_commands.hpp"
@@ -390,7 +391,10 @@ int main(int argc, char** argv) {
         return run_command(c, command);
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "\nampgrad %s: error: %s\n", command.c_str(), e.what());
+        // A container of the library's that the host could not grow (tensors raise OutOfMemoryError themselves).
+        const bool host_oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+        std::fprintf(stderr, "\nampgrad %s: error: %s%s\n", command.c_str(), host_oom ? "out of host memory: " : "",
+                     e.what());
         return command == "verify" ? 2 : 1;   // verify's 1 means "different"
     }
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/device_registry.hpp"
+#include "core/error.hpp"
 #include "cpu/loops.hpp"
 
 namespace ampgrad {
@@ -38,9 +39,10 @@ size_t malloc_size(size_t nbytes) {
 // slightly larger malloc block (the raw pointer is kept just before the aligned address) rather
 // than calling aligned_alloc: glibc's memalign path bypasses its per-thread cache and splits heap
 // chunks, which made it the largest cost of creating a small tensor (bench/autograd_overhead.cpp).
+// Null when malloc has no memory (the caller releases its cache and retries, then raises).
 void* aligned_malloc(size_t nbytes) {
     void* raw = std::malloc(malloc_size(nbytes));
-    if (!raw) throw std::bad_alloc();
+    if (!raw) return nullptr;
     uintptr_t first = reinterpret_cast<uintptr_t>(raw) + sizeof(void*);
     void* aligned = reinterpret_cast<void*>((first + kAlignment - 1) & ~(uintptr_t{kAlignment} - 1));
     static_cast<void**>(aligned)[-1] = raw;
@@ -123,6 +125,11 @@ public:
         void* p = size >= kCacheMinBytes ? cache_.take(size) : nullptr;
         if (p == nullptr) {
             p = aligned_malloc(size);
+            if (p == nullptr) {   // the cached blocks may be what is missing: give them back, then try once more
+                empty_cache();
+                p = aligned_malloc(size);
+            }
+            if (p == nullptr) throw_out_of_memory(nbytes);
             auto held = static_cast<int64_t>(malloc_size(size));
             raise_peak(peak_reserved_, reserved_.fetch_add(held, std::memory_order_relaxed) + held);
             num_mallocs_.fetch_add(1, std::memory_order_relaxed);
@@ -169,6 +176,14 @@ public:
     }
 
 private:
+    // PyTorch's CPU allocator says "DefaultCPUAllocator: not enough memory: you tried to allocate N bytes".
+    [[noreturn]] void throw_out_of_memory(size_t nbytes) const {
+        throw OutOfMemoryError(fmt::format("cpu: out of memory: not enough memory: you tried to allocate {} bytes "
+                                           "({:.3g} GiB); {} bytes are allocated by tensors; free tensors or use a "
+                                           "smaller batch", nbytes, static_cast<double>(nbytes) / (1 << 30),
+                                           allocated_.load()));
+    }
+
     std::atomic<int64_t> allocated_{0}, reserved_{0}, peak_allocated_{0}, peak_reserved_{0};
     std::atomic<int64_t> num_allocs_{0}, num_frees_{0}, num_mallocs_{0}, num_system_frees_{0};
     BlockCache cache_;

@@ -29,16 +29,18 @@ std::pair<Tensor, Tensor> BatchSampler::next(int64_t B, int64_t T) {
     if (static_cast<int64_t>(tokens_->size()) <= T)
         throw ValueError(fmt::format("BatchSampler: the text has {} tokens, fewer than a window of {} + 1",
                                      tokens_->size(), T));
-    std::vector<int64_t> x(B * T), y(B * T);
+    Tensor x = empty({B, T}, TensorOptions().dtype(kInt64)), y = empty({B, T}, TensorOptions().dtype(kInt64));   // (B,T)
+    int64_t* xs = x.data_ptr<int64_t>();   // through the allocator: a batch too large for memory is an OutOfMemoryError
+    int64_t* ys = y.data_ptr<int64_t>();
     for (int64_t b = 0; b < B; ++b) {
         const int64_t start = start_at(state_.offset + static_cast<uint64_t>(b), T);
         for (int64_t t = 0; t < T; ++t) {
-            x[b * T + t] = (*tokens_)[start + t];
-            y[b * T + t] = (*tokens_)[start + t + 1];
+            xs[b * T + t] = (*tokens_)[start + t];
+            ys[b * T + t] = (*tokens_)[start + t + 1];
         }
     }
     state_.offset += static_cast<uint64_t>(B);
-    return {tensor(x, {B, T}), tensor(y, {B, T})};
+    return {x, y};
 }
 
 std::vector<std::pair<Tensor, Tensor>> fixed_batches(std::shared_ptr<const std::vector<int32_t>> tokens,

@@ -116,7 +116,7 @@ std::vector<FlightDump> read_flight_dumps(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec))
         throw IOError(fmt::format("flight recorder: {} is not a folder", dir));
-    const std::regex name("flight_recorder_rank([0-9]+)\\.json");
+    const std::regex name("flight_recorder_rank([0-9]{1,9})\\.json");   // a rank fits an int
     std::map<int, FlightDump> by_rank;
     for (const auto& item : fs::directory_iterator(dir)) {
         std::smatch m;

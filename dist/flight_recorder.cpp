@@ -2,8 +2,12 @@
 // tag (see flight_recorder.hpp). The dump's field names follow PyTorch's flight recorder.
 #include "dist/flight_recorder.hpp"
 
+#include <charconv>
+
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/error_context.hpp"
+#include "core/json_file.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -65,8 +69,15 @@ FlightEntry entry_from_json(const nlohmann::json& j) {
     e.time_discovered_completed_ns = j.value("time_discovered_completed_ns", int64_t{0});
     e.timeout_ms = j.value("timeout_ms", int64_t{0});
     e.error = j.value("error", "");
-    if (j.contains("checksum") && j["checksum"].is_string())
-        e.checksum = std::stoull(j["checksum"].get<std::string>(), nullptr, 16);
+    if (j.contains("checksum") && j["checksum"].is_string()) {
+        const std::string hex = j["checksum"].get<std::string>();
+        uint64_t checksum = 0;
+        const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), checksum, 16);
+        if (ec != std::errc() || end != hex.data() + hex.size() || hex.empty())
+            throw ValueError(fmt::format("the checksum \"{}\" of collective {} is not a hexadecimal number", hex,
+                                         e.collective_seq_id));
+        e.checksum = checksum;
+    }
     return e;
 }
 
@@ -161,7 +172,9 @@ FlightDump parse_flight_dump(const std::string& text, const std::string& source)
         for (const auto& e : j.at("entries")) d.entries.push_back(entry_from_json(e));
         return d;
     } catch (const nlohmann::json::exception& e) {
-        throw ValueError(fmt::format("flight recorder: {} is not a flight recorder dump: {}", source, e.what()));
+        throw ValueError(fmt::format("flight recorder: {} is not a flight recorder dump: {}", source, json_error_text(e)));
+    } catch (const ValueError& e) {
+        rethrow_with_context(e, "flight recorder: " + source);
     }
 }
 

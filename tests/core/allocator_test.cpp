@@ -107,3 +107,15 @@ TEST_CASE("without a usable GPU, CUDA memory stats fail with a DeviceError") {
     CHECK_THROWS_AS(empty_cache(Device("cuda:0")), DeviceError);
     CHECK_THROWS_AS(reset_peak_memory_stats(kCUDA), DeviceError);
 }
+
+TEST_CASE("a tensor whose bytes overflow 64 bits is a ShapeError; one larger than memory an OutOfMemoryError") {
+    CHECK_THROWS_WITH_AS(empty({int64_t{1} << 62, 8}), doctest::Contains("overflows 64 bits"), ShapeError);
+    CHECK_THROWS_WITH_AS(zeros({int64_t{1} << 31, int64_t{1} << 31, 4}, TensorOptions().dtype(kFloat64)),
+                         doctest::Contains("(2147483648,2147483648,4) in f64"), ShapeError);
+#if !defined(__SANITIZE_ADDRESS__)   // ASan's allocator aborts on an 8 PiB request instead of returning null
+    const int64_t before = memory_allocated(Device(kCPU));
+    CHECK_THROWS_WITH_AS(empty({int64_t{1} << 50}), doctest::Contains("cpu: out of memory"), OutOfMemoryError);
+    CHECK(memory_allocated(Device(kCPU)) == before);   // nothing was counted for the refused block
+    CHECK(empty({4}).numel() == 4);                    // and the allocator still serves
+#endif
+}

@@ -3,6 +3,7 @@
 // the common window of rings that dropped different amounts, and bad folders.
 #include "dist/flight_analysis.hpp"
 #include "core/error.hpp"
+#include "tests/support/corrupt_inputs.hpp"
 
 #include <doctest/doctest.h>
 
@@ -134,5 +135,24 @@ TEST_CASE("ampgrad fr: a folder without dumps, or with a file that is not one, i
     CHECK_THROWS_WITH_AS(read_flight_dumps(dir.string()), doctest::Contains("holds rank 0's records"), ValueError);
     std::ofstream(dir / "flight_recorder_rank1.json") << flight_dump_json(dump(1, 2, 0, 1));
     CHECK(read_flight_dumps(dir.string()).size() == 2);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("ampgrad fr: every corruption of a dump is read and analysed, or is an ampgrad::Error naming the file") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("ampgrad_fr_corrupt_" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    std::ofstream(dir / "flight_recorder_rank0.json") << flight_dump_json(dump(0, 2, 0, 3));
+    const std::string rank1 = (dir / "flight_recorder_rank1.json").string();
+    std::ofstream(rank1) << flight_dump_json(dump(1, 2, 0, 2));
+    auto analyse = [&] {
+        const std::vector<FlightDump> dumps = read_flight_dumps(dir.string());
+        flight_report(dumps, analyze_flight_dumps(dumps));
+    };
+    CHECK(ampgrad::testing::check_file_corruptions(rank1, ampgrad::testing::json_corruptions(
+                                                              ampgrad::testing::read_whole_file(rank1)),
+                                                   analyse, "flight_recorder_rank1.json") > 40);
+    std::ofstream(dir / "flight_recorder_rank99999999999.json") << "{}";   // a rank past int: not one of ours
+    CHECK_NOTHROW(analyse());
     fs::remove_all(dir);
 }
