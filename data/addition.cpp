@@ -48,15 +48,18 @@ std::pair<int64_t, int64_t> AdditionTask::draw(uint64_t counter, uint64_t seed) 
 
 std::pair<Tensor, Tensor> AdditionTask::batch(SamplerState& state, int64_t B) const {
     const int64_t T = sequence_length();
-    std::vector<int64_t> x(B * T), y(B * T, -100);
+    Tensor x = empty({B, T}, TensorOptions().dtype(kInt64));                 // (B,T), through the allocator
+    Tensor y = full({B, T}, -100, TensorOptions().dtype(kInt64));            // (B,T): the prompt is not scored
+    int64_t* xs = x.data_ptr<int64_t>();
+    int64_t* ys = y.data_ptr<int64_t>();
     for (int64_t b = 0; b < B; ++b) {
         auto [p, q] = draw(state.offset++, state.seed);
         while (is_test_pair(p, q)) std::tie(p, q) = draw(state.offset++, state.seed);
         std::vector<int32_t> seq = encode(p, q);
-        for (int64_t t = 0; t < T; ++t) x[b * T + t] = seq[t];
-        for (int64_t t = prompt_length() - 1; t < T; ++t) y[b * T + t] = seq[t + 1];   // the answer digits
+        for (int64_t t = 0; t < T; ++t) xs[b * T + t] = seq[t];
+        for (int64_t t = prompt_length() - 1; t < T; ++t) ys[b * T + t] = seq[t + 1];   // the answer digits
     }
-    return {tensor(x, {B, T}), tensor(y, {B, T})};
+    return {x, y};
 }
 
 std::vector<std::pair<int64_t, int64_t>> AdditionTask::test_pairs(int64_t count) const {

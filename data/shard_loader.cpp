@@ -87,15 +87,18 @@ std::pair<size_t, int64_t> ShardLoader::locate(uint64_t index) const {
 std::pair<Tensor, Tensor> ShardLoader::batch_at(uint64_t first, int64_t B) const {
     profiler::Span span("data", "ShardLoader.batch_at");
     if (B <= 0) throw ValueError(fmt::format("ShardLoader: batch size {} must be positive", B));
-    std::vector<int64_t> x(static_cast<size_t>(B * T_)), y(static_cast<size_t>(B * T_));
+    // Through the allocator: a batch too large is an OutOfMemoryError, a shape past 64 bits a ShapeError.
+    Tensor x = empty({B, T_}, TensorOptions().dtype(kInt64)), y = empty({B, T_}, TensorOptions().dtype(kInt64));   // (B,T)
+    int64_t* xs = x.data_ptr<int64_t>();
+    int64_t* ys = y.data_ptr<int64_t>();
     std::vector<int64_t> window(static_cast<size_t>(T_ + 1));
     for (int64_t b = 0; b < B; ++b) {
         const auto [shard, start] = locate(first + static_cast<uint64_t>(b));
         shards_[shard]->read(start, T_ + 1, window.data());
-        std::copy(window.begin(), window.end() - 1, x.begin() + b * T_);    // (T) inputs
-        std::copy(window.begin() + 1, window.end(), y.begin() + b * T_);    // (T) targets, shifted by one
+        std::copy(window.begin(), window.end() - 1, xs + b * T_);    // (T) inputs
+        std::copy(window.begin() + 1, window.end(), ys + b * T_);    // (T) targets, shifted by one
     }
-    return {tensor(x, {B, T_}), tensor(y, {B, T_})};
+    return {x, y};
 }
 
 nlohmann::json ShardLoader::describe() const {
