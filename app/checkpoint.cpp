@@ -76,13 +76,13 @@ void write_checkpoint_files(const CheckpointContent& content, const std::string&
 }
 
 std::string publish_checkpoint(const CheckpointContent& content, const std::string& root, int keep) {
-    fs::create_directories(root);
+    ampgrad::create_directories(root, "checkpoint");
     const std::string name = fmt::format("step-{:08d}", content.step);
     const fs::path final_dir = fs::path(root) / name;
     const fs::path tmp = fs::path(root) / fmt::format(".{}.tmp-{}", name, ::getpid());
     try {
         fs::remove_all(tmp);
-        fs::create_directories(tmp);
+        ampgrad::create_directories(tmp.string(), "checkpoint");
         write_checkpoint_files(content, tmp.string());
         fsync_directory(tmp.string());
         if (fs::exists(final_dir)) fs::remove_all(final_dir);   // re-saving the same step

@@ -19,6 +19,7 @@
 #include "app/report.hpp"
 #include "app/trainer.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/atomic_file.hpp"
 #include "core/cuda_info.hpp"
 #include "core/device_properties.hpp"
 #include "core/error.hpp"
@@ -112,7 +113,7 @@ int run_eval(const EvalOptions& o) {
 namespace {
 // bench --profile N: N more steps traced into DIR/trace.json, and what tracing cost per step.
 void bench_profiled_steps(Trainer& t, const BenchOptions& o, double untraced_ms) {
-    std::filesystem::create_directories(o.profile_out);
+    ampgrad::create_directories(o.profile_out, "--profile");
     StepProfiler profiler(o.profile_steps, t.step() - 1, o.profile_out, 0);   // traces the next N steps
     const auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < o.profile_steps; ++i) {

@@ -105,7 +105,7 @@ int run_export(const ExportOptions& o) {
     const LanguageModel& lm = t->model();
     const fs::path out = fs::absolute(o.hf_out).lexically_normal();
     check_export_target(out);
-    fs::create_directories(out.parent_path());
+    ampgrad::create_directories(out.parent_path().string(), "export");
     const fs::path tmp = out.parent_path() / fmt::format(".{}.export-{}", out.filename().string(), ::getpid());
     fs::remove_all(tmp);
     const models::PretrainedModel model = lm.pretrained_model();

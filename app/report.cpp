@@ -175,7 +175,7 @@ void MetricsLog::eval(const EvalStats& e) {
 // ---- plots ----
 
 std::vector<std::string> write_plots(const std::string& metrics_path, const std::string& dir) {
-    fs::create_directories(dir);
+    ampgrad::create_directories(dir, "plot");
     // gnuplot reads plain columns: train.dat (step loss lr scale grad_norm skipped), eval.dat.
     std::ifstream in(metrics_path);
     if (!in) throw IOError(fmt::format("plot: cannot read {}", metrics_path));

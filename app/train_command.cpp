@@ -19,6 +19,7 @@
 #include "app/resume_flags.hpp"
 #include "app/tensorboard_log.hpp"
 #include "app/trainer.hpp"
+#include "core/atomic_file.hpp"
 #include "core/device_properties.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
@@ -305,7 +306,7 @@ int run_train(const TrainOptions& typed) {
     check_checkpoint_mode(o, *trainer);
     if (trainer->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
         throw IOError(fmt::format("rank {}: cannot silence its standard output", trainer->rank()));
-    fs::create_directories(o.out);
+    ampgrad::create_directories(o.out, "--out");
     TrainRun run(o, std::move(trainer));
     run.run_steps(step_file);
     return run.finish();

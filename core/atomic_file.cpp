@@ -48,6 +48,12 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
     }
 }
 
+void create_directories(const std::string& dir, const std::string& op) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw IOError(fmt::format("{}: cannot create the folder {}: {}", op, dir, ec.message()));
+}
+
 void fsync_directory(const std::string& dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) fail("cannot open the folder", dir, errno);

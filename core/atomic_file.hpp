@@ -21,6 +21,10 @@ void write_file_atomic(const std::string& path, const std::function<void(int fd)
 // Writes all `size` bytes to `fd` (retrying short writes and EINTR); IOError naming `path` on failure.
 void write_all(int fd, const void* data, size_t size, const std::string& path);
 
+// Creates the folder `dir` and its parents (std::filesystem::create_directories), raising an IOError
+// that names `op`, the folder and the system's reason instead of std::filesystem_error.
+void create_directories(const std::string& dir, const std::string& op);
+
 // fsyncs the folder `dir` (so a rename in it survives a crash). A filesystem that cannot sync a
 // folder (EINVAL) is accepted; other failures are an IOError naming the folder.
 void fsync_directory(const std::string& dir);

@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.hpp"
 #include "autograd/ops/ops.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "io/safetensors.hpp"
@@ -112,7 +113,7 @@ void save_peft_adapter(CausalLM& model, LoraConfig config, const std::string& di
     if (model.family() == "gpt") config.fan_in_fan_out = true;   // Hugging Face's GPT-2 layers are Conv1D
     nn::NamedTensors tensors;
     for (const auto& [name, t] : lora_state_dict(module)) tensors.insert(kKeyPrefix + name, t);
-    std::filesystem::create_directories(dir);
+    ampgrad::create_directories(dir, "save_peft_adapter");
     io::save_safetensors((std::filesystem::path(dir) / kWeightsFile).string(), tensors, {{"format", "pt"}});
     io::write_file_atomic((std::filesystem::path(dir) / kConfigFile).string(), config.to_json().dump(2) + "\n");
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.hpp"
+#include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "io/safetensors.hpp"
@@ -321,7 +322,7 @@ GPTConfig read_gpt2_config(const std::string& dir) {
 void save_pretrained(const PretrainedModel& model, const std::string& dir) {
     auto [config, hf_tensors] = architecture_of(model, "save_pretrained", dir).to_hf(model);
     const nn::NamedTensors tensors = without_merged_lora(*model.module, std::move(hf_tensors), dir);
-    fs::create_directories(dir);
+    ampgrad::create_directories(dir, "save_pretrained");
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
     io::write_file_atomic((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
     fs::remove(fs::path(dir) / "model.safetensors.index.json");     // an earlier sharded save's index would mislead

@@ -210,9 +210,9 @@ std::string save_checkpoint(ZeroEngine& engine, const std::string& root, const s
     const std::string what = "save_checkpoint " + final_dir.string();
     std::string error;
     if (R == 0) attempt(error, [&] {
-        fs::create_directories(root);
+        ampgrad::create_directories(root, "save_checkpoint");
         fs::remove_all(tmp);
-        fs::create_directories(tmp);
+        ampgrad::create_directories(tmp.string(), "save_checkpoint");
     });
     agree(g, error, what);
     // 1. Every rank writes its file (atomically), then reports its size and checksum.

@@ -35,9 +35,9 @@ void make_host_folder(dist::ProcessGroup& g, const fs::path& root, const fs::pat
                       const std::string& what) {
     std::string error;
     if (leader == g.rank()) attempt(error, [&] {
-        fs::create_directories(root);
+        ampgrad::create_directories(root, "save_checkpoint");
         fs::remove_all(tmp);
-        fs::create_directories(tmp);
+        ampgrad::create_directories(tmp.string(), "save_checkpoint");
     });
     agree(g, error, what);
     attempt(error, [&] {
