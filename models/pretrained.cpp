@@ -305,10 +305,14 @@ void load_pretrained_weights(const PretrainedModel& model, const std::string& di
 PretrainedConfig read_pretrained_config(const std::string& dir) {
     const std::string config_path = config_path_of(dir);
     const nlohmann::json config = read_json_object(config_path);
-    return with_json_errors("from_pretrained", config_path, [&] {
+    PretrainedConfig described = with_json_errors("from_pretrained", config_path, [&] {
         const auto [arch, name] = choose_architecture(config, config_path);
         return arch->describe(config, config_path, name);
     });
+    const bool has_weights = fs::exists(fs::path(dir) / "model.safetensors") ||
+                             fs::exists(fs::path(dir) / "model.safetensors.index.json");
+    if (has_weights) check_config_fits_weights(described, dir, config_path);   // before a caller builds the model
+    return described;
 }
 
 GPTConfig read_gpt2_config(const std::string& dir) {

@@ -85,6 +85,8 @@ struct PretrainedConfig {
     std::string family;                     // the model family: "gpt", "llama", "qwen2"
     nlohmann::json config;                  // the family's config (ModelSpec::pretrained)
 };
+// ValueError when the folder's weight files (if it has any) hold far fewer values than the config
+// implies: a corrupt or mistyped size is refused before a caller builds the model.
 PretrainedConfig read_pretrained_config(const std::string& dir);
 
 // dir/config.json's GPT-2 sizes as a GPTConfig, without reading the weights; ValueError when the

@@ -173,6 +173,9 @@ TEST_CASE("from_pretrained: a config.json far larger than its weights is refused
     c["n_layer"] = int64_t{1} << 36;   // 2^36 blocks of 8 channels: within the size limit, not in an 18 KB file
     f.set_config(c);
     CHECK_LOAD_THROWS(f.dir.string(), ValueError, f.file("config.json"), "the config does not belong to these weights");
+    // The same for a caller that reads the config and builds the model itself (ampgrad's --init-from and --hf).
+    CHECK_THROWS_WITH_AS(models::read_pretrained_config(f.dir.string()),
+                         doctest::Contains("the config does not belong to these weights"), ValueError);
     c["n_layer"] = int64_t{1} << 62;   // past any model: refused by GPTConfig::validate
     f.set_config(c);
     CHECK_LOAD_THROWS(f.dir.string(), ValueError, "a corrupt or mistyped size");
