@@ -12,7 +12,8 @@ namespace ampgrad {
 
 // Throws a copy of `e` of the same ampgrad error type (the most derived of core/error.hpp's; a
 // subtype defined elsewhere becomes its core base) whose message is "<context>: <e.what()>", or
-// rethrows `e` itself when its message already contains `context`.
+// rethrows `e` itself when its message already contains `context`. Call it inside the catch block
+// that caught `e` (the rethrow is a bare `throw;`).
 [[noreturn]] void rethrow_with_context(const Error& e, const std::string& context);
 
 }  // namespace ampgrad
